@@ -1,0 +1,146 @@
+"""Persistent append-only containers for the session state.
+
+The session machine's state is a frozen value, but it accumulates events, tool uses and
+raw usage for the whole request. Rebuilding a tuple on every append would make a long
+session quadratic (the reference's S-33 weakness). These containers share one backing
+store between versions: appending to the newest version is O(1) amortized; appending to
+an older version (a fork, as hypothesis or a replay may do) copies its prefix first, so
+every version keeps seeing exactly what it held. They are not general-purpose
+collections: no removal, no slicing beyond what the session needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class AppendLog(Generic[T]):
+    """An immutable sequence view ``store[:size]`` over a shared, growing list."""
+
+    __slots__ = ("_size", "_store")
+
+    def __init__(self, store: list[T] | None = None, size: int = 0) -> None:
+        self._store: list[T] = store if store is not None else []
+        self._size = size
+
+    @classmethod
+    def of(cls, items: Iterable[T]) -> AppendLog[T]:
+        store = list(items)
+        return cls(store, len(store))
+
+    def append(self, item: T) -> AppendLog[T]:
+        store = self._store
+        if len(store) != self._size:
+            # Someone appended to this store after this version was made: fork.
+            store = store[: self._size]
+        store.append(item)
+        return AppendLog(store, self._size + 1)
+
+    def extend(self, items: Iterable[T]) -> AppendLog[T]:
+        store = self._store
+        if len(store) != self._size:
+            store = store[: self._size]
+        store.extend(items)
+        return AppendLog(store, len(store))
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[T]:
+        store = self._store
+        for i in range(self._size):
+            yield store[i]
+
+    def __getitem__(self, index: int) -> T:
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        return self._store[index]
+
+    def to_tuple(self) -> tuple[T, ...]:
+        return tuple(self._store[: self._size])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AppendLog):
+            return self.to_tuple() == other.to_tuple()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.to_tuple())
+
+    def __repr__(self) -> str:
+        return f"AppendLog(size={self._size})"
+
+
+class SeenIds:
+    """A persistent, bounded set of event ids (the dedupe memory of a streaming session).
+
+    Membership holds for the most recent ``window`` insertions; older ids are forgotten and
+    the backing dict is compacted once it holds twice the window, so a live session that
+    runs for days keeps O(window) memory (the reference's R-17 weakness).
+    """
+
+    __slots__ = ("_index", "_order", "_size", "window")
+
+    def __init__(
+        self,
+        window: int = 65_536,
+        index: dict[str, int] | None = None,
+        order: list[str] | None = None,
+        size: int = 0,
+    ) -> None:
+        self.window = window
+        self._index: dict[str, int] = index if index is not None else {}
+        self._order: list[str] = order if order is not None else []
+        self._size = size
+
+    def __contains__(self, event_id: object) -> bool:
+        if not isinstance(event_id, str):
+            return False
+        at = self._index.get(event_id)
+        if at is None or at >= self._size:
+            return False
+        return at >= self._size - self.window
+
+    def __len__(self) -> int:
+        return min(self._size, self.window)
+
+    def add(self, event_id: str) -> SeenIds:
+        if event_id in self:
+            return self
+        index, order = self._index, self._order
+        if len(order) != self._size:
+            order = order[: self._size]
+            index = {k: v for k, v in index.items() if v < self._size}
+        if len(order) >= 2 * self.window:
+            keep = order[-self.window :]
+            order = list(keep)
+            index = {k: i for i, k in enumerate(order)}
+        index[event_id] = len(order)
+        order.append(event_id)
+        return SeenIds(self.window, index, order, len(order))
+
+    def union(self, ids: Iterable[str]) -> SeenIds:
+        out = self
+        for i in ids:
+            out = out.add(i)
+        return out
+
+    def ids(self) -> tuple[str, ...]:
+        start = max(0, self._size - self.window)
+        return tuple(self._order[start : self._size])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SeenIds):
+            return set(self.ids()) == set(other.ids())
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.ids()))
+
+    def __repr__(self) -> str:
+        return f"SeenIds(size={len(self)}, window={self.window})"

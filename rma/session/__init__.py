@@ -1,0 +1,1 @@
+"""The session machine: ``step(state, event) -> (state, commands)`` and its vocabulary."""

@@ -1,0 +1,680 @@
+"""The session machine: every loop decision, as ``step(state, event) -> (state, commands)``.
+
+One frozen ``State`` per session, one pure transition function. The shell turns I/O
+into events (``rma.session.events``) and executes the commands returned here
+(``rma.session.commands``); it decides nothing. Behaviour ids in comments refer to the
+catalogue in ``shared/reference/behaviors.md``.
+
+Phases. A session is always in exactly one phase:
+
+=============  ==========================================================================
+CONNECTING     streaming, waiting for the first "connected" (kickoff waits for it, S-21)
+AWAITING       a turn is in flight: stream events or a poll result will arrive
+PUSHING        a push is outstanding (streaming)
+TOOLS          the handler is running a batch of tool uses
+GUARD          the turn guard is being consulted
+BACKOFF        waiting before a reconnect attempt (R-12)
+RECONNECTING   consolidating after a drop or on reattach
+IDLE           live session between requests
+DONE           a sync run has its one result; every later event is ignored
+=============  ==========================================================================
+
+Inputs that arrive while the session is busy wait in ``deferred`` and are replayed, in
+order, as soon as it is not (S-90, S-91, S-70 Better), so stream events that arrive
+while tools run belong to the next turn and a follow-up never interrupts a turn.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Sequence
+
+import attrs
+from returns.result import Failure, Success
+
+from rma._persistent import AppendLog, SeenIds
+from rma.errors import (
+    GuardFailed,
+    Halted,
+    MaxTurnsExceeded,
+    SessionError,
+    StreamDropped,
+    Unsupported,
+    UnresolvedRequiresAction,
+)
+from rma.provider import Input, Mode
+from rma.session.commands import (
+    CallGuard,
+    Command,
+    DeliverEvent,
+    Emit,
+    Finish,
+    Log,
+    PollTurn,
+    PushInput,
+    Reconnect,
+    Reply,
+    RunTools,
+    ScheduleReconnect,
+)
+from rma.session.events import (
+    Event,
+    GuardVerdict,
+    LiveEvent,
+    Opened,
+    PushFinished,
+    ReconnectFinished,
+    ReconnectTimerFired,
+    SendEventRequested,
+    StreamClosed,
+    StreamConnected,
+    StreamEvent,
+    StreamFailed,
+    ToolsFinished,
+    TurnFailed,
+    TurnPolled,
+    UserMessage,
+)
+from rma.session.options import SessionConfig
+from rma.vocabulary import JSON, TEXT_DELTA_TYPE, SessionResult, Terminal, ToolUse, TurnResult, Usage
+
+REPROMPT_TEMPLATE = (
+    "You returned a response without calling {tool}. You MUST call {tool} now to finish — "
+    "produce the result via {tool}."
+)
+"""The terminal-tool re-prompt, verbatim (A.1)."""
+
+NO_TERMINAL_TOOL = "no_terminal_tool"
+
+BACKOFF_BASE_MS = 500
+BACKOFF_MAX_EXPONENT = 7
+BACKOFF_CAP_MS = 3_600_000
+
+
+def reconnect_backoff_ms(attempt: int) -> int:
+    """Delay before reconnect attempt ``attempt`` (0-based): 500 ms doubling, capped (R-12)."""
+    return min(BACKOFF_BASE_MS * (1 << min(attempt, BACKOFF_MAX_EXPONENT)), BACKOFF_CAP_MS)
+
+
+class Phase(enum.Enum):
+    CONNECTING = "connecting"
+    AWAITING = "awaiting"
+    PUSHING = "pushing"
+    TOOLS = "tools"
+    GUARD = "guard"
+    BACKOFF = "backoff"
+    RECONNECTING = "reconnecting"
+    IDLE = "idle"
+    DONE = "done"
+
+
+_STREAM_EVENTS = (StreamEvent, StreamConnected, StreamClosed, StreamFailed)
+# Phases during which stream inputs wait: the session handles one input at a time.
+_STREAM_BUSY = frozenset({Phase.PUSHING, Phase.TOOLS, Phase.GUARD, Phase.RECONNECTING})
+_SEND_BUSY = frozenset(
+    {Phase.PUSHING, Phase.TOOLS, Phase.GUARD, Phase.BACKOFF, Phase.RECONNECTING, Phase.CONNECTING}
+)
+
+
+@attrs.frozen(slots=True)
+class Accumulated:
+    """Request-scoped accumulators (S-30, S-32), each append O(1) amortized (S-33 Better)."""
+
+    events: AppendLog[JSON] = attrs.field(factory=AppendLog)
+    custom_tool_uses: AppendLog[ToolUse] = attrs.field(factory=AppendLog)
+    server_tool_uses: AppendLog[JSON] = attrs.field(factory=AppendLog)
+    usage: Usage = attrs.field(factory=Usage)
+    """Token totals; the raw usage entries live in ``usage_raw``."""
+    usage_raw: AppendLog[JSON] = attrs.field(factory=AppendLog)
+
+    def add_turn(self, events: Sequence[JSON], tr: TurnResult) -> Accumulated:
+        usage, raw = self.usage, self.usage_raw
+        if tr.usage is not None:
+            u = tr.usage
+            usage = Usage(
+                usage.input_tokens + u.input_tokens,
+                usage.output_tokens + u.output_tokens,
+                usage.cache_read_input_tokens + u.cache_read_input_tokens,
+                usage.cache_creation_input_tokens + u.cache_creation_input_tokens,
+            )
+            raw = raw.extend(u.raw)
+        return Accumulated(
+            self.events.extend(events),
+            self.custom_tool_uses.extend(tr.custom_tool_uses) if tr.custom_tool_uses else self.custom_tool_uses,
+            self.server_tool_uses.extend(tr.server_tool_uses) if tr.server_tool_uses else self.server_tool_uses,
+            usage,
+            raw,
+        )
+
+    def add_new_tool_uses(self, uses: Sequence[ToolUse]) -> Accumulated:
+        """Append only uses whose id is not accumulated yet (S-54: no duplicate ids)."""
+        known = {u.id for u in self.custom_tool_uses}
+        fresh = [u for u in uses if u.id not in known]
+        if not fresh:
+            return self
+        return attrs.evolve(self, custom_tool_uses=self.custom_tool_uses.extend(fresh))
+
+    def total_usage(self) -> Usage:
+        return attrs.evolve(self.usage, raw=self.usage_raw.to_tuple())
+
+
+@attrs.frozen(slots=True)
+class State:
+    config: SessionConfig
+    phase: Phase = Phase.CONNECTING
+    session_id: str | None = None
+    resumed: bool = False
+    resuming: bool = False
+    """The initial reattach has not completed yet (R-10)."""
+    request_open: bool = False
+    """A request (kickoff, message, resume) is in progress and owes exactly one result."""
+    kicked_off: bool = False
+    gen: int = 0
+    seen: SeenIds = attrs.field(factory=SeenIds)
+    turn_events: AppendLog[JSON] = attrs.field(factory=AppendLog)
+    acc: Accumulated = attrs.field(factory=Accumulated)
+    turns: int = 0
+    reprompts_left: int = 0
+    reconnect_attempts: int = 0
+    live_forwarded: int = 0
+    pending_message: str | None = None
+    pending_turn: TurnResult | None = None
+    pending_uses: tuple[ToolUse, ...] = ()
+    batch: int = 0
+    push_purpose: str | None = None
+    push_request: int | None = None
+    phase_before_push: Phase | None = None
+    deferred: tuple[Event, ...] = ()
+
+
+def initial_state(config: SessionConfig) -> State:
+    return State(
+        config=config,
+        reprompts_left=config.max_reprompts,
+        seen=SeenIds(window=config.seen_window),
+    )
+
+
+Step = tuple[State, tuple[Command, ...]]
+_evolve = attrs.evolve
+
+
+# ── the one public entry point ─────────────────────────────────────────────────────
+
+
+def step(s: State, ev: Event) -> Step:
+    """Apply one event. Total: any event in any phase yields a state (unknowns are ignored)."""
+    if s.phase is Phase.DONE:
+        return s, ()
+    if _must_defer(s, ev):
+        return _evolve(s, deferred=(*s.deferred, ev)), ()
+    s, cmds = _dispatch(s, ev)
+    if s.deferred and s.phase is not Phase.DONE and not _must_defer(s, s.deferred[0]):
+        return _drain(s, list(cmds))
+    return s, cmds
+
+
+def _drain(s: State, out: list[Command]) -> Step:
+    queue, s = s.deferred, _evolve(s, deferred=())
+    for i, ev in enumerate(queue):
+        if s.phase is Phase.DONE:
+            break
+        if _must_defer(s, ev):
+            s = _evolve(s, deferred=(*queue[i:], *s.deferred))
+            break
+        s, cmds = _dispatch(s, ev)
+        out.extend(cmds)
+    return s, tuple(out)
+
+
+def _must_defer(s: State, ev: Event) -> bool:
+    if isinstance(ev, _STREAM_EVENTS):
+        return ev.gen == s.gen and s.phase in _STREAM_BUSY
+    if isinstance(ev, UserMessage):
+        return s.phase is not Phase.IDLE
+    if isinstance(ev, SendEventRequested):
+        return s.config.codec.mode is Mode.STREAMING and s.phase in _SEND_BUSY
+    return False
+
+
+def _dispatch(s: State, ev: Event) -> Step:
+    match ev:
+        case StreamEvent(gen=gen, event=raw):
+            return _on_stream_event(s, raw) if gen == s.gen else (s, ())
+        case LiveEvent(event=raw):
+            return _on_live_event(s, raw)
+        case TurnPolled(events=events):
+            if s.phase is not Phase.AWAITING or s.config.codec.mode is not Mode.REQUEST_RESPONSE:
+                return s, ()
+            return _on_polled(s, events)
+        case TurnFailed(error=error):
+            return _fail(s, error) if s.phase is Phase.AWAITING else (s, ())
+        case PushFinished(outcome=outcome):
+            return _on_push_finished(s, outcome) if s.phase is Phase.PUSHING else (s, ())
+        case ToolsFinished(batch=batch, results=results):
+            if s.phase is not Phase.TOOLS or batch != s.batch:
+                return s, ()
+            uses = s.pending_uses
+            s = _evolve(s, pending_uses=())
+            return _drive(s, s.config.codec.resume_input(uses, results), "resume")
+        case GuardVerdict():
+            return _on_guard(s, ev) if s.phase is Phase.GUARD else (s, ())
+        case StreamConnected(gen=gen):
+            return _on_connected(s) if gen == s.gen else (s, ())
+        case StreamClosed(gen=gen):
+            if gen != s.gen:
+                return s, ()
+            # S-25 Better: a clean close without a terminal is a drop, not "nothing".
+            return _on_stream_lost(s, StreamDropped(detail="server closed the stream", clean_close=True))
+        case StreamFailed(gen=gen, error=error):
+            return _on_stream_lost(s, error) if gen == s.gen else (s, ())
+        case ReconnectTimerFired():
+            if s.phase is not Phase.BACKOFF:
+                return s, ()
+            return _evolve(s, phase=Phase.RECONNECTING), (Reconnect(s.gen, s.seen.ids()),)
+        case ReconnectFinished(outcome=outcome):
+            return _on_reconnected(s, outcome) if s.phase is Phase.RECONNECTING else (s, ())
+        case UserMessage(text=text):
+            return _deliver_message(s, text)
+        case SendEventRequested(request=request, event=raw):
+            return _on_send_event(s, request, raw)
+        case Opened():
+            return _on_opened(s, ev)
+    return s, (Log("debug", "ignored event", {"event": type(ev).__name__}),)
+
+
+# ── opening and kickoff ─────────────────────────────────────────────────────────────
+
+
+def _on_opened(s: State, ev: Opened) -> Step:
+    cfg = s.config
+    s = _evolve(s, session_id=ev.session_id, resumed=ev.resumed)
+    if ev.resumed:
+        # S-19 / R-1: no kickoff; consolidate first. Only a resume arms the prompt (R-8).
+        s = _evolve(
+            s,
+            kicked_off=True,
+            resuming=True,
+            request_open=True,
+            pending_message=cfg.prompt,
+            phase=Phase.RECONNECTING,
+            gen=s.gen + 1,
+        )
+        return s, (Reconnect(s.gen, s.seen.ids()),)
+    if cfg.codec.mode is Mode.STREAMING:
+        return _evolve(s, phase=Phase.CONNECTING), ()
+    return _kickoff_or_idle(s)
+
+
+def _wants_kickoff(s: State) -> bool:
+    cfg = s.config
+    return not cfg.live or cfg.prompt is not None or cfg.outcome is not None
+
+
+def _kickoff_or_idle(s: State) -> Step:
+    s = _evolve(s, kicked_off=True)
+    if not _wants_kickoff(s):
+        return _evolve(s, phase=Phase.IDLE), ()
+    cfg = s.config
+    s = _evolve(s, request_open=True)
+    return _drive(s, cfg.codec.kickoff_input(cfg.prompt, cfg.outcome), "kickoff")
+
+
+def _on_connected(s: State) -> Step:
+    if s.kicked_off:  # S-21: later "connected" signals never kick off again
+        return s, ()
+    return _kickoff_or_idle(s)
+
+
+# ── driving a turn ───────────────────────────────────────────────────────────────────
+
+
+def _drive(s: State, input: Input, purpose: str) -> Step:
+    if s.config.codec.mode is Mode.REQUEST_RESPONSE:
+        return _evolve(s, phase=Phase.AWAITING, live_forwarded=0), (PollTurn(input, purpose),)  # type: ignore[arg-type]
+    return (
+        _evolve(s, phase=Phase.PUSHING, push_purpose=purpose, push_request=None, phase_before_push=None),
+        (PushInput(input, purpose),),  # type: ignore[arg-type]
+    )
+
+
+def _on_push_finished(s: State, outcome: object) -> Step:
+    purpose, request, before = s.push_purpose, s.push_request, s.phase_before_push
+    s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None)
+    if purpose == "send_event":
+        assert request is not None and before is not None
+        reply = Reply(request, outcome)  # type: ignore[arg-type]
+        return _evolve(s, phase=before), (reply,)
+    if isinstance(outcome, Failure):
+        # S-23 Better: a refused push ends the request with its error, live or not.
+        return _fail(s, outcome.failure())
+    return _evolve(s, phase=Phase.AWAITING), ()
+
+
+def _on_send_event(s: State, request: int, raw: JSON) -> Step:
+    if s.config.codec.mode is not Mode.STREAMING:
+        return s, (Reply(request, Failure(Unsupported(operation="send_event"))),)
+    # S-67: pushed verbatim, no reset; S-92: mid-turn it goes out at once.
+    s = _evolve(
+        s,
+        phase=Phase.PUSHING,
+        push_purpose="send_event",
+        push_request=request,
+        phase_before_push=s.phase,
+    )
+    return s, (PushInput([raw], "send_event"),)
+
+
+def _deliver_message(s: State, text: str) -> Step:
+    """A follow-up (or a resume's armed prompt) starts a fresh request (S-69, R-6)."""
+    s = _evolve(
+        s,
+        acc=Accumulated(),
+        turns=0,
+        reprompts_left=s.config.max_reprompts,
+        request_open=True,
+        pending_message=None,
+    )
+    return _drive(s, s.config.codec.user_input(text), "message")
+
+
+# ── receiving events ─────────────────────────────────────────────────────────────────
+
+
+def _forward(s: State, raw: JSON, out: list[Command]) -> None:
+    out.append(DeliverEvent(raw))
+    if s.config.text_deltas:
+        chunk = s.config.codec.text_delta(raw)
+        if isinstance(chunk, str) and chunk:
+            out.append(DeliverEvent({"type": TEXT_DELTA_TYPE, "text": chunk}))  # E-9
+
+
+def _event_type(raw: JSON) -> JSON:
+    if isinstance(raw, dict):
+        t = raw.get("type")
+        if isinstance(t, str):
+            return t
+        return next(iter(raw), None)  # a Converse envelope is a single-key map (E-4)
+    return None
+
+
+def _stream_telemetry(s: State, raw: JSON) -> Emit:
+    meta = {**s.config.metadata, "type": _event_type(raw), "session_id": s.session_id}
+    return Emit("rma.stream.event", {}, meta)
+
+
+def _on_stream_event(s: State, raw: JSON) -> Step:
+    event_id = raw.get("id") if isinstance(raw, dict) else None
+    if isinstance(event_id, str):
+        if event_id in s.seen:  # E-11: already processed (re-delivered after a reconnect)
+            return s, ()
+        seen = s.seen.add(event_id)
+    else:
+        seen = s.seen
+    out: list[Command] = []
+    _forward(s, raw, out)
+    out.append(_stream_telemetry(s, raw))
+    buffer = s.turn_events.append(raw)
+    s = _evolve(s, seen=seen, turn_events=buffer)
+    if s.config.codec.turn_boundary(raw):
+        s, more = _handle_turn(s, buffer.to_tuple())
+        out.extend(more)
+    return s, tuple(out)
+
+
+def _on_live_event(s: State, raw: JSON) -> Step:
+    if s.phase is not Phase.AWAITING:
+        return s, ()
+    out: list[Command] = []
+    _forward(s, raw, out)
+    out.append(_stream_telemetry(s, raw))
+    return _evolve(s, live_forwarded=s.live_forwarded + 1), tuple(out)
+
+
+def _on_polled(s: State, events: tuple[JSON, ...]) -> Step:
+    out: list[Command] = []
+    if s.live_forwarded == 0:  # E-5: batch delivery only when nothing went out live
+        for raw in events:
+            _forward(s, raw, out)
+    s, more = _handle_turn(_evolve(s, live_forwarded=0), events)
+    out.extend(more)
+    return s, tuple(out)
+
+
+# ── one completed turn (S-29, S-31) ──────────────────────────────────────────────────
+
+
+def _tool_uses_telemetry(s: State, uses: Sequence[ToolUse], out: list[Command]) -> None:
+    ids = [u.id for u in uses]
+    meta = {**s.config.metadata, "turn": s.turns, "tool_use_ids": ids, "session_id": s.session_id}
+    out.append(Emit("rma.session.tool_uses", {"tool_use_count": len(ids)}, meta))
+    if len(set(ids)) != len(ids):  # T-12 sentinel: O(n), nothing is deduplicated
+        dups = sorted({str(i) for i, n in Counter(ids).items() if n > 1})
+        out.append(
+            Log(
+                "warning",
+                f"duplicate tool_use id(s) {dups} at turn {s.turns} — providers reject resumes carrying duplicates",
+                {"turn": s.turns, "duplicates": dups},
+            )
+        )
+
+
+def _handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
+    tr = s.config.codec.normalize(events)
+    s = _evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
+    out: list[Command] = []
+    _tool_uses_telemetry(s, tr.custom_tool_uses, out)
+    if s.config.has_turn_guard:
+        payload = {"usage": s.acc.usage, "turns": s.turns, "session_id": s.session_id}
+        s = _evolve(s, phase=Phase.GUARD, pending_turn=tr)
+        out.append(CallGuard(payload))
+        return s, tuple(out)
+    s, more = _continue_turn(s, tr)
+    out.extend(more)
+    return s, tuple(out)
+
+
+def _on_guard(s: State, verdict: GuardVerdict) -> Step:
+    tr = s.pending_turn
+    assert tr is not None
+    s = _evolve(s, pending_turn=None)
+    if verdict.verdict == "continue":
+        return _continue_turn(s, tr)
+    if verdict.verdict == "halt":
+        result = _terminated(s, tr, "halted")
+        return _fail(s, Halted(reason=verdict.reason, result=result))
+    result = _terminated(s, tr, "guard_failed")
+    return _fail(s, GuardFailed(error_type=verdict.error_type, detail=verdict.detail, result=result))
+
+
+def _exceeds_max_turns(s: State) -> bool:
+    """S-35 Better: refuse to drive turn max_turns + 1 rather than bill it and then fail."""
+    return s.turns >= s.config.max_turns
+
+
+def _max_turns_error(s: State, tr: TurnResult) -> Step:
+    result = _terminated(s, tr, "max_turns_exceeded")
+    return _fail(s, MaxTurnsExceeded(max_turns=s.config.max_turns, result=result))
+
+
+def _continue_turn(s: State, tr: TurnResult) -> Step:
+    cfg = s.config
+    if tr.terminal is Terminal.REQUIRES_ACTION:
+        return _requires_action(s, tr)
+    if tr.terminal is Terminal.END_TURN and cfg.terminal_tool is not None and not _called(s, cfg.terminal_tool):
+        if s.reprompts_left > 0:  # S-44
+            if _exceeds_max_turns(s):
+                return _max_turns_error(s, tr)
+            s = _evolve(s, reprompts_left=s.reprompts_left - 1)
+            text = REPROMPT_TEMPLATE.format(tool=cfg.terminal_tool)
+            return _drive(s, cfg.codec.user_input(text), "reprompt")
+        return _finish(s, tr, stop_reason=NO_TERMINAL_TOOL, reason=NO_TERMINAL_TOOL)  # S-45
+    return _finish(s, tr)
+
+
+def _called(s: State, tool: str) -> bool:
+    return any(u.name == tool for u in s.acc.custom_tool_uses)
+
+
+def _requires_action(s: State, tr: TurnResult) -> Step:
+    out: list[Command] = []
+    uses = tr.custom_tool_uses
+    if not uses:
+        # S-52: the batch resolved to nothing; recover from the request's own history.
+        recovered = s.config.codec.pending_tool_uses(s.acc.events.to_tuple())
+        if recovered:
+            _tool_uses_telemetry(s, recovered, out)
+            s = _evolve(s, acc=s.acc.add_new_tool_uses(recovered))
+            uses = recovered
+        elif s.config.codec.empty_resume_safe:
+            # S-56 Better: the provider already answered everything; a bare resume is valid.
+            if _exceeds_max_turns(s):
+                return _max_turns_error(s, tr)
+            s, more = _drive(s, s.config.codec.resume_input((), ()), "resume")
+            return s, (*out, *more)
+        else:
+            # S-53: never send an empty resume.
+            result = _terminated(s, tr, "unresolved_requires_action")
+            s, more = _fail(s, UnresolvedRequiresAction(stop_reason=tr.stop_reason, result=result))
+            return s, (*out, *more)
+    if _exceeds_max_turns(s):
+        # The resume would be turn max_turns + 1: do not run tools whose results go nowhere.
+        s, more = _max_turns_error(s, tr)
+        return s, (*out, *more)
+    return _run_tools(s, uses, out)
+
+
+def _run_tools(s: State, uses: Sequence[ToolUse], out: list[Command]) -> Step:
+    batch = s.batch + 1
+    s = _evolve(s, phase=Phase.TOOLS, batch=batch, pending_uses=tuple(uses))
+    out.append(RunTools(batch, tuple(uses)))
+    return s, tuple(out)
+
+
+# ── endings ──────────────────────────────────────────────────────────────────────────
+
+
+def _result(s: State, tr: TurnResult, terminal: Terminal, stop_reason: JSON, reason: str | None) -> SessionResult:
+    acc = s.acc
+    return SessionResult(
+        terminal=terminal,
+        stop_reason=stop_reason,
+        session_id=s.session_id,
+        text=tr.text,
+        custom_tool_uses=acc.custom_tool_uses.to_tuple(),
+        server_tool_uses=acc.server_tool_uses.to_tuple(),
+        usage=acc.total_usage(),
+        turns=s.turns,
+        events=acc.events.to_tuple(),
+        transcript=None,
+        reason=reason,
+        resumed=s.resumed,
+    )
+
+
+def _terminated(s: State, tr: TurnResult, reason: str) -> SessionResult:
+    return _result(s, tr, Terminal.TERMINATED, tr.stop_reason, reason)
+
+
+def _after_request(s: State) -> State:
+    if s.config.live:
+        return _evolve(s, phase=Phase.IDLE, request_open=False, resuming=False)
+    return _evolve(s, phase=Phase.DONE, request_open=False, resuming=False, deferred=())
+
+
+def _finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | None = None) -> Step:
+    """S-60: telemetry, result, reset the reconnect counter (R-13), report."""
+    final_reason = tr.stop_reason if stop_reason is None else stop_reason
+    result = _result(s, tr, tr.terminal, final_reason, reason)
+    emit = Emit("rma.session.terminal", {}, {**s.config.metadata, "terminal": tr.terminal.value})
+    s = _after_request(_evolve(s, reconnect_attempts=0))
+    return s, (emit, Finish(Success(result), final=not s.config.live))
+
+
+def _fail(s: State, error: SessionError) -> Step:
+    """End the request with an error; live sessions report it and stay usable (S-66 Better)."""
+    meta = {**s.config.metadata, "terminal": "error", "error": error.kind}
+    emit = Emit("rma.session.terminal", {}, meta)  # M-7 Better: error endings are visible
+    live = s.config.live
+    s = _after_request(s)
+    return s, (emit, Finish(Failure(error), final=not live))
+
+
+# ── drops, reconnects and resume (R-) ────────────────────────────────────────────────
+
+
+def _on_stream_lost(s: State, error: SessionError) -> Step:
+    if s.phase in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE) and not s.config.live:
+        return s, ()
+    if not s.config.live:
+        return _fail(s, error)  # R-14: a sync run never reconnects
+    return _schedule_reconnect(s, error)
+
+
+def _schedule_reconnect(s: State, error: SessionError | None) -> Step:
+    attempt = s.reconnect_attempts
+    delay = reconnect_backoff_ms(attempt)
+    # The dead stream's generation ends here: anything it still delivers is stale (S-24).
+    s = _evolve(s, phase=Phase.BACKOFF, reconnect_attempts=attempt + 1, gen=s.gen + 1, turn_events=AppendLog())
+    fields: dict[str, JSON] = {"attempt": attempt, "delay_ms": delay}
+    if error is not None:
+        fields["error"] = error.kind
+    return s, (Log("warning", f"stream lost; reconnecting in {delay} ms", fields), ScheduleReconnect(delay, attempt))
+
+
+def _settled_phase(s: State) -> Phase:
+    if not s.kicked_off:
+        return Phase.CONNECTING
+    return Phase.AWAITING if s.request_open else Phase.IDLE
+
+
+def _on_reconnected(s: State, outcome: object) -> Step:
+    if isinstance(outcome, Failure):
+        if not s.config.live:
+            return _fail(s, outcome.failure())  # R-11
+        return _schedule_reconnect(s, outcome.failure())
+    assert isinstance(outcome, Success)
+    r = outcome.unwrap()
+    was_resuming = s.resuming
+    s = _evolve(
+        s,
+        session_id=r.session_id,
+        seen=SeenIds(window=s.config.seen_window).union(r.seen),  # R-3, R-16
+        turn_events=AppendLog(),
+        resuming=False,
+        phase=_settled_phase(s),
+    )
+    out: list[Command] = []
+    turns_before = s.turns
+    # R-18 Better: what happened while disconnected goes through the normal path.
+    for i, raw in enumerate(r.replay):
+        if s.phase is Phase.DONE:
+            return s, tuple(out)
+        if s.phase in _STREAM_BUSY:
+            rest = tuple(StreamEvent(s.gen, e) for e in r.replay[i:])
+            s = _evolve(s, deferred=(*rest, *s.deferred))
+            return s, tuple(out)
+        s, more = _on_stream_event(s, raw)
+        out.extend(more)
+    if s.turns != turns_before or s.phase not in (Phase.AWAITING, Phase.IDLE, Phase.CONNECTING):
+        return s, tuple(out)  # the replay completed a turn; it drove the session on
+    if r.pending:
+        # R-4 with R-5 Better: a redrive is reported and accumulated like S-52 recovery.
+        _tool_uses_telemetry(s, r.pending, out)
+        s = _evolve(s, acc=s.acc.add_new_tool_uses(r.pending), request_open=True, phase=Phase.AWAITING)
+        if _exceeds_max_turns(s):
+            s, more = _max_turns_error(s, TurnResult(terminal=Terminal.REQUIRES_ACTION))
+            return s, (*out, *more)
+        return _run_tools(s, r.pending, out)
+    if s.pending_message is not None:  # R-6 (R-9: only once nothing is pending)
+        s, more = _deliver_message(s, s.pending_message)
+        return s, (*out, *more)
+    if was_resuming and r.idle and not s.config.live:
+        # R-10 Better: a sync reattach with nothing to do returns at once.
+        tr = TurnResult(terminal=Terminal.END_TURN, stop_reason=None)
+        s, more = _finish(s, tr, reason="resumed_idle")
+        return s, (*out, *more)
+    if was_resuming and r.idle:
+        s = _evolve(s, request_open=False, phase=Phase.IDLE)
+    return s, tuple(out)  # R-7: park

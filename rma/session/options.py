@@ -1,0 +1,238 @@
+"""Start-time option validation and the session's static configuration.
+
+Validation runs before anything remote is created, in the reference's order (S-8:
+turn_guard → terminal_tool → outcome shape → outcome support → budget), then the handler
+(S-15 Better) and the numeric limits. Each failure is a typed ``SessionError`` naming the
+option. This module inspects callables' signatures (pure) but never calls user code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from returns.result import Failure, Result, Success
+
+from rma.errors import (
+    BudgetUnsupported,
+    InvalidOpts,
+    InvalidTurnGuard,
+    OutcomeUnsupported,
+    SessionError,
+)
+from rma.provider import ProviderCodec
+from rma.session.events import GuardVerdict
+from rma.vocabulary import JSON, Budget, Outcome
+
+DEFAULT_MAX_TURNS = 50
+DEFAULT_MAX_REPROMPTS = 2
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_MAX_CONCURRENCY = 8
+DEFAULT_SEEN_WINDOW = 65_536
+
+
+@attrs.frozen
+class SessionConfig:
+    """Everything about a session that does not change while it runs."""
+
+    codec: ProviderCodec = attrs.field(eq=False)
+    live: bool = False
+    prompt: str | None = None
+    outcome: Outcome | None = None
+    max_turns: int = DEFAULT_MAX_TURNS
+    terminal_tool: str | None = None
+    """The enforced terminal tool (None unless ``require_terminal_tool``)."""
+    max_reprompts: int = DEFAULT_MAX_REPROMPTS
+    has_turn_guard: bool = False
+    metadata: Mapping[str, JSON] = attrs.field(factory=dict)
+    text_deltas: bool = True
+    seen_window: int = DEFAULT_SEEN_WINDOW
+    provider_name: str = ""
+
+
+CONTINUE = "continue"
+"""What a turn guard returns to let the session go on."""
+
+
+@attrs.frozen
+class Halt:
+    """What a turn guard returns to stop the request with ``Halted(reason)``."""
+
+    reason: JSON = None
+
+
+def interpret_guard(value: object) -> GuardVerdict:
+    """Map whatever a turn guard returned to a verdict (S-39, S-43 Better).
+
+    Accepted: ``CONTINUE`` (or the reference's ``"cont"``), ``Halt(reason)`` or a
+    ``("halt", reason)`` pair. Anything else — including ``None`` from a guard that forgot
+    to return — is a ``guard_failed`` verdict, so a buggy budget guard cannot silently
+    let spending continue.
+    """
+    if value == CONTINUE or value == "cont":
+        return GuardVerdict("continue")
+    if isinstance(value, Halt):
+        return GuardVerdict("halt", reason=value.reason)
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "halt":
+        return GuardVerdict("halt", reason=value[1])
+    return GuardVerdict(
+        "failed",
+        error_type="InvalidGuardReturn",
+        detail=f"turn_guard must return rma.CONTINUE or rma.Halt(reason), got {value!r}"[:500],
+    )
+
+
+def _accepts_positional(fn: Callable[..., Any], n: int) -> bool:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True  # builtins without signatures: let the call decide
+    try:
+        sig.bind(*([None] * n))
+    except TypeError:
+        return False
+    return True
+
+
+def handler_shape(handler: object) -> str | None:
+    """How a handler is called, or None when it is not a valid handler (T-2, T-3).
+
+    ``"object4"``/``"object3"``: an object whose ``handle_tool_call`` takes
+    (name, input, ctx, info) / (name, input, ctx); ``"callable4"``/``"callable3"``: a
+    plain callable of that arity. The four-argument form wins when both bind.
+    """
+    method = getattr(handler, "handle_tool_call", None)
+    if method is not None and callable(method):
+        if _accepts_positional(method, 4):
+            return "object4"
+        if _accepts_positional(method, 3):
+            return "object3"
+        return None
+    if callable(handler) and not inspect.isclass(handler):
+        if _accepts_positional(handler, 4):
+            return "callable4"
+        if _accepts_positional(handler, 3):
+            return "callable3"
+    return None
+
+
+def event_hook_shape(handler: object) -> str | None:
+    """``"event3"``/``"event2"`` when the handler observes events (E-1), else None (E-2)."""
+    method = getattr(handler, "handle_event", None)
+    if method is None or not callable(method):
+        return None
+    if _accepts_positional(method, 3):
+        return "event3"
+    if _accepts_positional(method, 2):
+        return "event2"
+    return None
+
+
+def _coerce_outcome(value: object) -> Outcome | None:
+    if isinstance(value, Outcome):
+        return value
+    if isinstance(value, Mapping) and set(value) <= {"description", "rubric", "max_iterations"}:
+        try:
+            return Outcome(**dict(value))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _coerce_budget(value: object) -> Budget | None:
+    if isinstance(value, Budget):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return Budget(**dict(value))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def validate(
+    codec: ProviderCodec,
+    *,
+    handler: object,
+    prompt: object = None,
+    turn_guard: object = None,
+    require_terminal_tool: object = False,
+    terminal_tool: object = None,
+    max_reprompts: object = DEFAULT_MAX_REPROMPTS,
+    outcome: object = None,
+    budget: object = None,
+    session_id: object = None,
+    max_turns: object = DEFAULT_MAX_TURNS,
+    timeout: object = DEFAULT_TIMEOUT_S,
+    max_concurrency: object = DEFAULT_MAX_CONCURRENCY,
+    telemetry_metadata: object = None,
+    model_config: object = None,
+    live: bool = False,
+) -> Result[tuple[SessionConfig, Budget | None], SessionError]:
+    """Check every start option and build the config; the first failure wins (S-8)."""
+    if turn_guard is not None and not (callable(turn_guard) and _accepts_positional(turn_guard, 1)):
+        return Failure(InvalidTurnGuard(value=repr(turn_guard)[:200]))
+    if require_terminal_tool and not isinstance(terminal_tool, str):
+        return Failure(InvalidOpts("terminal_tool", "terminal_tool_required: require_terminal_tool needs a tool name"))
+    parsed_outcome = None
+    if outcome is not None:
+        parsed_outcome = _coerce_outcome(outcome)
+        if parsed_outcome is None:
+            return Failure(
+                InvalidOpts("outcome", "expected rma.Outcome or a mapping with description, rubric[, max_iterations]")
+            )
+        if not codec.supports_outcomes:
+            return Failure(OutcomeUnsupported(provider=codec.name))
+    parsed_budget = None
+    if budget is not None:
+        if not codec.supports_budget:
+            return Failure(BudgetUnsupported(provider=codec.name))
+        parsed_budget = _coerce_budget(budget)
+        if parsed_budget is None:
+            return Failure(InvalidOpts("budget", "expected rma.Budget or a mapping with max_list_cost[, currency]"))
+        if session_id is not None:
+            return Failure(InvalidOpts("budget", "a budget applies to a fresh session; it cannot be set on resume"))
+    if handler_shape(handler) is None:
+        return Failure(
+            InvalidOpts(
+                "handler",
+                "expected an object with handle_tool_call(name, input, ctx[, info]) or a callable taking 3 or 4 "
+                f"arguments, got {type(handler).__name__}",
+            )
+        )
+    if prompt is not None and not isinstance(prompt, str):
+        return Failure(InvalidOpts("prompt", f"expected a string, got {type(prompt).__name__}"))
+    if not _positive_int(max_turns):
+        return Failure(InvalidOpts("max_turns", f"expected an int >= 1, got {max_turns!r}"))
+    if not (isinstance(max_reprompts, int) and not isinstance(max_reprompts, bool) and max_reprompts >= 0):
+        return Failure(InvalidOpts("max_reprompts", f"expected an int >= 0, got {max_reprompts!r}"))
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+        return Failure(InvalidOpts("timeout", f"expected seconds > 0 or None, got {timeout!r}"))
+    if not _positive_int(max_concurrency):
+        return Failure(InvalidOpts("max_concurrency", f"expected an int >= 1, got {max_concurrency!r}"))
+    if telemetry_metadata is not None and not isinstance(telemetry_metadata, Mapping):
+        return Failure(InvalidOpts("telemetry_metadata", "expected a mapping"))
+    meta: dict[str, JSON] = dict(telemetry_metadata or {})
+    if isinstance(model_config, Mapping) and isinstance(model_config.get("metadata"), Mapping):
+        meta.update(model_config["metadata"])  # S-16: model_config wins on conflict
+    assert isinstance(max_turns, int) and isinstance(max_reprompts, int)
+    config = SessionConfig(
+        codec=codec,
+        live=live,
+        prompt=prompt,
+        outcome=parsed_outcome,
+        max_turns=max_turns,
+        terminal_tool=terminal_tool if require_terminal_tool and isinstance(terminal_tool, str) else None,
+        max_reprompts=max_reprompts,
+        has_turn_guard=turn_guard is not None,
+        metadata=meta,
+        text_deltas=codec.has_text_delta,
+        provider_name=codec.name,
+    )
+    return Success((config, parsed_budget))

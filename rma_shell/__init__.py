@@ -1,0 +1,39 @@
+"""rma_shell — run agent sessions on trio: ``run``, ``open_session``, providers, telemetry.
+
+The loop's decisions live in the pure core (``rma``); this package performs the I/O.
+"""
+
+from returns.result import Failure, Result, Success
+
+from rma.errors import SessionError
+from rma.session.options import CONTINUE, Halt
+from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
+from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.session import LiveSession, SessionFailed, open_session, run
+from rma_shell.telemetry import Telemetry, attach, detach
+
+__all__ = [
+    "CONTINUE",
+    "Budget",
+    "Failure",
+    "Halt",
+    "LiveSession",
+    "OpenRequest",
+    "Outcome",
+    "Provider",
+    "Result",
+    "SessionError",
+    "SessionFailed",
+    "SessionInfo",
+    "SessionResult",
+    "Success",
+    "Telemetry",
+    "Terminal",
+    "ToolResult",
+    "ToolUse",
+    "Usage",
+    "attach",
+    "detach",
+    "open_session",
+    "run",
+]

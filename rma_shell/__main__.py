@@ -1,0 +1,2 @@
+from rma_shell.cli import main
+raise SystemExit(main())

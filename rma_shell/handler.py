@@ -1,0 +1,147 @@
+"""Calling the user's handler: tool calls (T-) and event observation (E-).
+
+A handler is an object with ``handle_tool_call(name, input, ctx[, info])`` and optionally
+``handle_event(event, ctx[, info])`` — sync or async — or a plain callable of 3 or 4
+arguments. Its shape is inspected once (``rma.session.options.handler_shape``). Tool
+calls of a batch run concurrently under a capacity limit with results in tool-use order
+(T-1); sync handlers run in worker threads so they never block the loop. Whatever a
+handler does — raise, return a wrong shape — becomes an ``is_error`` result (T-6, T-7);
+``trio.Cancelled`` is never swallowed.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import trio
+from returns.result import Failure, Success
+
+from rma.session.options import event_hook_shape, handler_shape
+from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
+from rma_shell.telemetry import Telemetry
+
+log = logging.getLogger("rma.handler")
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    target = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+
+
+def result_of(tool_use_id: str | None, value: object) -> ToolResult:
+    """Turn what a handler returned into a ToolResult (T-4, T-5, T-7)."""
+    if isinstance(value, str):
+        return ToolResult(tool_use_id, value, False)
+    if isinstance(value, Success):
+        inner = value.unwrap()
+        if isinstance(inner, str):
+            return ToolResult(tool_use_id, inner, False)
+        return ToolResult(tool_use_id, _bad_shape(f"Success({type(inner).__name__})"), True)
+    if isinstance(value, Failure):
+        inner = value.failure()
+        if isinstance(inner, str):
+            return ToolResult(tool_use_id, inner, True)
+        return ToolResult(tool_use_id, _bad_shape(f"Failure({type(inner).__name__})"), True)
+    return ToolResult(tool_use_id, _bad_shape(type(value).__name__), True)
+
+
+def _bad_shape(what: str) -> str:
+    return f"tool error: handler returned {what}; expected str, Success(str) or Failure(str)"
+
+
+class HandlerAdapter:
+    """One handler, inspected once, callable for tools and events."""
+
+    def __init__(
+        self,
+        handler: object,
+        context: object,
+        *,
+        max_concurrency: int,
+        telemetry: Telemetry,
+        metadata: Mapping[str, JSON],
+    ) -> None:
+        shape = handler_shape(handler)
+        if shape is None:
+            raise TypeError("not a handler")  # validated earlier; unreachable in a run
+        self._handler = handler
+        self._context = context
+        self._takes_info = shape.endswith("4")
+        tool_fn = getattr(handler, "handle_tool_call") if shape.startswith("object") else handler  # noqa: B009
+        assert callable(tool_fn)
+        self._tool_fn: Callable[..., Any] = tool_fn
+        self._tool_async = _is_async(self._tool_fn)
+        hook = event_hook_shape(handler)
+        self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if hook else None  # noqa: B009
+        self._event_takes_info = hook == "event3"
+        self._event_async = self._event_fn is not None and _is_async(self._event_fn)
+        self._limiter = trio.CapacityLimiter(max_concurrency)
+        self._telemetry = telemetry
+        self._metadata = metadata
+
+    @property
+    def observes_events(self) -> bool:
+        return self._event_fn is not None
+
+    async def run_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
+        results: list[ToolResult | None] = [None] * len(uses)
+
+        async def one(i: int, use: ToolUse) -> None:
+            async with self._limiter:
+                results[i] = await self.run_one(use, info)
+
+        async with trio.open_nursery() as nursery:
+            for i, use in enumerate(uses):
+                nursery.start_soon(one, i, use)
+        return tuple(r for r in results if r is not None)
+
+    async def run_one(self, use: ToolUse, info: SessionInfo) -> ToolResult:
+        args: tuple[Any, ...] = (use.name, dict(use.input), self._context)
+        if self._takes_info:
+            args = (*args, info)
+        meta = {**self._metadata, "tool": use.name, "tool_use_id": use.id, "session_id": info.session_id}
+        t0 = time.perf_counter()
+        self._telemetry.emit("rma.tool.start", {"system_time": time.time()}, meta)
+        try:
+            if self._tool_async:
+                value = await self._tool_fn(*args)
+            else:
+                # abandon_on_cancel: a run's timeout returns even if a sync tool never does.
+                value = await trio.to_thread.run_sync(functools.partial(self._tool_fn, *args), abandon_on_cancel=True)
+        except Exception as exc:  # T-6: a raising tool is a result, not a crash
+            log.warning("tool %s raised %r", use.name, exc, extra={"tool": use.name, "session_id": info.session_id})
+            self._telemetry.emit(
+                "rma.tool.exception",
+                {"duration": time.perf_counter() - t0},
+                {**meta, "kind": type(exc).__name__, "is_error": True},
+            )
+            return ToolResult(use.id, f"tool error: {exc!r}", True)
+        except BaseException as exc:  # cancelled: report, then let it propagate
+            self._telemetry.emit(
+                "rma.tool.exception", {"duration": time.perf_counter() - t0}, {**meta, "kind": type(exc).__name__}
+            )
+            raise
+        result = result_of(use.id, value)
+        self._telemetry.emit("rma.tool.stop", {"duration": time.perf_counter() - t0}, {**meta, "is_error": result.is_error})
+        return result
+
+    async def deliver(self, event: JSON, info: SessionInfo) -> None:
+        """Forward an event to ``handle_event``; a raising observer is logged and isolated (S-89)."""
+        fn = self._event_fn
+        if fn is None:
+            return
+        args: tuple[Any, ...] = (event, self._context, info) if self._event_takes_info else (event, self._context)
+        try:
+            if self._event_async:
+                await fn(*args)
+            else:
+                fn(*args)
+        except Exception:
+            log.exception("handle_event raised; the session continues", extra={"session_id": info.session_id})

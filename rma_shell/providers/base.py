@@ -1,0 +1,98 @@
+"""The transport half of a provider, as the session runner sees it.
+
+A ``Provider`` carries connection settings and a pure ``codec`` (``rma.provider``). The
+runner calls ``open`` once, then — depending on the codec's mode — ``poll_turn`` per
+turn (request/response) or ``stream`` + ``push_input`` (streaming), and ``reconnect`` after
+a drop or to reattach. Transports make no loop decisions: they move bytes and report
+facts. Expected failures come back as ``returns`` values carrying a ``SessionError``;
+an exception escaping a method is treated by the runner as a provider error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+import attrs
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.errors import SessionError, Unsupported
+from rma.provider import Input, ProviderCodec
+from rma.session.events import Reconnected
+from rma.vocabulary import JSON, Budget, Outcome
+
+C = TypeVar("C")
+
+
+@attrs.frozen
+class OpenRequest:
+    """What the runner tells ``open``: the session-level options a provider may need."""
+
+    prompt: str | None = None
+    session_id: str | None = None
+    """Reattach to this existing session instead of creating one."""
+    max_turns: int = 50
+    outcome: Outcome | None = None
+    budget: Budget | None = None
+    metadata: Mapping[str, JSON] = attrs.field(factory=dict)
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+    """Provider-specific options passed to ``run``/``open_session`` as keyword arguments."""
+
+
+@attrs.frozen
+class PollOutcome(Generic[C]):
+    """The answer to a turn poll: the turn's events (or the error) and the updated conn."""
+
+    result: Result[tuple[JSON, ...], SessionError]
+    conn: C
+
+
+LiveSink = Callable[[JSON], Awaitable[None]]
+"""Where a request/response transport sends events as they arrive mid-turn (E-4)."""
+
+
+class Provider(Generic[C]):
+    """Base transport. ``C`` is the provider's connection value (opaque to the core)."""
+
+    codec: ProviderCodec
+
+    async def open(self, request: OpenRequest) -> Result[C, SessionError]:
+        raise NotImplementedError
+
+    def session_id(self, conn: C) -> str | None:
+        raise NotImplementedError
+
+    def resumed(self, conn: C) -> bool:
+        return False
+
+    def transcript(self, conn: C) -> tuple[JSON, ...] | None:
+        return None
+
+    async def poll_turn(self, conn: C, input: Input, live: LiveSink | None) -> PollOutcome[C]:
+        """Request/response: run one turn."""
+        raise NotImplementedError
+
+    async def push_input(self, conn: C, input: Input) -> Result[None, SessionError]:
+        """Streaming: post an input."""
+        return Failure(Unsupported(operation="push_input"))
+
+    async def stream(
+        self,
+        conn: C,
+        on_connected: Callable[[], Awaitable[None]],
+        on_event: Callable[[JSON], Awaitable[None]],
+    ) -> Result[None, SessionError]:
+        """Streaming: hold the event stream open until it ends (Success) or fails (Failure).
+
+        Called in its own task; cancelled by the runner on stop or reconnect.
+        """
+        return Failure(Unsupported(operation="stream"))
+
+    async def reconnect(self, conn: C, seen: tuple[str, ...]) -> Result[tuple[C, Reconnected], SessionError]:
+        """Consolidate after a drop or on reattach. Default (R-2): nothing pending, conn unchanged."""
+        return Success((conn, Reconnected(session_id=self.session_id(conn), seen=seen)))
+
+    async def aclose(self, conn: C) -> None:
+        """Release what ``open`` acquired (connections). Never raises."""
+        await trio.lowlevel.checkpoint()

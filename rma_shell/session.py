@@ -1,0 +1,622 @@
+"""Running sessions: ``run`` (to completion) and ``open_session`` (live), on trio.
+
+The driver here is the imperative shell around ``rma.session.machine.step``: one inbound
+channel (the session's mailbox, N-1) receives every fact — stream events, poll results,
+tool results, guard verdicts, timers, follow-ups — and a single loop feeds them to the
+core and executes the commands it returns. Every background task (poll, push, stream,
+tools, guard, reconnect timer) lives in the session's nursery, so cancelling the run's
+scope — its timeout, or leaving ``open_session`` — cancels all of them, tools and HTTP
+streams included (S-81, S-84 Better). The driver decides nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Generic, TextIO, TypeVar
+
+import attrs
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.codec_json import dumps
+from rma.errors import Closed, Crashed, ProviderError, SessionError, Timeout
+from rma.provider import Mode
+from rma.session import commands as cmd
+from rma.session.events import (
+    Event,
+    GuardVerdict,
+    LiveEvent,
+    Opened,
+    PushFinished,
+    ReconnectFinished,
+    ReconnectTimerFired,
+    SendEventRequested,
+    StreamClosed,
+    StreamConnected,
+    StreamEvent,
+    StreamFailed,
+    ToolsFinished,
+    TurnFailed,
+    TurnPolled,
+    UserMessage,
+)
+from rma.session.machine import Phase, State, initial_state, step
+from rma.session.options import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_REPROMPTS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_TIMEOUT_S,
+    SessionConfig,
+    interpret_guard,
+    validate,
+)
+from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
+from rma_shell.handler import HandlerAdapter
+from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.telemetry import Telemetry
+from rma_shell.telemetry import default as default_telemetry
+
+log = logging.getLogger("rma.session")
+
+C = TypeVar("C")
+Outcome_ = Result[SessionResult, SessionError]
+Recordable = str | TextIO | None
+
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+class SessionFailed(Exception):
+    """Raised by ``open_session`` when the session cannot start; ``.error`` is the SessionError."""
+
+    def __init__(self, error: SessionError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _crash(exc: BaseException) -> Crashed:
+    return Crashed(error_type=type(exc).__name__, detail=str(exc)[:2000])
+
+
+def _provider_error(exc: BaseException) -> ProviderError:
+    return ProviderError(detail=str(exc)[:2000], error_type=type(exc).__name__)
+
+
+class Recorder:
+    """Writes a session's input events as JSONL, replayable with ``rma replay``."""
+
+    def __init__(self, target: str | TextIO) -> None:
+        self._own = isinstance(target, str)
+        self._file: TextIO = open(target, "w", encoding="utf-8") if isinstance(target, str) else target  # noqa: SIM115
+
+    def header(self, config: SessionConfig) -> None:
+        self._file.write('{"kind":"header","format":1,"config":' + dumps(config) + "}\n")
+
+    def event(self, ev: Event) -> None:
+        self._file.write('{"kind":"event","event":' + dumps(ev) + "}\n")
+
+    def transcript(self, transcript: tuple[JSON, ...] | None) -> None:
+        self._file.write('{"kind":"transcript","transcript":' + dumps(transcript) + "}\n")
+
+    def close(self) -> None:
+        self._file.flush()
+        if self._own:
+            self._file.close()
+
+
+@attrs.define
+class _Options:
+    """Validated per-session settings the shell itself needs."""
+
+    handler: object
+    context: object
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None
+    max_concurrency: int
+    telemetry: Telemetry
+    record: Recordable
+    open_request: OpenRequest
+
+
+class _Driver(Generic[C]):
+    def __init__(self, provider: Provider[C], config: SessionConfig, opts: _Options) -> None:
+        self.provider = provider
+        self.config = config
+        self.opts = opts
+        self.state: State = initial_state(config)
+        self.telemetry = opts.telemetry
+        self.tools = HandlerAdapter(
+            opts.handler,
+            opts.context,
+            max_concurrency=opts.max_concurrency,
+            telemetry=self.telemetry,
+            metadata=config.metadata,
+        )
+        self.inbox_send, self.inbox = trio.open_memory_channel[Event](math.inf)
+        self.results_send, self.results = trio.open_memory_channel[Outcome_](math.inf)
+        self.conn: C | None = None
+        self.info = SessionInfo(provider=config.provider_name, metadata=config.metadata)
+        self.final: Outcome_ | None = None
+        self.nursery: trio.Nursery | None = None
+        self.stream_scope: trio.CancelScope | None = None
+        self.replies: dict[int, tuple[trio.Event, list[Result[None, SessionError]]]] = {}
+        self.next_request = 0
+        self.recorder = Recorder(opts.record) if opts.record is not None else None
+        if self.recorder:
+            self.recorder.header(config)
+
+    # ── lifecycle ──
+
+    async def open(self) -> Result[None, SessionError]:
+        try:
+            opened = await self.provider.open(self.opts.open_request)
+        except Exception as exc:
+            return Failure(_provider_error(exc))
+        if isinstance(opened, Failure):
+            return Failure(opened.failure())  # S-14: the provider's own error, unwrapped
+        self.conn = opened.unwrap()
+        return Success(None)
+
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the loop until a sync run's result or cancellation. Owns the task nursery."""
+        assert self.conn is not None
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            task_status.started()
+            conn = self.conn
+            await self.feed(Opened(self.provider.session_id(conn), self.provider.resumed(conn)))
+            if self.config.codec.mode is Mode.STREAMING and not self.provider.resumed(conn):
+                self._start_stream(self.state.gen)
+            async for ev in self.inbox:
+                await self.feed(ev)
+                if self.final is not None:
+                    break
+            nursery.cancel_scope.cancel()
+
+    async def feed(self, ev: Event) -> None:
+        if self.recorder:
+            self.recorder.event(ev)
+        try:
+            self.state, commands = step(self.state, ev)
+        except Exception as exc:  # a bug in the core or a codec: surface it, never hang
+            log.exception("session machine failed on %s", type(ev).__name__)
+            self._report(Failure(_crash(exc)), final=True)
+            return
+        if self.info.session_id != self.state.session_id:
+            self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
+        for command in commands:
+            await self.execute(command)
+
+    def post(self, ev: Event) -> None:
+        try:
+            self.inbox_send.send_nowait(ev)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        assert self.nursery is not None
+        self.nursery.start_soon(fn, *args)
+
+    # ── commands ──
+
+    async def execute(self, c: cmd.Command) -> None:
+        match c:
+            case cmd.DeliverEvent(event=event):
+                if self.tools.observes_events:
+                    await self.tools.deliver(event, self.info)
+            case cmd.Emit(name=name, measurements=measurements, metadata=metadata):
+                self.telemetry.emit(name, measurements, metadata)
+            case cmd.Log(level=level, message=message, fields=fields):
+                log.log(_LOG_LEVELS[level], message, extra={"rma": dict(fields), "session_id": self.info.session_id})
+            case cmd.PollTurn(input=input):
+                self._spawn(self._poll, input)
+            case cmd.PushInput(input=input):
+                self._spawn(self._push, input)
+            case cmd.RunTools(batch=batch, uses=uses):
+                self._spawn(self._run_tools, batch, uses)
+            case cmd.CallGuard(payload=payload):
+                self._spawn(self._guard, payload)
+            case cmd.ScheduleReconnect(delay_ms=delay_ms):
+                if self.stream_scope is not None:
+                    self.stream_scope.cancel()
+                self._spawn(self._timer, delay_ms)
+            case cmd.Reconnect(gen=gen, seen=seen):
+                if self.stream_scope is not None:
+                    self.stream_scope.cancel()
+                self._spawn(self._reconnect, gen, seen)
+            case cmd.Finish(outcome=outcome, final=final):
+                self._report(outcome, final)
+            case cmd.Reply(request=request, outcome=outcome):
+                waiter = self.replies.pop(request, None)
+                if waiter is not None:
+                    waiter[1].append(outcome)
+                    waiter[0].set()
+
+    def _report(self, outcome: Outcome_, final: bool) -> None:
+        if isinstance(outcome, Success) and self.conn is not None:
+            transcript = self.provider.transcript(self.conn)
+            if self.recorder:
+                self.recorder.transcript(transcript)
+            if transcript is not None:
+                outcome = Success(attrs.evolve(outcome.unwrap(), transcript=transcript))
+        if final:
+            self.final = outcome
+        self.results_send.send_nowait(outcome)
+
+    # ── background work: each reports back with an event ──
+
+    async def _poll(self, input: JSON) -> None:
+        assert self.conn is not None
+
+        async def live(event: JSON) -> None:
+            self.post(LiveEvent(event))
+
+        try:
+            polled = await self.provider.poll_turn(self.conn, input, live)
+        except Exception as exc:  # S-22: a raising poll is a provider error, not a crash
+            self.post(TurnFailed(_provider_error(exc)))
+            return
+        self.conn = polled.conn
+        result = polled.result
+        self.post(TurnPolled(result.unwrap()) if isinstance(result, Success) else TurnFailed(result.failure()))
+
+    async def _push(self, input: JSON) -> None:
+        assert self.conn is not None
+        try:
+            pushed = await self.provider.push_input(self.conn, input)
+        except Exception as exc:
+            pushed = Failure(_provider_error(exc))
+        self.post(PushFinished(pushed))
+
+    async def _run_tools(self, batch: int, uses: Any) -> None:
+        results = await self.tools.run_batch(uses, self.info)
+        self.post(ToolsFinished(batch, results))
+
+    async def _guard(self, payload: Mapping[str, Any]) -> None:
+        guard = self.opts.turn_guard
+        assert guard is not None
+        try:
+            value = guard(dict(payload))
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:  # S-43 Better: a raising guard is a typed error
+            self.post(GuardVerdict("failed", error_type=type(exc).__name__, detail=str(exc)[:2000]))
+            return
+        self.post(interpret_guard(value))
+
+    async def _timer(self, delay_ms: int) -> None:
+        await trio.sleep(delay_ms / 1000)
+        self.post(ReconnectTimerFired())
+
+    async def _reconnect(self, gen: int, seen: tuple[str, ...]) -> None:
+        assert self.conn is not None
+        try:
+            outcome = await self.provider.reconnect(self.conn, seen)
+        except Exception as exc:
+            self.post(ReconnectFinished(Failure(_provider_error(exc))))
+            return
+        if isinstance(outcome, Failure):
+            self.post(ReconnectFinished(Failure(outcome.failure())))
+            return
+        conn, reconnected = outcome.unwrap()
+        self.conn = conn
+        self.post(ReconnectFinished(Success(reconnected)))
+        if self.config.codec.mode is Mode.STREAMING:
+            self._start_stream(gen)
+
+    def _start_stream(self, gen: int) -> None:
+        scope = trio.CancelScope()
+        self.stream_scope = scope
+        self._spawn(self._stream, gen, scope)
+
+    async def _stream(self, gen: int, scope: trio.CancelScope) -> None:
+        assert self.conn is not None
+        conn = self.conn
+
+        async def connected() -> None:
+            self.post(StreamConnected(gen))
+
+        async def event(raw: JSON) -> None:
+            self.post(StreamEvent(gen, raw))
+
+        with scope:
+            try:
+                ended = await self.provider.stream(conn, connected, event)
+            except Exception as exc:  # S-86: a crashed consumer is a failed stream
+                self.post(StreamFailed(gen, _provider_error(exc)))
+                return
+            self.post(StreamClosed(gen) if isinstance(ended, Success) else StreamFailed(gen, ended.failure()))
+
+    # ── live-session API ──
+
+    async def send_event(self, event: JSON, timeout: float) -> Result[None, SessionError]:
+        self.next_request += 1
+        request = self.next_request
+        done = trio.Event()
+        box: list[Result[None, SessionError]] = []
+        self.replies[request] = (done, box)
+        self.post(SendEventRequested(request, event))
+        with trio.move_on_after(timeout):
+            await done.wait()
+        if not box:
+            self.replies.pop(request, None)
+            return Failure(Timeout(timeout_s=timeout))
+        return box[0]
+
+    async def close(self) -> None:
+        if self.recorder:
+            self.recorder.close()
+            self.recorder = None
+        self.results_send.close()
+        if self.conn is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                try:
+                    await self.provider.aclose(self.conn)
+                except Exception:
+                    log.exception("provider aclose failed")
+
+
+def _prepare(
+    provider: Provider[Any],
+    *,
+    live: bool,
+    handler: object,
+    prompt: str | None,
+    context: object,
+    max_turns: int,
+    timeout: float | None,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
+    require_terminal_tool: bool,
+    terminal_tool: str | None,
+    max_reprompts: int,
+    outcome: Any,
+    budget: Budget | Mapping[str, Any] | None,
+    session_id: str | None,
+    telemetry_metadata: Mapping[str, JSON] | None,
+    model_config: Mapping[str, Any] | None,
+    max_concurrency: int,
+    telemetry: Telemetry | None,
+    record: Recordable,
+    provider_opts: Mapping[str, Any],
+) -> Result[_Driver[Any], SessionError]:
+    codec = getattr(provider, "codec", None)
+    if codec is None:
+        from rma.errors import InvalidOpts
+
+        return Failure(InvalidOpts("provider", f"{type(provider).__name__} is not an rma provider (no codec)"))
+    validated = validate(
+        codec,
+        handler=handler,
+        prompt=prompt,
+        turn_guard=turn_guard,
+        require_terminal_tool=require_terminal_tool,
+        terminal_tool=terminal_tool,
+        max_reprompts=max_reprompts,
+        outcome=outcome,
+        budget=budget,
+        session_id=session_id,
+        max_turns=max_turns,
+        timeout=timeout,
+        max_concurrency=max_concurrency,
+        telemetry_metadata=telemetry_metadata,
+        model_config=model_config,
+        live=live,
+    )
+    if isinstance(validated, Failure):
+        return Failure(validated.failure())
+    config, parsed_budget = validated.unwrap()
+    extra = dict(provider_opts)
+    if model_config is not None:
+        extra["model_config"] = model_config
+    request = OpenRequest(
+        prompt=prompt,
+        session_id=session_id,
+        max_turns=max_turns,
+        outcome=config.outcome,
+        budget=parsed_budget,
+        metadata=config.metadata,
+        extra=extra,
+    )
+    opts = _Options(
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry or default_telemetry,
+        record=record,
+        open_request=request,
+    )
+    return Success(_Driver(provider, config, opts))
+
+
+async def run(
+    provider: Provider[Any],
+    *,
+    handler: object,
+    prompt: str | None = None,
+    context: object = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
+    require_terminal_tool: bool = False,
+    terminal_tool: str | None = None,
+    max_reprompts: int = DEFAULT_MAX_REPROMPTS,
+    outcome: Any = None,
+    budget: Budget | Mapping[str, Any] | None = None,
+    session_id: str | None = None,
+    telemetry_metadata: Mapping[str, JSON] | None = None,
+    model_config: Mapping[str, Any] | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    telemetry: Telemetry | None = None,
+    record: Recordable = None,
+    **provider_opts: Any,
+) -> Result[SessionResult, SessionError]:
+    """Run a session to its terminal and return its one result (S-1, S-65).
+
+    Never raises for expected failures: invalid options, provider errors, timeouts and
+    handler failures all come back as ``Failure(SessionError)``. ``timeout`` (seconds,
+    None for none) bounds the whole run; on expiry every tool call, poll and stream of
+    the session is cancelled and ``Failure(Timeout)`` returned.
+    """
+    prepared = _prepare(
+        provider,
+        live=False,
+        handler=handler,
+        prompt=prompt,
+        context=context,
+        max_turns=max_turns,
+        timeout=timeout,
+        turn_guard=turn_guard,
+        require_terminal_tool=require_terminal_tool,
+        terminal_tool=terminal_tool,
+        max_reprompts=max_reprompts,
+        outcome=outcome,
+        budget=budget,
+        session_id=session_id,
+        telemetry_metadata=telemetry_metadata,
+        model_config=model_config,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry,
+        record=record,
+        provider_opts=provider_opts,
+    )
+    if isinstance(prepared, Failure):
+        return Failure(prepared.failure())
+    driver = prepared.unwrap()
+    try:
+        with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
+            opened = await driver.open()
+            if isinstance(opened, Failure):
+                return Failure(opened.failure())
+            await driver.serve()
+        if driver.final is not None:
+            return driver.final
+        if scope.cancelled_caught:
+            return Failure(Timeout(timeout_s=timeout))
+        return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
+    except Exception as exc:
+        log.exception("session crashed")
+        return Failure(_crash(exc))
+    finally:
+        await driver.close()
+
+
+class LiveSession:
+    """A live session (``open_session``): follow-ups, raw events, and its results in order."""
+
+    def __init__(self, driver: _Driver[Any]) -> None:
+        self._driver = driver
+
+    @property
+    def info(self) -> SessionInfo:
+        return self._driver.info
+
+    @property
+    def session_id(self) -> str | None:
+        return self._driver.info.session_id
+
+    @property
+    def idle(self) -> bool:
+        return self._driver.state.phase is Phase.IDLE
+
+    async def message(self, text: str) -> None:
+        """Send a follow-up; it starts a fresh request once the current one ends (S-69, S-70)."""
+        if not isinstance(text, str):
+            raise TypeError(f"message text must be a str, got {type(text).__name__}")
+        self._driver.post(UserMessage(text))
+        await trio.lowlevel.checkpoint()
+
+    async def send_event(self, event: JSON, *, timeout: float = 5.0) -> Result[None, SessionError]:
+        """Push a raw provider event verbatim (S-67); ``Unsupported`` on request/response hosts."""
+        return await self._driver.send_event(event, timeout)
+
+    async def next_result(self) -> Result[SessionResult, SessionError]:
+        """The next request's result; ``Failure(Closed)`` once the session is closed."""
+        try:
+            return await self._driver.results.receive()
+        except trio.EndOfChannel:
+            return Failure(Closed())
+
+    def __aiter__(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
+        async for outcome in self._driver.results:
+            yield outcome
+
+
+@asynccontextmanager
+async def open_session(
+    provider: Provider[Any],
+    *,
+    handler: object,
+    prompt: str | None = None,
+    context: object = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
+    require_terminal_tool: bool = False,
+    terminal_tool: str | None = None,
+    max_reprompts: int = DEFAULT_MAX_REPROMPTS,
+    outcome: Any = None,
+    budget: Budget | Mapping[str, Any] | None = None,
+    session_id: str | None = None,
+    telemetry_metadata: Mapping[str, JSON] | None = None,
+    model_config: Mapping[str, Any] | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    telemetry: Telemetry | None = None,
+    record: Recordable = None,
+    **provider_opts: Any,
+) -> AsyncIterator[LiveSession]:
+    """Open a live session (S-2): it stays up after each result, reconnects after drops.
+
+    Raises ``SessionFailed`` when it cannot start (invalid options, provider open failure).
+    Leaving the block cancels everything the session runs and closes its connections.
+    """
+    prepared = _prepare(
+        provider,
+        live=True,
+        handler=handler,
+        prompt=prompt,
+        context=context,
+        max_turns=max_turns,
+        timeout=None,
+        turn_guard=turn_guard,
+        require_terminal_tool=require_terminal_tool,
+        terminal_tool=terminal_tool,
+        max_reprompts=max_reprompts,
+        outcome=outcome,
+        budget=budget,
+        session_id=session_id,
+        telemetry_metadata=telemetry_metadata,
+        model_config=model_config,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry,
+        record=record,
+        provider_opts=provider_opts,
+    )
+    if isinstance(prepared, Failure):
+        raise SessionFailed(prepared.failure())
+    driver = prepared.unwrap()
+    try:
+        opened = await driver.open()
+        if isinstance(opened, Failure):
+            raise SessionFailed(opened.failure())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(_serve_reporting, driver)
+            try:
+                yield LiveSession(driver)
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        await driver.close()
+
+
+async def _serve_reporting(driver: _Driver[Any], task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve a live session; a crash is reported to its results, never a silent death (S-66)."""
+    try:
+        await driver.serve(task_status=task_status)
+    except Exception as exc:
+        log.exception("live session crashed")
+        driver._report(Failure(_crash(exc)), final=True)
