@@ -297,4 +297,3 @@ ERRORS_BY_KIND: dict[str, type[SessionError]] = {t.kind: t for t in ERROR_TYPES}
 def describe(exc: BaseException) -> tuple[str, str]:
     """(type name, message) of an exception, for error payloads that must stay JSON."""
     return type(exc).__name__, str(exc)
-

@@ -61,7 +61,9 @@ def fold(config: SessionConfig, events: Iterable[Event], transcripts: Iterable[o
     return Replayed(tuple(commands), tuple(results), state)
 
 
-def replay_lines(lines: Iterable[str], codec_for: Callable[[str], ProviderCodec]) -> Result[Replayed, SessionError]:
+def replay_lines(
+    lines: Iterable[str], codec_for: Callable[[str], ProviderCodec]
+) -> Result[Replayed, SessionError]:
     """Parse a recorded JSONL log and fold it. A damaged log is a typed error, not a traceback."""
     config: SessionConfig | None = None
     events: list[Event] = []

@@ -32,7 +32,12 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     target = fn
     while isinstance(target, functools.partial):
         target = target.func
-    return inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None))
+    if inspect.iscoroutinefunction(target):
+        return True
+    # An instance whose __call__ is async (a callable object used as a handler).
+    if inspect.isroutine(target) or not callable(target):
+        return False
+    return inspect.iscoroutinefunction(type(target).__call__)
 
 
 def result_of(tool_use_id: str | None, value: object) -> ToolResult:
@@ -114,9 +119,13 @@ class HandlerAdapter:
                 value = await self._tool_fn(*args)
             else:
                 # abandon_on_cancel: a run's timeout returns even if a sync tool never does.
-                value = await trio.to_thread.run_sync(functools.partial(self._tool_fn, *args), abandon_on_cancel=True)
+                value = await trio.to_thread.run_sync(
+                    functools.partial(self._tool_fn, *args), abandon_on_cancel=True
+                )
         except Exception as exc:  # T-6: a raising tool is a result, not a crash
-            log.warning("tool %s raised %r", use.name, exc, extra={"tool": use.name, "session_id": info.session_id})
+            log.warning(
+                "tool %s raised %r", use.name, exc, extra={"tool": use.name, "session_id": info.session_id}
+            )
             self._telemetry.emit(
                 "rma.tool.exception",
                 {"duration": time.perf_counter() - t0},
@@ -125,11 +134,15 @@ class HandlerAdapter:
             return ToolResult(use.id, f"tool error: {exc!r}", True)
         except BaseException as exc:  # cancelled: report, then let it propagate
             self._telemetry.emit(
-                "rma.tool.exception", {"duration": time.perf_counter() - t0}, {**meta, "kind": type(exc).__name__}
+                "rma.tool.exception",
+                {"duration": time.perf_counter() - t0},
+                {**meta, "kind": type(exc).__name__},
             )
             raise
         result = result_of(use.id, value)
-        self._telemetry.emit("rma.tool.stop", {"duration": time.perf_counter() - t0}, {**meta, "is_error": result.is_error})
+        self._telemetry.emit(
+            "rma.tool.stop", {"duration": time.perf_counter() - t0}, {**meta, "is_error": result.is_error}
+        )
         return result
 
     async def deliver(self, event: JSON, info: SessionInfo) -> None:
@@ -137,7 +150,9 @@ class HandlerAdapter:
         fn = self._event_fn
         if fn is None:
             return
-        args: tuple[Any, ...] = (event, self._context, info) if self._event_takes_info else (event, self._context)
+        args: tuple[Any, ...] = (
+            (event, self._context, info) if self._event_takes_info else (event, self._context)
+        )
         try:
             if self._event_async:
                 await fn(*args)

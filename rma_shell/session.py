@@ -11,6 +11,7 @@ streams included (S-81, S-84 Better). The driver decides nothing.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -66,7 +67,12 @@ C = TypeVar("C")
 Outcome_ = Result[SessionResult, SessionError]
 Recordable = str | TextIO | None
 
-_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 class SessionFailed(Exception):
@@ -190,10 +196,8 @@ class _Driver(Generic[C]):
             await self.execute(command)
 
     def post(self, ev: Event) -> None:
-        try:
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
             self.inbox_send.send_nowait(ev)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
 
     def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         assert self.nursery is not None
@@ -209,7 +213,11 @@ class _Driver(Generic[C]):
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata):
                 self.telemetry.emit(name, measurements, metadata)
             case cmd.Log(level=level, message=message, fields=fields):
-                log.log(_LOG_LEVELS[level], message, extra={"rma": dict(fields), "session_id": self.info.session_id})
+                log.log(
+                    _LOG_LEVELS[level],
+                    message,
+                    extra={"rma": dict(fields), "session_id": self.info.session_id},
+                )
             case cmd.PollTurn(input=input):
                 self._spawn(self._poll, input)
             case cmd.PushInput(input=input):
@@ -260,7 +268,9 @@ class _Driver(Generic[C]):
             return
         self.conn = polled.conn
         result = polled.result
-        self.post(TurnPolled(result.unwrap()) if isinstance(result, Success) else TurnFailed(result.failure()))
+        self.post(
+            TurnPolled(result.unwrap()) if isinstance(result, Success) else TurnFailed(result.failure())
+        )
 
     async def _push(self, input: JSON) -> None:
         assert self.conn is not None
@@ -385,7 +395,9 @@ def _prepare(
     if codec is None:
         from rma.errors import InvalidOpts
 
-        return Failure(InvalidOpts("provider", f"{type(provider).__name__} is not an rma provider (no codec)"))
+        return Failure(
+            InvalidOpts("provider", f"{type(provider).__name__} is not an rma provider (no codec)")
+        )
     validated = validate(
         codec,
         handler=handler,
@@ -613,7 +625,9 @@ async def open_session(
         await driver.close()
 
 
-async def _serve_reporting(driver: _Driver[Any], task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def _serve_reporting(
+    driver: _Driver[Any], task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
     """Serve a live session; a crash is reported to its results, never a silent death (S-66)."""
     try:
         await driver.serve(task_status=task_status)

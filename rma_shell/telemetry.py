@@ -19,7 +19,9 @@ Handler = Callable[[str, Mapping[str, Any], Mapping[str, Any]], None]
 log = logging.getLogger("rma.telemetry")
 
 # Keys that must never reach a subscriber, whatever a caller put in its metadata.
-_SECRET_KEYS = frozenset({"api_key", "apikey", "x-api-key", "authorization", "bearer_token", "aws_secret_access_key"})
+_SECRET_KEYS = frozenset(
+    {"api_key", "apikey", "x-api-key", "authorization", "bearer_token", "aws_secret_access_key"}
+)
 
 
 class Telemetry:
@@ -77,10 +79,7 @@ class Telemetry:
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
-    for p in patterns:
-        if p == name or (p.endswith("*") and name.startswith(p[:-1])):
-            return True
-    return False
+    return any(p == name or (p.endswith("*") and name.startswith(p[:-1])) for p in patterns)
 
 
 default = Telemetry()

@@ -118,7 +118,9 @@ class ScriptedCodec(ProviderCodec):
 
     def pending_tool_uses(self, history: Sequence[JSON]) -> tuple[ToolUse, ...]:
         answered = {
-            ev.get("tool_use_id") for ev in history if isinstance(ev, dict) and ev.get("type") == "tool_result"
+            ev.get("tool_use_id")
+            for ev in history
+            if isinstance(ev, dict) and ev.get("type") == "tool_result"
         }
         last_idle = next(
             (ev for ev in reversed(history) if isinstance(ev, dict) and ev.get("type") == "idle"),

@@ -193,6 +193,3 @@ EVENT_TYPES: tuple[type, ...] = (
     UserMessage,
     SendEventRequested,
 )
-
-
-

@@ -40,8 +40,8 @@ from rma.errors import (
     MaxTurnsExceeded,
     SessionError,
     StreamDropped,
-    Unsupported,
     UnresolvedRequiresAction,
+    Unsupported,
 )
 from rma.provider import Input, Mode
 from rma.session.commands import (
@@ -141,8 +141,12 @@ class Accumulated:
             raw = raw.extend(u.raw)
         return Accumulated(
             self.events.extend(events),
-            self.custom_tool_uses.extend(tr.custom_tool_uses) if tr.custom_tool_uses else self.custom_tool_uses,
-            self.server_tool_uses.extend(tr.server_tool_uses) if tr.server_tool_uses else self.server_tool_uses,
+            self.custom_tool_uses.extend(tr.custom_tool_uses)
+            if tr.custom_tool_uses
+            else self.custom_tool_uses,
+            self.server_tool_uses.extend(tr.server_tool_uses)
+            if tr.server_tool_uses
+            else self.server_tool_uses,
             usage,
             raw,
         )
@@ -454,7 +458,8 @@ def _tool_uses_telemetry(s: State, uses: Sequence[ToolUse], out: list[Command]) 
         out.append(
             Log(
                 "warning",
-                f"duplicate tool_use id(s) {dups} at turn {s.turns} — providers reject resumes carrying duplicates",
+                f"duplicate tool_use id(s) {dups} at turn {s.turns} — "
+                "providers reject resumes carrying duplicates",
                 {"turn": s.turns, "duplicates": dups},
             )
         )
@@ -502,7 +507,11 @@ def _continue_turn(s: State, tr: TurnResult) -> Step:
     cfg = s.config
     if tr.terminal is Terminal.REQUIRES_ACTION:
         return _requires_action(s, tr)
-    if tr.terminal is Terminal.END_TURN and cfg.terminal_tool is not None and not _called(s, cfg.terminal_tool):
+    if (
+        tr.terminal is Terminal.END_TURN
+        and cfg.terminal_tool is not None
+        and not _called(s, cfg.terminal_tool)
+    ):
         if s.reprompts_left > 0:  # S-44
             if _exceeds_max_turns(s):
                 return _max_turns_error(s, tr)
@@ -555,7 +564,9 @@ def _run_tools(s: State, uses: Sequence[ToolUse], out: list[Command]) -> Step:
 # ── endings ──────────────────────────────────────────────────────────────────────────
 
 
-def _result(s: State, tr: TurnResult, terminal: Terminal, stop_reason: JSON, reason: str | None) -> SessionResult:
+def _result(
+    s: State, tr: TurnResult, terminal: Terminal, stop_reason: JSON, reason: str | None
+) -> SessionResult:
     acc = s.acc
     return SessionResult(
         terminal=terminal,
@@ -616,11 +627,16 @@ def _schedule_reconnect(s: State, error: SessionError | None) -> Step:
     attempt = s.reconnect_attempts
     delay = reconnect_backoff_ms(attempt)
     # The dead stream's generation ends here: anything it still delivers is stale (S-24).
-    s = _evolve(s, phase=Phase.BACKOFF, reconnect_attempts=attempt + 1, gen=s.gen + 1, turn_events=AppendLog())
+    s = _evolve(
+        s, phase=Phase.BACKOFF, reconnect_attempts=attempt + 1, gen=s.gen + 1, turn_events=AppendLog()
+    )
     fields: dict[str, JSON] = {"attempt": attempt, "delay_ms": delay}
     if error is not None:
         fields["error"] = error.kind
-    return s, (Log("warning", f"stream lost; reconnecting in {delay} ms", fields), ScheduleReconnect(delay, attempt))
+    return s, (
+        Log("warning", f"stream lost; reconnecting in {delay} ms", fields),
+        ScheduleReconnect(delay, attempt),
+    )
 
 
 def _settled_phase(s: State) -> Phase:

@@ -179,13 +179,17 @@ def validate(
     if turn_guard is not None and not (callable(turn_guard) and _accepts_positional(turn_guard, 1)):
         return Failure(InvalidTurnGuard(value=repr(turn_guard)[:200]))
     if require_terminal_tool and not isinstance(terminal_tool, str):
-        return Failure(InvalidOpts("terminal_tool", "terminal_tool_required: require_terminal_tool needs a tool name"))
+        return Failure(
+            InvalidOpts("terminal_tool", "terminal_tool_required: require_terminal_tool needs a tool name")
+        )
     parsed_outcome = None
     if outcome is not None:
         parsed_outcome = _coerce_outcome(outcome)
         if parsed_outcome is None:
             return Failure(
-                InvalidOpts("outcome", "expected rma.Outcome or a mapping with description, rubric[, max_iterations]")
+                InvalidOpts(
+                    "outcome", "expected rma.Outcome or a mapping with description, rubric[, max_iterations]"
+                )
             )
         if not codec.supports_outcomes:
             return Failure(OutcomeUnsupported(provider=codec.name))
@@ -195,14 +199,19 @@ def validate(
             return Failure(BudgetUnsupported(provider=codec.name))
         parsed_budget = _coerce_budget(budget)
         if parsed_budget is None:
-            return Failure(InvalidOpts("budget", "expected rma.Budget or a mapping with max_list_cost[, currency]"))
+            return Failure(
+                InvalidOpts("budget", "expected rma.Budget or a mapping with max_list_cost[, currency]")
+            )
         if session_id is not None:
-            return Failure(InvalidOpts("budget", "a budget applies to a fresh session; it cannot be set on resume"))
+            return Failure(
+                InvalidOpts("budget", "a budget applies to a fresh session; it cannot be set on resume")
+            )
     if handler_shape(handler) is None:
         return Failure(
             InvalidOpts(
                 "handler",
-                "expected an object with handle_tool_call(name, input, ctx[, info]) or a callable taking 3 or 4 "
+                "expected an object with handle_tool_call(name, input, ctx[, info]) "
+                "or a callable taking 3 or 4 "
                 f"arguments, got {type(handler).__name__}",
             )
         )
@@ -212,7 +221,9 @@ def validate(
         return Failure(InvalidOpts("max_turns", f"expected an int >= 1, got {max_turns!r}"))
     if not (isinstance(max_reprompts, int) and not isinstance(max_reprompts, bool) and max_reprompts >= 0):
         return Failure(InvalidOpts("max_reprompts", f"expected an int >= 0, got {max_reprompts!r}"))
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
         return Failure(InvalidOpts("timeout", f"expected seconds > 0 or None, got {timeout!r}"))
     if not _positive_int(max_concurrency):
         return Failure(InvalidOpts("max_concurrency", f"expected an int >= 1, got {max_concurrency!r}"))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Sequence
 
-
 import attrs
 import trio
 from returns.result import Failure, Result, Success
@@ -92,7 +91,9 @@ class ScriptedProvider(Provider[ScriptedConn]):
     def _record_input(self, input: Input) -> None:
         self.inputs.append(input)
         if isinstance(input, list):
-            self.history.extend(ev for ev in input if isinstance(ev, dict) and ev.get("type") == "tool_result")
+            self.history.extend(
+                ev for ev in input if isinstance(ev, dict) and ev.get("type") == "tool_result"
+            )
 
     # ── Provider ──
 
@@ -101,7 +102,9 @@ class ScriptedProvider(Provider[ScriptedConn]):
         self.opened.append(request)
         if self.open_error is not None:
             return Failure(self.open_error)
-        return Success(ScriptedConn(request.session_id or self._session_id, resumed=request.session_id is not None))
+        return Success(
+            ScriptedConn(request.session_id or self._session_id, resumed=request.session_id is not None)
+        )
 
     def session_id(self, conn: ScriptedConn) -> str | None:
         return conn.session_id
@@ -112,7 +115,9 @@ class ScriptedProvider(Provider[ScriptedConn]):
     def transcript(self, conn: ScriptedConn) -> tuple[JSON, ...] | None:
         return self._transcript() if self._transcript else None
 
-    async def poll_turn(self, conn: ScriptedConn, input: Input, live: LiveSink | None) -> PollOutcome[ScriptedConn]:
+    async def poll_turn(
+        self, conn: ScriptedConn, input: Input, live: LiveSink | None
+    ) -> PollOutcome[ScriptedConn]:
         self._record_input(input)
         if self.turn_delay:
             await trio.sleep(self.turn_delay)
@@ -175,9 +180,8 @@ class ScriptedProvider(Provider[ScriptedConn]):
                     return Success(None)
                 if self.turn_delay:
                     await trio.sleep(self.turn_delay)
-                if isinstance(ev, dict) and "id" in ev and ev not in self.history:
-                    self.history.append(ev)
-                elif not (isinstance(ev, dict) and "id" in ev):
+                has_id = isinstance(ev, dict) and "id" in ev
+                if not has_id or ev not in self.history:
                     self.history.append(ev)
                 await on_event(ev)
         finally:
@@ -200,5 +204,3 @@ class ScriptedProvider(Provider[ScriptedConn]):
     async def aclose(self, conn: ScriptedConn) -> None:
         self.closed += 1
         await trio.lowlevel.checkpoint()
-
-

@@ -30,7 +30,9 @@ async def test_S28_same_script_same_result_in_both_modes(streaming: bool) -> Non
     assert len(r.events) == 6
     assert handler.calls == [("lookup", {"q": "x"}, {"k": 1})]
     assert provider.inputs[0] == [{"type": "user.message", "text": "hi"}]
-    assert provider.inputs[1] == [{"type": "tool_result", "tool_use_id": "t1", "text": "found", "is_error": False}]
+    assert provider.inputs[1] == [
+        {"type": "tool_result", "tool_use_id": "t1", "text": "found", "is_error": False}
+    ]
 
 
 async def test_S14_open_error_is_returned_verbatim() -> None:

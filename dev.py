@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Project tasks that work on a fresh clone with nothing but python3 (pip, venv).
+
+    python3 dev.py demo [args]   # create .venv if needed, install, run `rma demo`
+    python3 dev.py test          # create .venv if needed, install dev tools, run every check
+    python3 dev.py bench [--quick]
+
+The virtual environment lives in .venv; it is (re)installed when pyproject.toml changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+
+
+def sh(*args: str | Path) -> None:
+    print("+", " ".join(str(a) for a in args), flush=True)
+    subprocess.run([str(a) for a in args], cwd=ROOT, check=True)
+
+
+def ensure_venv(extras: str) -> None:
+    if not PY.exists():
+        sh(sys.executable, "-m", "venv", VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    marker = VENV / f".installed-{extras}"
+    if marker.exists() and marker.read_text() == digest:
+        return
+    sh(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    sh(PY, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
+    marker.write_text(digest)
+
+
+def demo(args: list[str]) -> None:
+    ensure_venv("cli")
+    sh(BIN / "rma", "demo", *args)
+
+
+def test(args: list[str]) -> None:
+    ensure_venv("dev")
+    sh(BIN / "ruff", "check", "rma", "rma_shell", "tests", "properties", "bench", "examples")
+    sh(BIN / "ruff", "format", "--check", "rma", "rma_shell", "tests", "properties", "bench", "examples")
+    sh(BIN / "mypy", "--strict", "rma", "rma_shell")
+    sh(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "properties", *args)
+    sh(PY, "bench/core_step.py", "--quick")
+
+
+def bench(args: list[str]) -> None:
+    ensure_venv("dev,bench")
+    sh(PY, "bench/core_step.py", *args)
+
+
+def main() -> int:
+    tasks = {"demo": demo, "test": test, "bench": bench}
+    if len(sys.argv) < 2 or sys.argv[1] not in tasks:
+        print(__doc__)
+        return 2
+    try:
+        tasks[sys.argv[1]](sys.argv[2:])
+    except subprocess.CalledProcessError as exc:
+        return exc.returncode or 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
