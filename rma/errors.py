@@ -37,10 +37,12 @@ class Timeout(SessionError):
 
     kind: ClassVar[str] = "timeout"
     timeout_s: float | None = None
+    operation: str = "run"
+    """What timed out: ``run`` (the whole session) or ``send_event`` (waiting for its reply)."""
 
     @property
     def message(self) -> str:
-        return f"session timed out after {self.timeout_s}s"
+        return f"{self.operation} timed out after {self.timeout_s}s"
 
 
 @attrs.frozen

@@ -8,6 +8,7 @@ normalization is additive, never lossy. Every value here is JSON-encodable throu
 from __future__ import annotations
 
 import enum
+from types import MappingProxyType
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,6 +24,11 @@ def _json_tuple(items: Iterable[JSON]) -> tuple[JSON, ...]:
 
 def _uses_tuple(items: Iterable[ToolUse]) -> tuple[ToolUse, ...]:
     return tuple(items)
+
+
+def _frozen_map(value: Mapping[str, JSON]) -> Mapping[str, JSON]:
+    """A read-only copy: metadata handed to user code must not leak back into the session."""
+    return MappingProxyType(dict(value))
 
 
 class Terminal(enum.StrEnum):
@@ -137,7 +143,7 @@ class SessionInfo:
 
     session_id: str | None = None
     provider: str | None = None
-    metadata: Mapping[str, JSON] = attrs.field(factory=dict, hash=False)
+    metadata: Mapping[str, JSON] = attrs.field(factory=dict, converter=_frozen_map, hash=False)
 
 
 def _nonempty_str(_inst: object, attribute: attrs.Attribute[str], value: object) -> None:

@@ -11,6 +11,7 @@ handler does — raise, return a wrong shape — becomes an ``is_error`` result 
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
@@ -38,6 +39,10 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     if inspect.isroutine(target) or not callable(target):
         return False
     return inspect.iscoroutinefunction(type(target).__call__)
+
+
+def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
+    return (fn(*args),)
 
 
 def result_of(tool_use_id: str | None, value: object) -> ToolResult:
@@ -86,8 +91,10 @@ class HandlerAdapter:
         hook = event_hook_shape(handler)
         self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if hook else None  # noqa: B009
         self._event_takes_info = hook == "event3"
-        self._event_async = self._event_fn is not None and _is_async(self._event_fn)
         self._limiter = trio.CapacityLimiter(max_concurrency)
+        # Sync tools need their own thread budget: trio's shared default (40 threads) would
+        # cap max_concurrency and make sessions compete for threads.
+        self._threads = trio.CapacityLimiter(max_concurrency)
         self._telemetry = telemetry
         self._metadata = metadata
 
@@ -108,7 +115,8 @@ class HandlerAdapter:
         return tuple(r for r in results if r is not None)
 
     async def run_one(self, use: ToolUse, info: SessionInfo) -> ToolResult:
-        args: tuple[Any, ...] = (use.name, dict(use.input), self._context)
+        # A deep copy: a handler mutating its input must not rewrite the recorded events (E-8).
+        args: tuple[Any, ...] = (use.name, copy.deepcopy(dict(use.input)), self._context)
         if self._takes_info:
             args = (*args, info)
         meta = {**self._metadata, "tool": use.name, "tool_use_id": use.id, "session_id": info.session_id}
@@ -119,9 +127,12 @@ class HandlerAdapter:
                 value = await self._tool_fn(*args)
             else:
                 # abandon_on_cancel: a run's timeout returns even if a sync tool never does.
-                value = await trio.to_thread.run_sync(
-                    functools.partial(self._tool_fn, *args), abandon_on_cancel=True
+                # Boxed: trio refuses a thread function whose return value is awaitable.
+                (value,) = await trio.to_thread.run_sync(
+                    _boxed, self._tool_fn, args, abandon_on_cancel=True, limiter=self._threads
                 )
+                if inspect.isawaitable(value):  # a plain function wrapping an async one
+                    value = await value
         except Exception as exc:  # T-6: a raising tool is a result, not a crash
             log.warning(
                 "tool %s raised %r", use.name, exc, extra={"tool": use.name, "session_id": info.session_id}
@@ -154,9 +165,8 @@ class HandlerAdapter:
             (event, self._context, info) if self._event_takes_info else (event, self._context)
         )
         try:
-            if self._event_async:
-                await fn(*args)
-            else:
-                fn(*args)
+            value = fn(*args)
+            if inspect.isawaitable(value):
+                await value
         except Exception:
             log.exception("handle_event raised; the session continues", extra={"session_id": info.session_id})

@@ -28,6 +28,7 @@ from rma.errors import Closed, Crashed, ProviderError, SessionError, Timeout
 from rma.provider import Mode
 from rma.session import commands as cmd
 from rma.session.events import (
+    DeadlineReached,
     Event,
     GuardVerdict,
     LiveEvent,
@@ -352,7 +353,7 @@ class _Driver(Generic[C]):
             await done.wait()
         if not box:
             self.replies.pop(request, None)
-            return Failure(Timeout(timeout_s=timeout))
+            return Failure(Timeout(timeout_s=timeout, operation="send_event"))
         return box[0]
 
     async def close(self) -> None:
@@ -506,7 +507,8 @@ async def run(
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:
-            return Failure(Timeout(timeout_s=timeout))
+            await driver.feed(DeadlineReached(timeout_s=timeout))
+            return driver.final or Failure(Timeout(timeout_s=timeout))
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
     except Exception as exc:
         log.exception("session crashed")

@@ -61,15 +61,13 @@ class ScriptedCodec(ProviderCodec):
         return [{"type": "user.message", "text": text}]
 
     def resume_input(self, uses: Sequence[ToolUse], results: Sequence[ToolResult]) -> Input:
-        by_id = {r.tool_use_id: r for r in results}
+        # Results arrive in tool-use order; pairing by position keeps every result even
+        # when a host repeats an id within a batch.
+        if len(uses) != len(results):
+            raise ValueError(f"{len(uses)} tool uses but {len(results)} results")
         return [
-            {
-                "type": "tool_result",
-                "tool_use_id": u.id,
-                "text": by_id[u.id].text if u.id in by_id else "",
-                "is_error": by_id[u.id].is_error if u.id in by_id else True,
-            }
-            for u in uses
+            {"type": "tool_result", "tool_use_id": u.id, "text": r.text, "is_error": r.is_error}
+            for u, r in zip(uses, results, strict=True)
         ]
 
     def turn_boundary(self, event: JSON) -> bool:

@@ -144,6 +144,13 @@ class ReconnectTimerFired:
 
 
 @attrs.frozen
+class DeadlineReached:
+    """The run's deadline elapsed; the shell has already cancelled the session's work."""
+
+    timeout_s: float | None = None
+
+
+@attrs.frozen
 class UserMessage:
     """A follow-up message for a live session (S-69)."""
 
@@ -174,6 +181,7 @@ Event = (
     | ReconnectTimerFired
     | UserMessage
     | SendEventRequested
+    | DeadlineReached
 )
 
 EVENT_TYPES: tuple[type, ...] = (
@@ -192,4 +200,5 @@ EVENT_TYPES: tuple[type, ...] = (
     ReconnectTimerFired,
     UserMessage,
     SendEventRequested,
+    DeadlineReached,
 )

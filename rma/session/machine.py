@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 from returns.result import Failure, Success
@@ -37,6 +38,7 @@ from rma._persistent import AppendLog, SeenIds
 from rma.errors import (
     GuardFailed,
     Halted,
+    Timeout,
     MaxTurnsExceeded,
     SessionError,
     StreamDropped,
@@ -59,6 +61,7 @@ from rma.session.commands import (
     ScheduleReconnect,
 )
 from rma.session.events import (
+    DeadlineReached,
     Event,
     GuardVerdict,
     LiveEvent,
@@ -201,7 +204,29 @@ def initial_state(config: SessionConfig) -> State:
 
 
 Step = tuple[State, tuple[Command, ...]]
-_evolve = attrs.evolve
+
+
+def _make_evolve() -> Any:
+    """A field-specialized ``attrs.evolve`` for State: the hot path evolves it on every event.
+
+    ``attrs.evolve`` introspects the class on each call; this is the same copy-with-changes
+    written out once for State's fields (validators: State has none).
+    """
+    names = [f.name for f in attrs.fields(State)]
+    params = ", ".join(f"{n}=_MISSING" for n in names)
+    body = "".join(f"    _set(new, {n!r}, s.{n} if {n} is _MISSING else {n})\n" for n in names)
+    src = f"def _evolve(s, *, {params}):\n    new = _new(_State)\n{body}    return new\n"
+    scope: dict[str, Any] = {
+        "_MISSING": object(),
+        "_new": object.__new__,
+        "_set": object.__setattr__,
+        "_State": State,
+    }
+    exec(src, scope)
+    return scope["_evolve"]
+
+
+_evolve: Callable[..., State] = _make_evolve()
 
 
 # ── the one public entry point ─────────────────────────────────────────────────────
@@ -285,6 +310,9 @@ def _dispatch(s: State, ev: Event) -> Step:
             return _on_send_event(s, request, raw)
         case Opened():
             return _on_opened(s, ev)
+        case DeadlineReached(timeout_s=timeout_s):
+            # M-7 Better: a timed-out run ends like every other error, telemetry included.
+            return _fail(_evolve(s, deferred=()), Timeout(timeout_s=timeout_s))
     return s, (Log("debug", "ignored event", {"event": type(ev).__name__}),)
 
 
@@ -598,14 +626,15 @@ def _finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | No
     """S-60: telemetry, result, reset the reconnect counter (R-13), report."""
     final_reason = tr.stop_reason if stop_reason is None else stop_reason
     result = _result(s, tr, tr.terminal, final_reason, reason)
-    emit = Emit("rma.session.terminal", {}, {**s.config.metadata, "terminal": tr.terminal.value})
+    meta = {**s.config.metadata, "terminal": tr.terminal.value, "session_id": s.session_id}
+    emit = Emit("rma.session.terminal", {}, meta)
     s = _after_request(_evolve(s, reconnect_attempts=0))
     return s, (emit, Finish(Success(result), final=not s.config.live))
 
 
 def _fail(s: State, error: SessionError) -> Step:
     """End the request with an error; live sessions report it and stay usable (S-66 Better)."""
-    meta = {**s.config.metadata, "terminal": "error", "error": error.kind}
+    meta = {**s.config.metadata, "terminal": "error", "error": error.kind, "session_id": s.session_id}
     emit = Emit("rma.session.terminal", {}, meta)  # M-7 Better: error endings are visible
     live = s.config.live
     s = _after_request(s)

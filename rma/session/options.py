@@ -24,7 +24,7 @@ from rma.errors import (
 )
 from rma.provider import ProviderCodec
 from rma.session.events import GuardVerdict
-from rma.vocabulary import JSON, Budget, Outcome
+from rma.vocabulary import JSON, Budget, Outcome, _frozen_map
 
 DEFAULT_MAX_TURNS = 50
 DEFAULT_MAX_REPROMPTS = 2
@@ -46,7 +46,7 @@ class SessionConfig:
     """The enforced terminal tool (None unless ``require_terminal_tool``)."""
     max_reprompts: int = DEFAULT_MAX_REPROMPTS
     has_turn_guard: bool = False
-    metadata: Mapping[str, JSON] = attrs.field(factory=dict)
+    metadata: Mapping[str, JSON] = attrs.field(factory=dict, converter=_frozen_map)
     text_deltas: bool = True
     seen_window: int = DEFAULT_SEEN_WINDOW
     provider_name: str = ""
