@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from returns.result import Success  # noqa: E402
+from returns.result import Success
 
-from rma.providers.scripted import ScriptedStreamingCodec  # noqa: E402
-from rma.session.commands import Finish  # noqa: E402
-from rma.session.events import (  # noqa: E402
+from rma.providers.scripted import ScriptedStreamingCodec
+from rma.session.commands import Finish
+from rma.session.events import (
     Event,
     Opened,
     PushFinished,
@@ -34,9 +34,9 @@ from rma.session.events import (  # noqa: E402
     StreamEvent,
     ToolsFinished,
 )
-from rma.session.machine import initial_state, step  # noqa: E402
-from rma.session.options import SessionConfig  # noqa: E402
-from rma.vocabulary import ToolResult  # noqa: E402
+from rma.session.machine import initial_state, step
+from rma.session.options import SessionConfig
+from rma.vocabulary import ToolResult
 
 EVENTS_PER_TURN = 8  # 5 texts + usage + tool_use + idle, plus 2 shell answers = 10 inputs
 

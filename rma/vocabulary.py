@@ -8,8 +8,8 @@ normalization is additive, never lossy. Every value here is JSON-encodable throu
 from __future__ import annotations
 
 import enum
-from types import MappingProxyType
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs

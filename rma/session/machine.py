@@ -38,10 +38,10 @@ from rma._persistent import AppendLog, SeenIds
 from rma.errors import (
     GuardFailed,
     Halted,
-    Timeout,
     MaxTurnsExceeded,
     SessionError,
     StreamDropped,
+    Timeout,
     UnresolvedRequiresAction,
     Unsupported,
 )
