@@ -54,6 +54,7 @@ from rma.session.options import (
     DEFAULT_TIMEOUT_S,
     SessionConfig,
     interpret_guard,
+    lift_handles,
     validate,
 )
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
@@ -420,7 +421,7 @@ def _prepare(
     if isinstance(validated, Failure):
         return Failure(validated.failure())
     config, parsed_budget = validated.unwrap()
-    extra = dict(provider_opts)
+    extra = lift_handles(provider_opts)
     if model_config is not None:
         extra["model_config"] = model_config
     request = OpenRequest(

@@ -270,7 +270,9 @@ def _must_defer(s: State, ev: Event) -> bool:
 def _dispatch(s: State, ev: Event) -> Step:
     match ev:
         case StreamEvent(gen=gen, event=raw):
-            return _on_stream_event(s, raw) if gen == s.gen else (s, ())
+            if gen != s.gen or s.config.codec.mode is not Mode.STREAMING:
+                return s, ()
+            return _on_stream_event(s, raw)
         case LiveEvent(event=raw):
             return _on_live_event(s, raw)
         case TurnPolled(events=events):

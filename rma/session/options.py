@@ -247,3 +247,23 @@ def validate(
         provider_name=codec.name,
     )
     return Success((config, parsed_budget))
+
+
+def lift_handles(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """S-13: ``agent=``/``environment=`` handles become ``agent_id``/``environment_id``.
+
+    A handle is a mapping with the id key or an object with the id attribute (what
+    provisioning returns). An explicit id wins over a handle.
+    """
+    out = dict(opts)
+    for handle_key, id_key in (("agent", "agent_id"), ("environment", "environment_id")):
+        handle = out.get(handle_key)
+        if out.get(id_key) is not None or handle is None:
+            continue
+        if isinstance(handle, Mapping):
+            value = handle.get(id_key)
+        else:
+            value = getattr(handle, id_key, None)
+        if value is not None:
+            out[id_key] = value
+    return out
