@@ -1,2 +1,3 @@
 from rma_shell.cli import main
+
 raise SystemExit(main())

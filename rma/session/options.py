@@ -260,10 +260,7 @@ def lift_handles(opts: Mapping[str, Any]) -> dict[str, Any]:
         handle = out.get(handle_key)
         if out.get(id_key) is not None or handle is None:
             continue
-        if isinstance(handle, Mapping):
-            value = handle.get(id_key)
-        else:
-            value = getattr(handle, id_key, None)
+        value = handle.get(id_key) if isinstance(handle, Mapping) else getattr(handle, id_key, None)
         if value is not None:
             out[id_key] = value
     return out

@@ -1,5 +1,5 @@
 """Provider transports: each pairs a pure codec from ``rma`` with the I/O it needs."""
 
-from rma_shell.providers.base import OpenRequest, Provider, PollOutcome
+from rma_shell.providers.base import OpenRequest, PollOutcome, Provider
 
 __all__ = ["OpenRequest", "PollOutcome", "Provider"]

@@ -1,0 +1,272 @@
+"""The ``rma`` command line: ``rma demo`` and ``rma replay LOG``.
+
+An argparse front end. ``demo`` runs the bundled agent demo (``rma_shell.demo``);
+``replay`` folds a log recorded with ``--record`` (or ``run(record=...)``) through the
+pure core and prints the result(s) it reproduces. Exit codes: 0 success, 1 a session
+error or an unreadable log, 2 bad usage. Settings come from flags, then the environment
+(``RMA_BASE_URL``, ``RMA_MODEL``, ``RMA_API_KEY`` / ``OPENAI_API_KEY``); an API key is
+never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+import trio
+from returns.result import Failure, Result
+
+from rma.codec_json import dumps
+from rma.errors import SessionError
+from rma.vocabulary import SessionResult
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rma")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rma",
+        description="Run AI agent sessions on any loop host; your tools stay in your process.",
+    )
+    parser.add_argument("--version", action="version", version=f"rma {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="run an agent over a CSV offline (or against any OpenAI-compatible endpoint)",
+        description=(
+            "Run a real agent loop: the model inspects a CSV, summarises its numeric columns and "
+            "writes a Markdown report to the current directory. Offline and deterministic by default "
+            "(a bundled rehearsal model); give --base-url to use a real model."
+        ),
+    )
+    demo.add_argument(
+        "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (env RMA_BASE_URL)"
+    )
+    demo.add_argument("--model", help="model name for --base-url (env RMA_MODEL)")
+    demo.add_argument(
+        "--api-key", help="API key for --base-url (env RMA_API_KEY or OPENAI_API_KEY); never printed"
+    )
+    demo.add_argument(
+        "--data", metavar="PATH", help="a CSV file to analyse instead of the bundled sales data"
+    )
+    demo.add_argument(
+        "--out", metavar="FILE", default="report.md", help="report file name (default: report.md)"
+    )
+    demo.add_argument(
+        "--record", metavar="LOG", help="write the session's event log (JSONL) for `rma replay`"
+    )
+    demo.add_argument("--max-turns", type=_positive_int, default=10, help="turn limit (default: 10)")
+    demo.add_argument("--quiet", action="store_true", help="print only the summary")
+    demo.add_argument("--plain", action="store_true", help="plain text output even when rich is installed")
+
+    replay = commands.add_parser(
+        "replay",
+        help="fold a recorded event log through the core and print its result(s)",
+        description="Replay a JSONL log written with `rma demo --record LOG` or run(record=...).",
+    )
+    replay.add_argument("log", metavar="LOG", help="the JSONL event log")
+    replay.add_argument("--json", action="store_true", help="print each result as JSON (one per line)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = None) -> int:
+    """Run the CLI; returns the exit code. ``env`` defaults to the process environment."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    environ = os.environ if env is None else env
+    if args.command == "demo":
+        return _demo(args, environ)
+    if args.command == "replay":
+        return _replay(args)
+    parser.print_help(sys.stderr)
+    return EXIT_USAGE
+
+
+# ── demo ─────────────────────────────────────────────────────────────────────────────
+
+
+def _setting(flag: str | None, environ: Mapping[str, str], *names: str) -> str | None:
+    """Flag, else the first non-empty environment variable, else None."""
+    if flag:
+        return flag
+    return next((environ[n] for n in names if environ.get(n)), None)
+
+
+def _usage_error(message: str) -> int:
+    print(f"rma demo: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from rma_shell.demo import DemoConfig, Display, report, run_demo
+    from rma_shell.demo.tools import REPORT_SUFFIXES
+
+    base_url = _setting(args.base_url, environ, "RMA_BASE_URL")
+    model = _setting(args.model, environ, "RMA_MODEL")
+    api_key = _setting(args.api_key, environ, "RMA_API_KEY", "OPENAI_API_KEY")
+    workdir = Path.cwd()
+    if base_url and not model:
+        return _usage_error("--base-url needs --model (or RMA_MODEL): the model to ask the server for")
+
+    data = None
+    if args.data is not None:
+        data = Path(args.data)
+        if not data.is_file():
+            return _usage_error(f"--data: no such file: {args.data}")
+    out = Path(args.out)
+    if out.is_absolute() or ".." in out.parts or not args.out.endswith(REPORT_SUFFIXES):
+        return _usage_error(
+            f"--out: expected a Markdown file name inside the current directory, got {args.out!r}"
+        )
+
+    record: TextIO | None = None
+    if args.record is not None:
+        try:
+            record = open(args.record, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            return _usage_error(f"--record: cannot write {args.record}: {exc.strerror or exc}")
+
+    display = Display(quiet=args.quiet, plain=args.plain)
+    config = DemoConfig(
+        workdir=workdir,
+        data=data,
+        out=args.out,
+        base_url=base_url,
+        model=model,
+        api_key=api_key if base_url else None,
+        max_turns=args.max_turns,
+        record=record,
+    )
+    try:
+        demo = trio.run(functools.partial(run_demo, config, display))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if record is not None:
+            record.close()
+    return report(demo, display, secret=api_key)
+
+
+# ── replay ───────────────────────────────────────────────────────────────────────────
+
+
+def _known_codecs() -> None:
+    """Make every bundled provider codec findable by name for ``codec_for``."""
+    # Importing a provider module registers its codec (rma.provider.register_codec).
+    import rma.providers.local
+    import rma.providers.scripted  # noqa: F401
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from rma.provider import codec_for
+    from rma.replay import replay_lines
+
+    _known_codecs()
+
+    path = Path(args.log)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        print(f"rma replay: error: no such file: {args.log}", file=sys.stderr)
+        return EXIT_USAGE
+    except IsADirectoryError:
+        print(f"rma replay: error: {args.log} is a directory", file=sys.stderr)
+        return EXIT_USAGE
+    except UnicodeDecodeError:
+        print(f"rma replay: error: {args.log} is not a text (JSONL) event log", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"rma replay: error: cannot read {args.log}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        replayed = replay_lines(text.splitlines(), codec_for)
+    except Exception as exc:  # a log that parses but folds badly: still a message, not a traceback
+        print(
+            f"rma replay: error: {args.log} could not be replayed: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    if isinstance(replayed, Failure):
+        error = replayed.failure()
+        detail = getattr(error, "detail", "") or error.message
+        print(f"rma replay: error: {args.log} is not a valid event log: {detail}", file=sys.stderr)
+        return EXIT_ERROR
+    results = replayed.unwrap().results
+    if not results:
+        print(
+            f"rma replay: error: {args.log} holds no finished request (was the run cut short?)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    if args.json:
+        for outcome in results:
+            print(dumps(outcome))
+        return EXIT_OK
+    events = sum(1 for line in text.splitlines() if '"kind":"event"' in line)
+    print(f"{args.log}: {events} recorded events, {len(results)} result{'s' if len(results) != 1 else ''}")
+    for n, outcome in enumerate(results, 1):
+        _print_outcome(n, outcome)
+    return EXIT_OK
+
+
+def _print_outcome(n: int, outcome: Result[SessionResult, SessionError]) -> None:
+    from rma_shell.demo.runner import outcome_line
+
+    print()
+    if isinstance(outcome, Failure):
+        error = outcome.failure()
+        print(f"result {n}: error ({error.kind})")
+        print(f"  message  {error.message}")
+        return
+    result = outcome.unwrap()
+    counts = collections.Counter(use.name for use in result.custom_tool_uses)
+    tools = ", ".join(f"{name} x{count}" for name, count in counts.items()) or "none"
+    print(f"result {n}: {outcome_line(result)}")
+    rows = [
+        ("session", str(result.session_id)),
+        ("tokens", f"{result.usage.input_tokens:,} in / {result.usage.output_tokens:,} out"),
+        ("tools", tools),
+        ("events", f"{len(result.events)} provider events"),
+    ]
+    if result.transcript is not None:
+        rows.append(("history", f"{len(result.transcript)} messages in the transcript"))
+    if result.reason:
+        rows.append(("reason", result.reason))
+    for label, value in rows:
+        print(f"  {label:<8} {value}")
+    if result.text.strip():
+        print("  text")
+        for line in result.text.strip().splitlines():
+            print(f"    {line}")

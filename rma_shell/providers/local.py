@@ -1,0 +1,393 @@
+"""The Local provider's transport: one chat-completions call per turn, over httpx on trio.
+
+``Local(...)`` pairs the pure ``rma.providers.local`` codec and conversation with the I/O
+they need: it POSTs the body ``prepare_request`` built to ``{base_url}/chat/completions``
+(plain JSON, or SSE when ``stream=True``, decoded with ``rma.wire.sse`` and assembled with
+``rma.wire.openai_chat.ChunkAssembler``), retries transient failures as ``rma.retry``
+decides, and hands the decoded response back to ``apply_response``. A pluggable ``chat``
+callable replaces the HTTP call for any gateway or SDK.
+
+It makes no loop decisions. Events are returned in batch (the session forwards them);
+``live`` is not used, so Local's text-delta granularity stays the whole reply (E-10) in
+both wire modes. A failed poll returns the conn it was given, unchanged, so nothing of a
+failed attempt leaks into the history. Cancelling the caller's trio scope aborts an
+in-flight request.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import random
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import httpx
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.errors import (
+    AuthenticationError,
+    HttpError,
+    InvalidOpts,
+    MalformedResponse,
+    SessionError,
+    StreamDropped,
+    TransportError,
+)
+from rma.provider import Input
+from rma.providers.local import (
+    CODEC,
+    Conversation,
+    LocalCodec,
+    apply_input,
+    apply_response,
+    prepare_request,
+    request_body,
+    start,
+    transcript,
+)
+from rma.retry import is_transient_error, next_delay_s
+from rma.vocabulary import JSON
+from rma.wire.openai_chat import ChunkAssembler
+from rma.wire.sse import SSEDecoder
+from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
+
+logger = logging.getLogger("rma.providers.local")
+
+DEFAULT_BASE_URL = "http://localhost:11434/v1"
+"""Ollama's OpenAI-compatible endpoint: the common "local model" default."""
+
+ChatFn = Callable[[dict[str, JSON]], Any]
+"""``chat(body) -> response`` (async or sync): a non-streamed chat-completions response
+dict, or a ``returns`` Result of one (a ``Failure`` carrying a ``SessionError`` is retried
+when transient). Exceptions propagate; the session reports them as a provider error."""
+
+Sleep = Callable[[float], Awaitable[None]]
+
+_BODY_PREVIEW = 2000
+
+
+def _default_session_id() -> str:
+    """L-6: "local_" + 16 lowercase hex characters (8 random bytes)."""
+    return "local_" + secrets.token_hex(8)
+
+
+@attrs.frozen
+class LocalConn:
+    """A Local session: its id and conversation, plus the HTTP client it talks through."""
+
+    session_id: str
+    conversation: Conversation
+    client: httpx.AsyncClient | None = attrs.field(default=None, eq=False, repr=False)
+    owns_client: bool = attrs.field(default=False, eq=False, repr=False)
+
+
+class Local(Provider[LocalConn]):
+    """An in-process agent loop over any OpenAI-compatible chat-completions endpoint.
+
+    Keyword options (explicit option > the same key in ``model_config`` > default):
+    ``base_url`` (default ``DEFAULT_BASE_URL``), ``model``, ``api_key`` (sent as a bearer
+    token; never shown in repr or logs), ``system_prompt``, ``tools`` (dicts or objects with
+    ``name``, ``description``, ``input_schema``), ``terminal_tool``, ``model_config`` (model,
+    base_url, api_key, metadata and extra request params such as temperature), ``stream``,
+    ``history`` (a previous transcript to reattach to; ``OpenRequest.extra["history"]``
+    overrides it), ``max_history_messages`` (request truncation, off by default),
+    ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
+    ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
+    caller-owned ``httpx.AsyncClient``), ``rand``/``sleep``/``clock`` (injectable for tests)
+    and ``session_id_factory``.
+    """
+
+    codec: LocalCodec = CODEC
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[object] = (),
+        terminal_tool: str | None = None,
+        model_config: Mapping[str, Any] | str | None = None,
+        stream: bool = False,
+        history: Sequence[JSON] | None = None,
+        max_history_messages: int | None = None,
+        max_retries: int = 3,
+        backoff_base_s: float = 1.0,
+        backoff_cap_s: float = 30.0,
+        timeout_s: float = 120.0,
+        chat: ChatFn | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        rand: Callable[[], float] = random.random,
+        sleep: Sleep = trio.sleep,
+        clock: Callable[[], float] = time.time,
+        session_id_factory: Callable[[], str] = _default_session_id,
+    ) -> None:
+        # L-3: a non-mapping model_config is the model name.
+        config: dict[str, Any] = (
+            dict(model_config)
+            if isinstance(model_config, Mapping)
+            else ({} if model_config is None else {"model": model_config})
+        )
+        self.model: str | None = model if model is not None else config.get("model")
+        self.base_url: str = base_url or config.get("base_url") or DEFAULT_BASE_URL
+        key = api_key if api_key is not None else config.get("api_key")
+        self._api_key: str | None = key if isinstance(key, str) and key else None
+        # What the pure conversation sees: the model and the request params, never the key.
+        self._model_config = {k: v for k, v in config.items() if k not in ("api_key", "base_url")}
+        if self.model is not None:
+            self._model_config["model"] = self.model
+        self.system_prompt = system_prompt
+        self.tools = tuple(tools)
+        self.terminal_tool = terminal_tool
+        self.streaming = stream
+        self.history = history
+        self.max_history_messages = max_history_messages
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self.timeout_s = timeout_s
+        self._chat = chat
+        self._http_client = http_client
+        self._rand = rand
+        self._sleep = sleep
+        self._clock = clock
+        self._session_id_factory = session_id_factory
+
+    def __repr__(self) -> str:
+        names = [
+            getattr(t, "name", None) or (t.get("name") if isinstance(t, Mapping) else "?") for t in self.tools
+        ]
+        return (
+            f"Local(base_url={self.base_url!r}, model={self.model!r}, stream={self.streaming}, "
+            f"tools={names!r}, api_key={'***' if self._api_key else None})"
+        )
+
+    # -- lifecycle --
+
+    async def open(self, request: OpenRequest) -> Result[LocalConn, SessionError]:
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            return Failure(InvalidOpts(option="max_retries", detail="must be an integer >= 0"))
+        if self._chat is None and self.model is None:
+            return Failure(
+                InvalidOpts(
+                    option="model",
+                    detail="Local needs a model (model= or model_config) unless chat= is given",
+                )
+            )
+        history = request.extra.get("history", self.history)
+        started = start(
+            self.system_prompt,
+            self.tools,
+            self.terminal_tool,
+            self._model_config,
+            request.max_turns,
+            history,
+            max_history_messages=self.max_history_messages,
+        )
+        if isinstance(started, Failure):
+            return Failure(started.failure())
+        session_id = request.session_id or self._session_id_factory()
+        client, owns = self._http_client, False
+        if self._chat is None and client is None:
+            client, owns = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s)), True
+        await trio.lowlevel.checkpoint()
+        return Success(LocalConn(session_id, started.unwrap(), client, owns))
+
+    def session_id(self, conn: LocalConn) -> str | None:
+        return conn.session_id
+
+    def resumed(self, conn: LocalConn) -> bool:
+        return conn.conversation.resumed
+
+    def transcript(self, conn: LocalConn) -> tuple[JSON, ...] | None:
+        return transcript(conn.conversation)
+
+    async def aclose(self, conn: LocalConn) -> None:
+        if conn.owns_client and conn.client is not None:
+            try:
+                await conn.client.aclose()
+            except (httpx.HTTPError, OSError) as exc:
+                logger.debug("closing the Local HTTP client failed: %s", type(exc).__name__)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    # -- turns --
+
+    async def poll_turn(self, conn: LocalConn, input: Input, live: LiveSink | None) -> PollOutcome[LocalConn]:
+        applied = apply_input(conn.conversation, input)
+        if isinstance(applied, Failure):
+            return PollOutcome(Failure(applied.failure()), conn)
+        stream = self.streaming and self._chat is None
+        conv, body, _ = prepare_request(applied.unwrap(), stream=stream)
+        if self._chat is not None:
+            response = await self._with_retries(lambda: self._call_chat(conv))
+        else:
+            response = await self._with_retries(lambda: self._post(conn.client, body, stream=stream))
+        if isinstance(response, Failure):
+            return PollOutcome(Failure(response.failure()), conn)
+        folded = apply_response(conv, response.unwrap())
+        if isinstance(folded, Failure):
+            return PollOutcome(Failure(folded.failure()), conn)
+        new_conv, events = folded.unwrap()
+        return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
+
+    async def _with_retries(
+        self, attempt: Callable[[], Awaitable[tuple[Result[JSON, SessionError], Mapping[str, str] | None]]]
+    ) -> Result[JSON, SessionError]:
+        """L-31/L-32 Better: retry transient failures with backoff, honouring Retry-After."""
+        retry = 0
+        while True:
+            result, headers = await attempt()
+            if not isinstance(result, Failure):
+                return result
+            error = result.failure()
+            if retry >= self.max_retries or not is_transient_error(error):
+                return result
+            delay = next_delay_s(
+                retry,
+                headers=headers,
+                now_epoch_s=self._clock(),
+                jitter=min(1.0, max(0.0, self._rand())),
+                base_s=self.backoff_base_s,
+                cap_s=self.backoff_cap_s,
+            )
+            logger.warning(
+                "chat completion attempt %d of %d failed (%s); retrying in %.2fs",
+                retry + 1,
+                self.max_retries + 1,
+                self._redact(error.message),
+                delay,
+            )
+            await self._sleep(delay)
+            retry += 1
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    async def _call_chat(self, conv: Conversation) -> tuple[Result[JSON, SessionError], None]:
+        assert self._chat is not None
+        produced = self._chat(request_body(conv, stream=False))
+        if inspect.isawaitable(produced):
+            produced = await produced
+        else:
+            await trio.lowlevel.checkpoint()
+        if isinstance(produced, Result):
+            return produced, None
+        if not isinstance(produced, Mapping):
+            return Failure(
+                MalformedResponse(detail="chat returned a non-mapping", response=repr(produced)[:300])
+            ), None
+        return Success(produced), None
+
+    # -- HTTP --
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream" if stream else "application/json",
+        }
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    async def _post(
+        self, client: httpx.AsyncClient | None, body: bytes, *, stream: bool
+    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        if client is None:
+            return Failure(
+                TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
+            ), None
+        try:
+            if stream:
+                return await self._post_stream(client, body)
+            response = await client.post(
+                self.url, content=body, headers=self._headers(stream=False), timeout=self.timeout_s
+            )
+            return self._decode(response.status_code, response.content), response.headers
+        except httpx.DecodingError as exc:
+            return Failure(MalformedResponse(detail=f"undecodable response body: {exc}")), None
+        except httpx.HTTPError as exc:
+            return Failure(
+                TransportError(detail=self._redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
+            ), None
+
+    async def _post_stream(
+        self, client: httpx.AsyncClient, body: bytes
+    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        async with client.stream(
+            "POST", self.url, content=body, headers=self._headers(stream=True), timeout=self.timeout_s
+        ) as response:
+            content_type = response.headers.get("content-type", "")
+            if not 200 <= response.status_code < 300 or "text/event-stream" not in content_type:
+                # An error, or a server that ignored "stream": decode it as a plain body.
+                return self._decode(response.status_code, await response.aread()), response.headers
+            decoder = SSEDecoder()
+            assembler = ChunkAssembler()
+            async for data in response.aiter_bytes():
+                for message in decoder.feed(data):
+                    if message.data == "[DONE]":
+                        return assembler.finish(), response.headers
+                    try:
+                        chunk = json.loads(message.data)
+                    except ValueError:
+                        detail = "stream chunk is not JSON"
+                        return Failure(
+                            MalformedResponse(detail=detail, response=message.data[:_BODY_PREVIEW])
+                        ), None
+                    fed = assembler.feed(chunk)
+                    if isinstance(fed, Failure):
+                        return Failure(fed.failure()), None
+            decoder.close()
+            if assembler.finish_reason is not None:
+                # The server closed cleanly after the last choice without "data: [DONE]"
+                # (some do); the reply is complete.
+                return assembler.finish(), response.headers
+            return Failure(
+                StreamDropped(detail="stream closed before data: [DONE]", clean_close=True)
+            ), response.headers
+
+    def _decode(self, status: int, content: bytes) -> Result[JSON, SessionError]:
+        try:
+            decoded: JSON = json.loads(content) if content else None
+            is_json = True
+        except ValueError:
+            decoded, is_json = content[:_BODY_PREVIEW].decode("utf-8", errors="replace"), False
+        if 200 <= status < 300:
+            if not is_json:
+                return Failure(MalformedResponse(detail="response body is not JSON", response=decoded))
+            return Success(decoded)
+        if status == 401:
+            return Failure(AuthenticationError(detail=self._redact(f"HTTP 401: {_error_message(decoded)}")))
+        return Failure(HttpError(status=status, body=decoded, method="POST", url=self.url))
+
+
+def _error_message(body: JSON) -> str:
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        return str(body["error"].get("message", ""))
+    return str(body)[:300]
+
+
+def _kind(exc: httpx.HTTPError) -> str:
+    """The rma.retry transport kind of an httpx failure."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "connect_timeout"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, httpx.ConnectError):
+        return "econnrefused"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "closed"
+    if isinstance(exc, (httpx.ReadError, httpx.WriteError, httpx.CloseError)):
+        return "econnreset"
+    return "protocol"
