@@ -56,6 +56,8 @@ from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
+from rma_shell.telemetry import Telemetry
+from rma_shell.telemetry import default as default_telemetry
 
 logger = logging.getLogger("rma.providers.local")
 
@@ -85,6 +87,16 @@ class LocalConn:
     conversation: Conversation
     client: httpx.AsyncClient | None = attrs.field(default=None, eq=False, repr=False)
     owns_client: bool = attrs.field(default=False, eq=False, repr=False)
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str | None = attrs.field(default=None, repr=False)
+    """Per session: ``run(model_config=...)`` may carry a gateway lane's URL and granted key."""
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def redact(self, text: str) -> str:
+        return text.replace(self.api_key, "***") if self.api_key else text
 
 
 class Local(Provider[LocalConn]):
@@ -128,6 +140,7 @@ class Local(Provider[LocalConn]):
         sleep: Sleep = trio.sleep,
         clock: Callable[[], float] = time.time,
         session_id_factory: Callable[[], str] = _default_session_id,
+        telemetry: Telemetry | None = None,
     ) -> None:
         # L-3: a non-mapping model_config is the model name.
         config: dict[str, Any] = (
@@ -159,6 +172,7 @@ class Local(Provider[LocalConn]):
         self._sleep = sleep
         self._clock = clock
         self._session_id_factory = session_id_factory
+        self.telemetry = telemetry or default_telemetry
 
     def __repr__(self) -> str:
         names = [
@@ -174,7 +188,18 @@ class Local(Provider[LocalConn]):
     async def open(self, request: OpenRequest) -> Result[LocalConn, SessionError]:
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             return Failure(InvalidOpts(option="max_retries", detail="must be an integer >= 0"))
-        if self._chat is None and self.model is None:
+        run_config = request.extra.get("model_config")
+        model_config = dict(self._model_config)
+        base_url, api_key = self.base_url, self._api_key
+        if isinstance(run_config, Mapping):
+            # L-3 per run: a gateway lane's model, URL and granted key override the provider's.
+            base_url = run_config.get("base_url") or base_url
+            run_key = run_config.get("api_key")
+            api_key = run_key if isinstance(run_key, str) and run_key else api_key
+            model_config.update({k: v for k, v in run_config.items() if k not in ("api_key", "base_url")})
+        elif isinstance(run_config, str):
+            model_config["model"] = run_config
+        if self._chat is None and model_config.get("model") is None:
             return Failure(
                 InvalidOpts(
                     option="model",
@@ -186,7 +211,7 @@ class Local(Provider[LocalConn]):
             self.system_prompt,
             self.tools,
             self.terminal_tool,
-            self._model_config,
+            model_config,
             request.max_turns,
             history,
             max_history_messages=self.max_history_messages,
@@ -198,7 +223,7 @@ class Local(Provider[LocalConn]):
         if self._chat is None and client is None:
             client, owns = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s)), True
         await trio.lowlevel.checkpoint()
-        return Success(LocalConn(session_id, started.unwrap(), client, owns))
+        return Success(LocalConn(session_id, started.unwrap(), client, owns, base_url, api_key))
 
     def session_id(self, conn: LocalConn) -> str | None:
         return conn.session_id
@@ -227,9 +252,9 @@ class Local(Provider[LocalConn]):
         stream = self.streaming and self._chat is None
         conv, body, _ = prepare_request(applied.unwrap(), stream=stream)
         if self._chat is not None:
-            response = await self._with_retries(lambda: self._call_chat(conv))
+            response = await self._with_retries(conn, lambda: self._call_chat(conv))
         else:
-            response = await self._with_retries(lambda: self._post(conn.client, body, stream=stream))
+            response = await self._with_retries(conn, lambda: self._post(conn, body, stream=stream))
         if isinstance(response, Failure):
             return PollOutcome(Failure(response.failure()), conn)
         folded = apply_response(conv, response.unwrap())
@@ -239,12 +264,14 @@ class Local(Provider[LocalConn]):
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
 
     async def _with_retries(
-        self, attempt: Callable[[], Awaitable[tuple[Result[JSON, SessionError], Mapping[str, str] | None]]]
+        self,
+        conn: LocalConn,
+        attempt: Callable[[], Awaitable[tuple[Result[JSON, SessionError], Mapping[str, str] | None]]],
     ) -> Result[JSON, SessionError]:
         """L-31/L-32 Better: retry transient failures with backoff, honouring Retry-After."""
         retry = 0
         while True:
-            result, headers = await attempt()
+            result, headers = await self._attempt(conn, attempt, retry)
             if not isinstance(result, Failure):
                 return result
             error = result.failure()
@@ -262,14 +289,46 @@ class Local(Provider[LocalConn]):
                 "chat completion attempt %d of %d failed (%s); retrying in %.2fs",
                 retry + 1,
                 self.max_retries + 1,
-                self._redact(error.message),
+                conn.redact(error.message),
                 delay,
             )
             await self._sleep(delay)
             retry += 1
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+    async def _attempt(
+        self,
+        conn: LocalConn,
+        attempt: Callable[[], Awaitable[tuple[Result[JSON, SessionError], Mapping[str, str] | None]]],
+        retry: int,
+    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        """One chat call, wrapped in ``rma.request.*`` telemetry (method, url, status, attempt)."""
+        meta: dict[str, Any] = {
+            "provider": "local",
+            "method": "POST" if self._chat is None else "chat",
+            "url": conn.redact(conn.url) if self._chat is None else None,
+            "attempt": retry,
+            "session_id": conn.session_id,
+        }
+        t0 = time.perf_counter()
+        self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
+        try:
+            result, headers = await attempt()
+        except BaseException as exc:
+            self.telemetry.emit(
+                "rma.request.exception",
+                {"duration": time.perf_counter() - t0},
+                {**meta, "kind": type(exc).__name__},
+            )
+            raise
+        stop = dict(meta)
+        if isinstance(result, Failure):
+            error = result.failure()
+            stop["error"] = error.kind
+            stop["status"] = getattr(error, "status", None)
+        else:
+            stop["status"] = 200
+        self.telemetry.emit("rma.request.stop", {"duration": time.perf_counter() - t0}, stop)
+        return result, headers
 
     async def _call_chat(self, conv: Conversation) -> tuple[Result[JSON, SessionError], None]:
         assert self._chat is not None
@@ -288,13 +347,13 @@ class Local(Provider[LocalConn]):
 
     # -- HTTP --
 
-    def _headers(self, *, stream: bool) -> dict[str, str]:
+    def _headers(self, conn: LocalConn, *, stream: bool) -> dict[str, str]:
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if stream else "application/json",
         }
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+        if conn.api_key:
+            headers["Authorization"] = f"Bearer {conn.api_key}"
         return headers
 
     @property
@@ -302,36 +361,37 @@ class Local(Provider[LocalConn]):
         return self.base_url.rstrip("/") + "/chat/completions"
 
     async def _post(
-        self, client: httpx.AsyncClient | None, body: bytes, *, stream: bool
+        self, conn: LocalConn, body: bytes, *, stream: bool
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        client = conn.client
         if client is None:
             return Failure(
                 TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
             ), None
         try:
             if stream:
-                return await self._post_stream(client, body)
+                return await self._post_stream(conn, client, body)
             response = await client.post(
-                self.url, content=body, headers=self._headers(stream=False), timeout=self.timeout_s
+                conn.url, content=body, headers=self._headers(conn, stream=False), timeout=self.timeout_s
             )
-            return self._decode(response.status_code, response.content), response.headers
+            return self._decode(conn, response.status_code, response.content), response.headers
         except httpx.DecodingError as exc:
             return Failure(MalformedResponse(detail=f"undecodable response body: {exc}")), None
         except httpx.HTTPError as exc:
             return Failure(
-                TransportError(detail=self._redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
+                TransportError(detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
             ), None
 
     async def _post_stream(
-        self, client: httpx.AsyncClient, body: bytes
+        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         async with client.stream(
-            "POST", self.url, content=body, headers=self._headers(stream=True), timeout=self.timeout_s
+            "POST", conn.url, content=body, headers=self._headers(conn, stream=True), timeout=self.timeout_s
         ) as response:
             content_type = response.headers.get("content-type", "")
             if not 200 <= response.status_code < 300 or "text/event-stream" not in content_type:
                 # An error, or a server that ignored "stream": decode it as a plain body.
-                return self._decode(response.status_code, await response.aread()), response.headers
+                return self._decode(conn, response.status_code, await response.aread()), response.headers
             decoder = SSEDecoder()
             assembler = ChunkAssembler()
             async for data in response.aiter_bytes():
@@ -357,7 +417,7 @@ class Local(Provider[LocalConn]):
                 StreamDropped(detail="stream closed before data: [DONE]", clean_close=True)
             ), response.headers
 
-    def _decode(self, status: int, content: bytes) -> Result[JSON, SessionError]:
+    def _decode(self, conn: LocalConn, status: int, content: bytes) -> Result[JSON, SessionError]:
         try:
             decoded: JSON = json.loads(content) if content else None
             is_json = True
@@ -368,8 +428,8 @@ class Local(Provider[LocalConn]):
                 return Failure(MalformedResponse(detail="response body is not JSON", response=decoded))
             return Success(decoded)
         if status == 401:
-            return Failure(AuthenticationError(detail=self._redact(f"HTTP 401: {_error_message(decoded)}")))
-        return Failure(HttpError(status=status, body=decoded, method="POST", url=self.url))
+            return Failure(AuthenticationError(detail=conn.redact(f"HTTP 401: {_error_message(decoded)}")))
+        return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
 
 
 def _error_message(body: JSON) -> str:
