@@ -272,7 +272,7 @@ def test_P4_P6_normalize_keeps_events_verbatim_and_server_tools_are_observe_only
 
 
 def test_P7_the_core_never_sees_a_connection_object() -> None:
-    names = {f.name for f in SessionInfo.__attrs_attrs__} | set(State.__slots__)
+    names = {f.name for f in SessionInfo.__attrs_attrs__} | {f.name for f in State.__attrs_attrs__}
     assert "conn" not in names and "consumer" not in names and "ref" not in names
 
 
