@@ -1,0 +1,40 @@
+"""A live session: follow-ups, one result per request, and a drop survived.
+
+Uses the scripted host from ``rma_shell.testing`` so it runs offline:
+
+    python examples/live_session.py
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from rma_shell import open_session
+from rma_shell.testing import DROP, ScriptedProvider
+
+
+def turn(text: str, n: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "text", "text": text, "id": f"m{n}"},
+        {"type": "usage", "input_tokens": 10, "output_tokens": 5, "id": f"u{n}"},
+        {"type": "idle", "stop_reason": {"type": "end_turn"}, "id": f"i{n}"},
+    ]
+
+
+async def main() -> None:
+    provider = ScriptedProvider(
+        [turn("Hello! What can I do?", 1), [{"type": "text", "text": "Thinking", "id": "m2"}, DROP]],
+        streaming=True,
+    )
+    async with open_session(provider, handler=lambda name, input, ctx: "ok", prompt="Hi") as session:
+        print("first:", (await session.next_result()).unwrap().text)
+        await session.message("Summarise our chat.")  # the stream drops mid-answer…
+        await trio.sleep(1)  # …the session reconnects (500 ms backoff) and keeps going
+        provider.emit(*turn("We said hello.", 3))
+        print("second:", (await session.next_result()).unwrap().text)
+
+
+if __name__ == "__main__":
+    trio.run(main)

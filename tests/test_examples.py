@@ -1,0 +1,25 @@
+"""The shipped examples run offline and print what their docstrings promise."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("local_with_tools.py", "end_turn after 3 turns: Ada is on the Pro plan."),
+        ("live_session.py", "second: We said hello."),
+    ],
+)
+def test_example_runs(script: str, expected: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert expected in out.stdout
