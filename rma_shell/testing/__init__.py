@@ -4,6 +4,19 @@ They run real servers on 127.0.0.1, so code under test uses its normal HTTP stac
 for tests only: no TLS, no persistence, no attempt at performance beyond "fast enough".
 """
 
+from rma_shell.testing import cma_emulator as cma
+from rma_shell.testing.cma_emulator import (
+    CMAEmulator,
+    CMAFault,
+    SessionView,
+    drop_stream_after,
+    error_frame,
+    requires_action_from_earlier_batch,
+    status_once,
+    terminal_while_disconnected,
+    text_turn,
+    tool_turn,
+)
 from rma_shell.testing.openai_emulator import (
     Fault,
     OpenAIEmulator,
@@ -19,13 +32,24 @@ from rma_shell.testing.scripted import CLOSE, DROP, ScriptedProvider
 __all__ = [
     "CLOSE",
     "DROP",
+    "CMAEmulator",
+    "CMAFault",
     "Fault",
     "OpenAIEmulator",
     "RecordedRequest",
     "ScriptedProvider",
+    "SessionView",
     "Turn",
+    "cma",
     "delay",
     "drop_mid_stream",
+    "drop_stream_after",
+    "error_frame",
     "malformed_chunk",
+    "requires_action_from_earlier_batch",
     "status",
+    "status_once",
+    "terminal_while_disconnected",
+    "text_turn",
+    "tool_turn",
 ]

@@ -1,0 +1,442 @@
+"""The Claude Managed Agents control-plane client: agents, environments, sessions, events, files.
+
+An httpx client speaking the wire described in ``shared/reference/claude-managed-agents-wire.md``
+(the SDK's current values as defaults). What it does around each call:
+
+- **Auth** — an API key (sent as ``Authorization: Bearer`` like the SDK, or ``x-api-key`` with
+  ``api_key_header="x-api-key"``) or a bearer-token file re-read on every attempt, retries
+  included; a token with 30 s or less left fails before dispatch (``AuthenticationError``).
+  Redirects are never followed with a bearer token.
+- **Retries** — 408, 409, 429, 5xx and 529, connection failures, honouring ``x-should-retry``,
+  ``retry-after-ms`` and ``retry-after``. Calls that are not idempotent (creates, event posts,
+  file uploads) are retried only when the request cannot have been processed: a connection
+  that never opened, 429 and 529. Gets, lists, archives, deletes and updates are retried on
+  every transient failure.
+- **Errors as values** — every method returns ``Result[..., SessionError]``: ``HttpError`` with
+  the API's error body, ``AuthenticationError`` for 401, ``TransportError`` for the network.
+- **Telemetry** — ``rma.request.start/stop/exception`` with method, path and status.
+
+Secrets (API key, token, token file path) never appear in a repr, a log line or telemetry.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, parse_bearer_file
+from rma.errors import AuthenticationError, HttpError, MalformedResponse, SessionError, TransportError
+from rma.retry import next_delay_s
+from rma.vocabulary import JSON
+from rma_shell.telemetry import Telemetry
+from rma_shell.telemetry import default as default_telemetry
+
+log = logging.getLogger("rma.providers.claude_managed_agents")
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+# Answers that say the server did not process the request: safe to retry even a create.
+UNPROCESSED_STATUSES = frozenset({429, 529})
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def _read_file(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+class CMAClient:
+    """One client per set of credentials; safe to share between sessions."""
+
+    def __init__(
+        self,
+        settings: AnthropicSettings,
+        *,
+        api_key_header: str = "authorization",
+        max_retries: int = 2,
+        http_client: httpx.AsyncClient | None = None,
+        sleep: Sleep = trio.sleep,
+        rand: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.time,
+        read_file: Callable[[str], str] = _read_file,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        if api_key_header not in ("authorization", "x-api-key"):
+            raise ValueError("api_key_header must be 'authorization' or 'x-api-key'")
+        self.settings = settings
+        self.api_key_header = api_key_header
+        self.max_retries = max_retries
+        self._own_client = http_client is None
+        timeout = httpx.Timeout(settings.receive_timeout_ms / 1000, connect=30.0)
+        self._http = http_client or httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        self._sleep = sleep
+        self._rand = rand
+        self._clock = clock
+        self._read_file = read_file
+        self.telemetry = telemetry or default_telemetry
+
+    def __repr__(self) -> str:
+        kind = "api_key" if isinstance(self.settings.auth, ApiKeyAuth) else "bearer_token_file"
+        return f"CMAClient(base_url={self.settings.base_url!r}, auth={kind}=***)"
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self._http.aclose()
+
+    # ── auth and headers ──
+
+    def _auth_headers(self) -> Result[dict[str, str], SessionError]:
+        auth = self.settings.auth
+        if isinstance(auth, ApiKeyAuth):
+            key = auth.api_key.reveal()
+            if self.api_key_header == "x-api-key":
+                return Success({"x-api-key": key})
+            return Success({"authorization": f"Bearer {key}"})
+        assert isinstance(auth, BearerFileAuth)
+        try:
+            text = self._read_file(auth.path.reveal())
+        except OSError as exc:
+            return Failure(AuthenticationError(detail=f"bearer token file unreadable: {type(exc).__name__}"))
+        token = parse_bearer_file(text, self._clock())
+        if isinstance(token, Failure):
+            return Failure(token.failure())
+        return Success({"authorization": f"Bearer {token.unwrap().reveal()}"})
+
+    def _headers(
+        self, *, beta: str | None, accept: str = "application/json"
+    ) -> Result[dict[str, str], SessionError]:
+        auth = self._auth_headers()
+        if isinstance(auth, Failure):
+            return auth
+        headers = {"anthropic-version": self.settings.anthropic_version, "accept": accept, **auth.unwrap()}
+        if beta:
+            headers["anthropic-beta"] = beta
+        return Success(headers)
+
+    def _url(self, path: str) -> str:
+        return self.settings.base_url.rstrip("/") + path
+
+    # ── the one request path ──
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: JSON = None,
+        params: Mapping[str, Any] | None = None,
+        idempotent: bool | None = None,
+        beta: str | None = "",
+        files: Mapping[str, Any] | None = None,
+        data: Mapping[str, str] | None = None,
+        raw: bool = False,
+    ) -> Result[Any, SessionError]:
+        """Send one API call with retries. ``beta=""`` means the managed-agents beta header."""
+        if idempotent is None:
+            idempotent = method in ("GET", "DELETE")
+        beta_value = self.settings.beta if beta == "" else beta
+        attempt = 0
+        while True:
+            headers = self._headers(
+                beta=beta_value, accept="application/binary" if raw else "application/json"
+            )
+            if isinstance(headers, Failure):
+                return headers  # K-17: before dispatch, every attempt
+            outcome, retry_after, unprocessed = await self._attempt(
+                method, path, headers.unwrap(), json_body, params, files, data, raw, attempt
+            )
+            if isinstance(outcome, Success):
+                return outcome
+            error = outcome.failure()
+            retryable = unprocessed or (idempotent and _transient(error))
+            if attempt >= self.max_retries or not retryable:
+                return outcome
+            delay = next_delay_s(
+                attempt,
+                headers=retry_after,
+                now_epoch_s=self._clock(),
+                jitter=min(1.0, max(0.0, self._rand())),
+                base_s=0.5,
+                cap_s=8.0,
+            )
+            log.warning("%s %s failed (%s); retry %d in %.2fs", method, path, error.kind, attempt + 1, delay)
+            await self._sleep(delay)
+            attempt += 1
+
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        json_body: JSON,
+        params: Mapping[str, Any] | None,
+        files: Mapping[str, Any] | None,
+        data: Mapping[str, str] | None,
+        raw: bool,
+        attempt: int,
+    ) -> tuple[Result[Any, SessionError], Mapping[str, str] | None, bool]:
+        meta = {"provider": "claude_managed_agents", "method": method, "path": path, "attempt": attempt}
+        t0 = time.perf_counter()
+        self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
+        try:
+            response = await self._http.request(
+                method,
+                self._url(path),
+                headers=headers,
+                json=json_body if files is None and json_body is not None else None,
+                params=_query(params),
+                files=files,
+                data=data,
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            self._stop(meta, t0, error="transport_error")
+            return Failure(TransportError(detail=type(exc).__name__, error_type="connect")), None, True
+        except httpx.HTTPError as exc:
+            self._stop(meta, t0, error="transport_error")
+            return (
+                Failure(TransportError(detail=type(exc).__name__, error_type=type(exc).__name__)),
+                None,
+                False,
+            )
+        except BaseException as exc:
+            elapsed = {"duration": time.perf_counter() - t0}
+            self.telemetry.emit("rma.request.exception", elapsed, {**meta, "kind": type(exc).__name__})
+            raise
+        status = response.status_code
+        self._stop(meta, t0, status=status)
+        if 200 <= status < 300:
+            if raw:
+                return Success(response.content), None, False
+            try:
+                return Success(response.json() if response.content else None), None, False
+            except ValueError:
+                return Failure(MalformedResponse(detail=f"{method} {path}: body is not JSON")), None, False
+        body: JSON
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text[:2000]
+        should_retry = response.headers.get("x-should-retry")
+        unprocessed = status in UNPROCESSED_STATUSES and should_retry != "false"
+        if status == 401:
+            return (
+                Failure(AuthenticationError(detail=f"HTTP 401 on {method} {path}: {_message(body)}")),
+                None,
+                False,
+            )
+        error = HttpError(status=status, body=body, method=method, url=path)
+        if should_retry == "true":
+            unprocessed = True
+        if should_retry == "false":
+            return Failure(error), None, False
+        return Failure(error), response.headers, unprocessed
+
+    def _stop(self, meta: Mapping[str, Any], t0: float, **extra: Any) -> None:
+        self.telemetry.emit("rma.request.stop", {"duration": time.perf_counter() - t0}, {**meta, **extra})
+
+    async def _list_all(
+        self, path: str, params: Mapping[str, Any] | None = None
+    ) -> Result[list[JSON], SessionError]:
+        """Follow ``next_page`` to the end (a repeated cursor stops the walk)."""
+        items: list[JSON] = []
+        query = dict(params or {})
+        seen_cursors: set[str] = set()
+        while True:
+            page = await self.request("GET", path, params=query)
+            if isinstance(page, Failure):
+                return page
+            body = page.unwrap()
+            if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+                return Failure(
+                    MalformedResponse(detail=f"GET {path}: expected a page with data", response=body)
+                )
+            items.extend(body["data"])
+            cursor = body.get("next_page")
+            if not cursor or cursor in seen_cursors:
+                return Success(items)
+            seen_cursors.add(cursor)
+            query["page"] = cursor
+
+    # ── agents ──
+
+    async def create_agent(self, body: Mapping[str, JSON]) -> Result[JSON, SessionError]:
+        return await self.request("POST", "/v1/agents", json_body=dict(body))
+
+    async def get_agent(self, agent_id: str, version: int | None = None) -> Result[JSON, SessionError]:
+        return await self.request("GET", f"/v1/agents/{agent_id}", params={"version": version})
+
+    async def update_agent(self, agent_id: str, body: Mapping[str, JSON]) -> Result[JSON, SessionError]:
+        return await self.request("POST", f"/v1/agents/{agent_id}", json_body=dict(body), idempotent=True)
+
+    async def list_agents(
+        self, *, include_archived: bool = False, limit: int = 100
+    ) -> Result[list[JSON], SessionError]:
+        return await self._list_all("/v1/agents", {"include_archived": include_archived, "limit": limit})
+
+    async def list_agent_versions(self, agent_id: str) -> Result[list[JSON], SessionError]:
+        return await self._list_all(f"/v1/agents/{agent_id}/versions", {"limit": 100})
+
+    async def archive_agent(self, agent_id: str) -> Result[JSON, SessionError]:
+        return await self.request("POST", f"/v1/agents/{agent_id}/archive", idempotent=True)
+
+    # ── environments ──
+
+    async def create_environment(self, body: Mapping[str, JSON]) -> Result[JSON, SessionError]:
+        return await self.request("POST", "/v1/environments", json_body=dict(body))
+
+    async def get_environment(self, environment_id: str) -> Result[JSON, SessionError]:
+        return await self.request("GET", f"/v1/environments/{environment_id}")
+
+    async def list_environments(self, *, include_archived: bool = False) -> Result[list[JSON], SessionError]:
+        return await self._list_all("/v1/environments", {"include_archived": include_archived, "limit": 100})
+
+    async def archive_environment(self, environment_id: str) -> Result[JSON, SessionError]:
+        return await self.request("POST", f"/v1/environments/{environment_id}/archive", idempotent=True)
+
+    async def delete_environment(self, environment_id: str) -> Result[JSON, SessionError]:
+        return await self.request("DELETE", f"/v1/environments/{environment_id}")
+
+    # ── sessions ──
+
+    async def create_session(self, body: Mapping[str, JSON]) -> Result[JSON, SessionError]:
+        return await self.request("POST", "/v1/sessions", json_body=dict(body))
+
+    async def get_session(self, session_id: str) -> Result[JSON, SessionError]:
+        return await self.request("GET", f"/v1/sessions/{session_id}")
+
+    async def update_session(self, session_id: str, body: Mapping[str, JSON]) -> Result[JSON, SessionError]:
+        return await self.request("POST", f"/v1/sessions/{session_id}", json_body=dict(body), idempotent=True)
+
+    async def list_sessions(self, **params: Any) -> Result[list[JSON], SessionError]:
+        return await self._list_all("/v1/sessions", {"limit": 100, **params})
+
+    async def archive_session(self, session_id: str) -> Result[JSON, SessionError]:
+        return await self.request("POST", f"/v1/sessions/{session_id}/archive", idempotent=True)
+
+    async def delete_session(self, session_id: str) -> Result[JSON, SessionError]:
+        return await self.request("DELETE", f"/v1/sessions/{session_id}")
+
+    # ── events ──
+
+    async def send_events(self, session_id: str, events: Sequence[JSON]) -> Result[JSON, SessionError]:
+        if not events:
+            # The API rejects an empty list; never send one (S-53).
+            return Failure(MalformedResponse(detail="refusing to post an empty events list"))
+        return await self.request(
+            "POST", f"/v1/sessions/{session_id}/events", json_body={"events": list(events)}
+        )
+
+    async def list_events(self, session_id: str, *, limit: int = 1000) -> Result[list[JSON], SessionError]:
+        return await self._list_all(f"/v1/sessions/{session_id}/events", {"order": "asc", "limit": limit})
+
+    @asynccontextmanager
+    async def stream_events(self, session_id: str) -> AsyncIterator[Result[httpx.Response, SessionError]]:
+        """Open ``GET …/events/stream``; yields the streaming response (not retried: the caller
+        reconnects and consolidates)."""
+        headers = self._headers(beta=self.settings.beta, accept="text/event-stream")
+        if isinstance(headers, Failure):
+            yield Failure(headers.failure())
+            return
+        path = f"/v1/sessions/{session_id}/events/stream"
+        try:
+            async with self._http.stream(
+                "GET", self._url(path), headers=headers.unwrap(), timeout=httpx.Timeout(None, connect=30.0)
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    body: JSON
+                    try:
+                        body = response.json()
+                    except ValueError:
+                        body = response.text[:2000]
+                    if response.status_code == 401:
+                        yield Failure(AuthenticationError(detail=f"HTTP 401 on GET {path}: {_message(body)}"))
+                    else:
+                        yield Failure(
+                            HttpError(status=response.status_code, body=body, method="GET", url=path)
+                        )
+                    return
+                yield Success(response)
+        except httpx.HTTPError as exc:
+            yield Failure(TransportError(detail=type(exc).__name__, error_type=type(exc).__name__))
+
+    # ── session resources and files ──
+
+    async def add_session_resource(
+        self, session_id: str, body: Mapping[str, JSON]
+    ) -> Result[JSON, SessionError]:
+        return await self.request("POST", f"/v1/sessions/{session_id}/resources", json_body=dict(body))
+
+    def _files_beta(self) -> str | None:
+        files_beta = self.settings.files_beta
+        return ",".join(b for b in (files_beta, self.settings.beta) if b) or None
+
+    async def upload_file(
+        self, filename: str, content: bytes, mime_type: str = "application/octet-stream"
+    ) -> Result[JSON, SessionError]:
+        files = {"file": (filename, content, mime_type)}
+        return await self.request("POST", "/v1/files", files=files, beta=self._files_beta())
+
+    async def list_files(self, *, scope_id: str | None = None) -> Result[list[JSON], SessionError]:
+        items: list[JSON] = []
+        query: dict[str, Any] = {"limit": 1000, "scope_id": scope_id}
+        while True:
+            page = await self.request("GET", "/v1/files", params=query, beta=self._files_beta())
+            if isinstance(page, Failure):
+                return page
+            body = page.unwrap()
+            if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+                return Failure(MalformedResponse(detail="GET /v1/files: expected a page", response=body))
+            items.extend(body["data"])
+            cursor = body.get("next_page")
+            if not cursor or cursor == query.get("page"):
+                return Success(items)
+            query["page"] = cursor
+
+    async def get_file(self, file_id: str) -> Result[JSON, SessionError]:
+        return await self.request("GET", f"/v1/files/{file_id}", beta=self._files_beta())
+
+    async def download_file(self, file_id: str) -> Result[bytes, SessionError]:
+        return await self.request("GET", f"/v1/files/{file_id}/content", beta=self._files_beta(), raw=True)
+
+    async def delete_file(self, file_id: str) -> Result[JSON, SessionError]:
+        return await self.request("DELETE", f"/v1/files/{file_id}", beta=self._files_beta())
+
+
+def _query(params: Mapping[str, Any] | None) -> httpx.QueryParams | None:
+    """Drop Nones; arrays use bracket encoding (``types[]=a&types[]=b``); bools as true/false."""
+    if not params:
+        return None
+    out: list[tuple[str, str | int | float | bool | None]] = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple):
+            out.extend((f"{key}[]", str(v)) for v in value)
+        elif isinstance(value, bool):
+            out.append((key, "true" if value else "false"))
+        else:
+            out.append((key, str(value)))
+    return httpx.QueryParams(out)
+
+
+def _transient(error: SessionError) -> bool:
+    if isinstance(error, TransportError):
+        return True
+    return isinstance(error, HttpError) and error.status in RETRY_STATUSES
+
+
+def _message(body: JSON) -> str:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message", ""))[:300]
+    return str(body)[:300]
+
+
+__all__ = ["CMAClient"]
