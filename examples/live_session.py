@@ -25,14 +25,14 @@ def turn(text: str, n: int) -> list[dict[str, Any]]:
 
 async def main() -> None:
     provider = ScriptedProvider(
-        [turn("Hello! What can I do?", 1), [{"type": "text", "text": "Thinking", "id": "m2"}, DROP]],
+        [turn("Hello! What can I do?", 1), [{"type": "text", "text": "We said ", "id": "m2"}, DROP]],
         streaming=True,
     )
     async with open_session(provider, handler=lambda name, input, ctx: "ok", prompt="Hi") as session:
         print("first:", (await session.next_result()).unwrap().text)
         await session.message("Summarise our chat.")  # the stream drops mid-answer…
         await trio.sleep(1)  # …the session reconnects (500 ms backoff) and keeps going
-        provider.emit(*turn("We said hello.", 3))
+        provider.emit(*turn("hello.", 3))  # the host's history refolds "We said " first
         print("second:", (await session.next_result()).unwrap().text)
 
 

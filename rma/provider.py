@@ -66,6 +66,26 @@ class ProviderCodec:
         """Tool uses in ``history`` (oldest first) that still await a result (S-52)."""
         return ()
 
+    def confirmation_uses(self, events: Sequence[JSON]) -> tuple[ToolUse, ...]:
+        """Host-run tool calls the outstanding requires_action waits to have confirmed."""
+        return ()
+
+    def answer_input(
+        self,
+        uses: Sequence[ToolUse],
+        results: Sequence[ToolResult],
+        confirmations: Sequence[ToolUse],
+        verdicts: Sequence[ToolResult],
+    ) -> Input:
+        """The input answering a requires_action: tool results, then confirmation verdicts.
+
+        A verdict is a ToolResult: ``is_error`` False allows the call, True denies it with
+        ``text`` as the reason. Hosts without confirmations only ever get tool results.
+        """
+        if confirmations:
+            raise NotImplementedError(f"{self.name} has no tool confirmations")
+        return self.resume_input(uses, results)
+
 
 _CODECS: dict[str, type[ProviderCodec]] = {}
 

@@ -41,6 +41,27 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(type(target).__call__)
 
 
+_NO_CONFIRM = "denied by rma: the handler has no confirm_tool_use, so {name} was not approved"
+
+
+def _accepts(fn: Callable[..., Any], n: int) -> bool:
+    try:
+        inspect.signature(fn).bind(*([None] * n))
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _verdict(use: ToolUse, value: object) -> ToolResult:
+    if value is True or value == "allow" or isinstance(value, Success):
+        return ToolResult(use.id, "", False)
+    if isinstance(value, Failure) and isinstance(value.failure(), str):
+        return ToolResult(use.id, value.failure(), True)
+    if value is False or value == "deny":
+        return ToolResult(use.id, f"denied by the handler: {use.name}", True)
+    return ToolResult(use.id, f"denied: confirm_tool_use returned {type(value).__name__}", True)
+
+
 def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
     return (fn(*args),)
 
@@ -97,6 +118,33 @@ class HandlerAdapter:
         self._threads = trio.CapacityLimiter(max_concurrency)
         self._telemetry = telemetry
         self._metadata = metadata
+
+    async def confirm_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
+        """Ask ``confirm_tool_use(name, input, ctx[, info])`` about each host-run call.
+
+        It returns True/``"allow"``/``Success(...)`` to allow, False/``"deny"`` or
+        ``Failure(reason)`` to deny. Without the method every call is denied with a reason
+        naming it, so a permission ask never hangs a session. A raising callback denies.
+        """
+        fn = getattr(self._handler, "confirm_tool_use", None)
+        verdicts: list[ToolResult] = []
+        for use in uses:
+            if fn is None or not callable(fn):
+                verdicts.append(ToolResult(use.id, _NO_CONFIRM.format(name=use.name), True))
+                continue
+            args: tuple[Any, ...] = (use.name, copy.deepcopy(dict(use.input)), self._context)
+            if _accepts(fn, 4):
+                args = (*args, info)
+            try:
+                value = fn(*args)
+                if inspect.isawaitable(value):
+                    value = await value
+            except Exception as exc:
+                log.warning("confirm_tool_use raised %r; denying %s", exc, use.name)
+                verdicts.append(ToolResult(use.id, f"confirmation failed: {exc!r}", True))
+                continue
+            verdicts.append(_verdict(use, value))
+        return tuple(verdicts)
 
     @property
     def observes_events(self) -> bool:

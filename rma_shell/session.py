@@ -224,8 +224,8 @@ class _Driver(Generic[C]):
                 self._spawn(self._poll, input)
             case cmd.PushInput(input=input):
                 self._spawn(self._push, input)
-            case cmd.RunTools(batch=batch, uses=uses):
-                self._spawn(self._run_tools, batch, uses)
+            case cmd.RunTools(batch=batch, uses=uses, confirmations=confirmations):
+                self._spawn(self._run_tools, batch, uses, confirmations)
             case cmd.CallGuard(payload=payload):
                 self._spawn(self._guard, payload)
             case cmd.ScheduleReconnect(delay_ms=delay_ms):
@@ -282,9 +282,10 @@ class _Driver(Generic[C]):
             pushed = Failure(_provider_error(exc))
         self.post(PushFinished(pushed))
 
-    async def _run_tools(self, batch: int, uses: Any) -> None:
+    async def _run_tools(self, batch: int, uses: Any, confirmations: Any) -> None:
+        verdicts = await self.tools.confirm_batch(confirmations, self.info) if confirmations else ()
         results = await self.tools.run_batch(uses, self.info)
-        self.post(ToolsFinished(batch, results))
+        self.post(ToolsFinished(batch, results, verdicts))
 
     async def _guard(self, payload: Mapping[str, Any]) -> None:
         guard = self.opts.turn_guard
@@ -304,6 +305,14 @@ class _Driver(Generic[C]):
 
     async def _reconnect(self, gen: int, seen: tuple[str, ...]) -> None:
         assert self.conn is not None
+        if self.config.codec.mode is Mode.STREAMING:
+            # R-19 Better: subscribe first, then consolidate. Whatever the new stream delivers
+            # meanwhile waits in the machine's queue and is deduplicated against the ids the
+            # consolidation reports, so no event falls between listing and subscribing.
+            ready = trio.Event()
+            self._start_stream(gen, ready)
+            with trio.move_on_after(30):
+                await ready.wait()
         try:
             outcome = await self.provider.reconnect(self.conn, seen)
         except Exception as exc:
@@ -315,19 +324,18 @@ class _Driver(Generic[C]):
         conn, reconnected = outcome.unwrap()
         self.conn = conn
         self.post(ReconnectFinished(Success(reconnected)))
-        if self.config.codec.mode is Mode.STREAMING:
-            self._start_stream(gen)
 
-    def _start_stream(self, gen: int) -> None:
+    def _start_stream(self, gen: int, ready: trio.Event | None = None) -> None:
         scope = trio.CancelScope()
         self.stream_scope = scope
-        self._spawn(self._stream, gen, scope)
+        self._spawn(self._stream, gen, scope, ready if ready is not None else trio.Event())
 
-    async def _stream(self, gen: int, scope: trio.CancelScope) -> None:
+    async def _stream(self, gen: int, scope: trio.CancelScope, ready: trio.Event) -> None:
         assert self.conn is not None
         conn = self.conn
 
         async def connected() -> None:
+            ready.set()
             self.post(StreamConnected(gen))
 
         async def event(raw: JSON) -> None:
@@ -339,6 +347,8 @@ class _Driver(Generic[C]):
             except Exception as exc:  # S-86: a crashed consumer is a failed stream
                 self.post(StreamFailed(gen, _provider_error(exc)))
                 return
+            finally:
+                ready.set()  # a stream that never connected must not hold up a reconnect
             self.post(StreamClosed(gen) if isinstance(ended, Success) else StreamFailed(gen, ended.failure()))
 
     # ── live-session API ──

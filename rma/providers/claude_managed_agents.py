@@ -890,6 +890,35 @@ class ClaudeManagedAgentsCodec(ProviderCodec):
     def confirmations_required(self, events: Sequence[JSON]) -> tuple[JSON, ...]:
         return confirmations_required(events)
 
+    def confirmation_uses(self, events: Sequence[JSON]) -> tuple[ToolUse, ...]:
+        return tuple(_tool_use(e) for e in confirmations_required(events))
+
+    def answer_input(
+        self,
+        uses: Sequence[ToolUse],
+        results: Sequence[ToolResult],
+        confirmations: Sequence[ToolUse],
+        verdicts: Sequence[ToolResult],
+    ) -> Input:
+        """Tool results, then confirmation verdicts, in one post (a batch is allowed, §14)."""
+        events: list[JSON] = list(self.resume_input(uses, results)) if uses else []
+        if confirmations:
+            if len(confirmations) != len(verdicts):
+                raise ValueError(f"{len(confirmations)} confirmations but {len(verdicts)} verdicts")
+            events.extend(
+                self.confirmation_input(
+                    [
+                        Confirmation(
+                            str(c.id), allow=not v.is_error, deny_message=v.text if v.is_error else None
+                        )
+                        for c, v in zip(confirmations, verdicts, strict=True)
+                    ]
+                )
+            )
+        if not events:
+            raise ValueError("an empty answer is never sent")
+        return events
+
 
 CODEC = ClaudeManagedAgentsCodec()
 register_codec(ClaudeManagedAgentsCodec)

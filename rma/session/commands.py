@@ -40,6 +40,8 @@ class RunTools:
 
     batch: int
     uses: tuple[ToolUse, ...]
+    confirmations: tuple[ToolUse, ...] = ()
+    """Host-run calls awaiting the handler's allow/deny (``confirm_tool_use``)."""
 
 
 @attrs.frozen

@@ -105,6 +105,8 @@ class ToolsFinished:
 
     batch: int
     results: tuple[ToolResult, ...] = attrs.field(converter=_results_tuple)
+    verdicts: tuple[ToolResult, ...] = attrs.field(default=(), converter=_results_tuple)
+    """One per confirmation asked: ``is_error`` False allows, True denies with ``text``."""
 
 
 @attrs.frozen

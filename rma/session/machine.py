@@ -188,6 +188,7 @@ class State:
     pending_message: str | None = None
     pending_turn: TurnResult | None = None
     pending_uses: tuple[ToolUse, ...] = ()
+    pending_confirmations: tuple[ToolUse, ...] = ()
     batch: int = 0
     push_purpose: str | None = None
     push_request: int | None = None
@@ -281,12 +282,12 @@ def _dispatch(s: State, ev: Event) -> Step:
             return _fail(s, error) if s.phase is Phase.AWAITING else (s, ())
         case PushFinished(outcome=outcome):
             return _on_push_finished(s, outcome) if s.phase is Phase.PUSHING else (s, ())
-        case ToolsFinished(batch=batch, results=results):
+        case ToolsFinished(batch=batch, results=results, verdicts=verdicts):
             if s.phase is not Phase.TOOLS or batch != s.batch:
                 return s, ()
-            uses = s.pending_uses
-            s = _evolve(s, pending_uses=())
-            return _drive(s, s.config.codec.resume_input(uses, results), "resume")
+            uses, confirms = s.pending_uses, s.pending_confirmations
+            s = _evolve(s, pending_uses=(), pending_confirmations=())
+            return _drive(s, s.config.codec.answer_input(uses, results, confirms, verdicts), "resume")
         case GuardVerdict():
             return _on_guard(s, ev) if s.phase is Phase.GUARD else (s, ())
         case StreamConnected(gen=gen):
@@ -556,19 +557,26 @@ def _called(s: State, tool: str) -> bool:
 
 def _requires_action(s: State, tr: TurnResult) -> Step:
     out: list[Command] = []
+    codec = s.config.codec
     uses = tr.custom_tool_uses
-    if not uses:
+    # Host-run calls waiting for a confirmation go to the handler too, never a hang (§8.4).
+    confirms = codec.confirmation_uses(tr.events)
+    if not uses and not confirms:
         # S-52: the batch resolved to nothing; recover from the request's own history.
-        recovered = s.config.codec.pending_tool_uses(s.acc.events.to_tuple())
+        history = s.acc.events.to_tuple()
+        recovered = codec.pending_tool_uses(history)
+        confirms = codec.confirmation_uses(history)
         if recovered:
             _tool_uses_telemetry(s, recovered, out)
             s = _evolve(s, acc=s.acc.add_new_tool_uses(recovered))
             uses = recovered
-        elif s.config.codec.empty_resume_safe:
+        elif confirms:
+            pass  # only confirmations are outstanding: ask the handler
+        elif codec.empty_resume_safe:
             # S-56 Better: the provider already answered everything; a bare resume is valid.
             if _exceeds_max_turns(s):
                 return _max_turns_error(s, tr)
-            s, more = _drive(s, s.config.codec.resume_input((), ()), "resume")
+            s, more = _drive(s, codec.resume_input((), ()), "resume")
             return s, (*out, *more)
         else:
             # S-53: never send an empty resume.
@@ -579,13 +587,17 @@ def _requires_action(s: State, tr: TurnResult) -> Step:
         # The resume would be turn max_turns + 1: do not run tools whose results go nowhere.
         s, more = _max_turns_error(s, tr)
         return s, (*out, *more)
-    return _run_tools(s, uses, out)
+    return _run_tools(s, uses, out, confirms)
 
 
-def _run_tools(s: State, uses: Sequence[ToolUse], out: list[Command]) -> Step:
+def _run_tools(
+    s: State, uses: Sequence[ToolUse], out: list[Command], confirms: Sequence[ToolUse] = ()
+) -> Step:
     batch = s.batch + 1
-    s = _evolve(s, phase=Phase.TOOLS, batch=batch, pending_uses=tuple(uses))
-    out.append(RunTools(batch, tuple(uses)))
+    s = _evolve(
+        s, phase=Phase.TOOLS, batch=batch, pending_uses=tuple(uses), pending_confirmations=tuple(confirms)
+    )
+    out.append(RunTools(batch, tuple(uses), tuple(confirms)))
     return s, tuple(out)
 
 

@@ -38,6 +38,7 @@ class ScriptedConn:
     session_id: str
     resumed: bool = False
     connects: int = 0
+    attached: bool = False
 
 
 class ScriptedProvider(Provider[ScriptedConn]):
@@ -190,15 +191,43 @@ class ScriptedProvider(Provider[ScriptedConn]):
     async def reconnect(
         self, conn: ScriptedConn, seen: tuple[str, ...]
     ) -> Result[tuple[ScriptedConn, Reconnected], SessionError]:
+        """Consolidate like a managed host: everything after the client's last processed
+        boundary is replayed (the open turn included, since the machine dropped its partial
+        buffer); on the first reconnect of a resumed conn, the last boundary in history is
+        the position and its unanswered tool uses are pending."""
         self.reconnects.append(seen)
         await trio.lowlevel.checkpoint()
         if self.reconnect_errors > 0:
             self.reconnect_errors -= 1
             return Failure(ProviderError(detail="reconnect refused"))
-        ids = tuple(ev["id"] for ev in self.history if isinstance(ev, dict) and isinstance(ev.get("id"), str))
-        pending = self.codec.pending_tool_uses(self.history)
+        history = list(self.history)
+        boundaries = [i for i, ev in enumerate(history) if self.codec.turn_boundary(ev)]
+        attach = conn.resumed and not conn.attached
+        conn.attached = True
+        if attach:
+            k = boundaries[-1] if boundaries else -1
+        else:
+            known = set(seen)
+            processed = [
+                i for i in boundaries if isinstance(history[i], dict) and history[i].get("id") in known
+            ]
+            k = processed[-1] if processed else -1
+        replay = tuple(history[k + 1 :])
+        replayed = {ev.get("id") for ev in replay if isinstance(ev, dict)}
+        ids = {ev["id"] for ev in history[: k + 1] if isinstance(ev, dict) and isinstance(ev.get("id"), str)}
+        new_seen = tuple(sorted((ids | set(seen)) - replayed))
+        pending = self.codec.pending_tool_uses(history[: k + 1]) if attach else ()
         return Success(
-            (conn, Reconnected(session_id=conn.session_id, pending=pending, seen=ids, idle=self.remote_idle))
+            (
+                conn,
+                Reconnected(
+                    session_id=conn.session_id,
+                    pending=pending,
+                    seen=new_seen,
+                    replay=replay,
+                    idle=self.remote_idle,
+                ),
+            )
         )
 
     async def aclose(self, conn: ScriptedConn) -> None:
