@@ -1,0 +1,297 @@
+"""The Claude Managed Agents provider: the loop runs on Anthropic's servers, tools run here.
+
+Pairs the pure codec (``rma.providers.claude_managed_agents``) with the control-plane client
+(``rma_shell.providers.cma_client``). ``open`` creates a session for an agent and an
+environment (or reattaches with ``session_id=``), confirming a budget against the create
+response before any prompt goes out; ``stream`` holds the SSE stream (``event: error``
+frames fail it, pings are skipped, silence beyond ``stream_idle_timeout_s`` fails it);
+``push_input`` posts events; ``reconnect`` lists the history and consolidates it against
+what the session machine saw (the driver subscribes the new stream first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import attrs
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.config import resolve_anthropic
+from rma.errors import (
+    BudgetNotConfirmed,
+    InvalidOpts,
+    MalformedResponse,
+    ProviderError,
+    SessionError,
+    StreamDropped,
+)
+from rma.provider import Input
+from rma.providers.claude_managed_agents import CODEC, ClaudeManagedAgentsCodec, consolidate
+from rma.session.events import Reconnected
+from rma.vocabulary import JSON
+from rma.wire.sse import SSEDecoder
+from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.providers.cma_client import CMAClient
+from rma_shell.telemetry import Telemetry
+
+OUTPUTS_DIR = "/mnt/session/outputs/"
+"""Only files the agent writes here become downloadable session artifacts (wire §13)."""
+
+
+def output_path(name: str) -> str:
+    """A path under the outputs directory, for system prompts and artifact lookups."""
+    clean = name.strip().lstrip("/")
+    if not clean or any(part in ("", ".", "..") for part in clean.split("/")):
+        raise ValueError(f"not a relative file name: {name!r}")
+    return OUTPUTS_DIR + clean
+
+
+_UNSET: Any = object()
+
+
+@attrs.define
+class CMAConn:
+    session_id: str
+    resumed: bool = False
+    attached: bool = False
+    session: JSON = None
+
+
+class ClaudeManagedAgents(Provider[CMAConn]):
+    """Claude Managed Agents (beta ``managed-agents-2026-04-01``).
+
+    Settings resolve explicit option > ``app_config`` > environment variable > default (K-1):
+    ``api_key`` (``ANTHROPIC_API_KEY``) or ``bearer_token_file``
+    (``ANTHROPIC_BEARER_TOKEN_FILE``), ``base_url``, ``beta``, ``anthropic_version``,
+    ``files_beta``, ``receive_timeout`` (ms). ``agent_id``/``environment_id`` (or ``agent=``/
+    ``environment=`` handles) may be given here or per run.
+    """
+
+    codec: ClaudeManagedAgentsCodec = CODEC
+
+    def __init__(
+        self,
+        *,
+        api_key: Any = _UNSET,
+        bearer_token_file: Any = _UNSET,
+        base_url: Any = _UNSET,
+        beta: Any = _UNSET,
+        anthropic_version: Any = _UNSET,
+        files_beta: Any = _UNSET,
+        receive_timeout: Any = _UNSET,
+        app_config: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        api_key_header: str = "authorization",
+        agent_id: str | None = None,
+        environment_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        resources: Sequence[Mapping[str, Any]] | None = None,
+        stream_idle_timeout_s: float = 1800.0,
+        client: CMAClient | None = None,
+        telemetry: Telemetry | None = None,
+        **client_options: Any,
+    ) -> None:
+        given = {
+            "api_key": api_key,
+            "bearer_token_file": bearer_token_file,
+            "base_url": base_url,
+            "beta": beta,
+            "anthropic_version": anthropic_version,
+            "files_beta": files_beta,
+            "receive_timeout": receive_timeout,
+        }
+        self._opts = {k: v for k, v in given.items() if v is not _UNSET}
+        self._app = dict(app_config or {})
+        self._env = env
+        self._api_key_header = api_key_header
+        self._client = client
+        self._client_options = dict(client_options)
+        self._telemetry = telemetry
+        self.agent_id = agent_id
+        self.environment_id = environment_id
+        self.title = title
+        self.metadata = dict(metadata or {})
+        self.resources = list(resources or [])
+        self.stream_idle_timeout_s = stream_idle_timeout_s
+
+    def __repr__(self) -> str:
+        return f"ClaudeManagedAgents(agent_id={self.agent_id!r}, environment_id={self.environment_id!r})"
+
+    def client(self) -> Result[CMAClient, SessionError]:
+        """The control-plane client, built once from the resolved settings."""
+        if self._client is None:
+            env = self._env if self._env is not None else os.environ
+            settings = resolve_anthropic(opts=self._opts, app=self._app, env=env)
+            if isinstance(settings, Failure):
+                return Failure(settings.failure())
+            self._client = CMAClient(
+                settings.unwrap(),
+                api_key_header=self._api_key_header,
+                telemetry=self._telemetry,
+                **self._client_options,
+            )
+        return Success(self._client)
+
+    # ── lifecycle ──
+
+    async def open(self, request: OpenRequest) -> Result[CMAConn, SessionError]:
+        built = self.client()
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        client = built.unwrap()
+        if request.session_id is not None:
+            got = await client.get_session(request.session_id)
+            if isinstance(got, Failure):
+                return Failure(got.failure())
+            return Success(CMAConn(request.session_id, resumed=True, session=got.unwrap()))
+        agent = request.extra.get("agent_id") or self.agent_id
+        environment = request.extra.get("environment_id") or self.environment_id
+        if not isinstance(agent, str) or not agent:
+            return Failure(
+                InvalidOpts("agent_id", "Claude Managed Agents needs agent_id= (or an agent= handle)")
+            )
+        if not isinstance(environment, str) or not environment:
+            return Failure(
+                InvalidOpts(
+                    "environment_id",
+                    "Claude Managed Agents needs environment_id= (or an environment= handle)",
+                )
+            )
+        body: dict[str, JSON] = {"agent": agent, "environment_id": environment}
+        title = request.extra.get("title", self.title)
+        if title:
+            body["title"] = title
+        metadata = {**self.metadata, **dict(request.extra.get("session_metadata") or {})}
+        if metadata:
+            body["metadata"] = metadata
+        resources = list(request.extra.get("resources") or self.resources)
+        if resources:
+            body["resources"] = resources
+        wanted = request.budget.to_wire() if request.budget is not None else None
+        if wanted is not None:
+            body["budget"] = wanted
+        created = await client.create_session(body)
+        if isinstance(created, Failure):
+            return Failure(created.failure())
+        session = created.unwrap()
+        session_id = session.get("id") if isinstance(session, dict) else None
+        if not isinstance(session_id, str):
+            return Failure(
+                MalformedResponse(detail="session create answered without an id", response=session)
+            )
+        if wanted is not None and not _same_budget(wanted, session.get("budget")):
+            # S-73: never prompt an uncapped session; do not leave it behind either.
+            await client.delete_session(session_id)
+            return Failure(BudgetNotConfirmed(requested=wanted, confirmed=session.get("budget")))
+        return Success(CMAConn(session_id, session=session))
+
+    def session_id(self, conn: CMAConn) -> str | None:
+        return conn.session_id
+
+    def resumed(self, conn: CMAConn) -> bool:
+        return conn.resumed
+
+    async def aclose(self, conn: CMAConn) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def close(self) -> None:
+        """Close the client this provider built (providers are reusable across runs)."""
+        if self._client is not None:
+            await self._client.aclose()
+
+    # ── turns ──
+
+    async def push_input(self, conn: CMAConn, input: Input) -> Result[None, SessionError]:
+        built = self.client()
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        if not isinstance(input, list) or not input:
+            return Failure(ProviderError(detail="refusing to post an empty or non-list input"))
+        sent = await built.unwrap().send_events(conn.session_id, input)
+        return Success(None) if isinstance(sent, Success) else Failure(sent.failure())
+
+    async def stream(
+        self,
+        conn: CMAConn,
+        on_connected: Callable[[], Awaitable[None]],
+        on_event: Callable[[JSON], Awaitable[None]],
+    ) -> Result[None, SessionError]:
+        built = self.client()
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        async with built.unwrap().stream_events(conn.session_id) as opened:
+            if isinstance(opened, Failure):
+                return Failure(opened.failure())
+            response = opened.unwrap()
+            await on_connected()
+            decoder = SSEDecoder()
+            chunks = response.aiter_bytes().__aiter__()
+            while True:
+                with trio.move_on_after(self.stream_idle_timeout_s) as idle:
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        return Success(None)  # a clean close: the machine treats it as a drop
+                    except Exception as exc:  # the connection broke mid-stream
+                        return Failure(StreamDropped(detail=type(exc).__name__))
+                if idle.cancelled_caught:
+                    return Failure(StreamDropped(detail=f"no data for {self.stream_idle_timeout_s}s"))
+                for message in decoder.feed(chunk):
+                    if message.event == "ping" or not message.data:
+                        continue
+                    if message.event == "error":
+                        return Failure(
+                            ProviderError(detail="stream error frame", payload=_json_or_text(message.data))
+                        )
+                    if message.event == "message":
+                        continue  # the SDK drops frames without an event name
+                    try:
+                        event = json.loads(message.data)
+                    except ValueError:
+                        return Failure(
+                            MalformedResponse(detail="stream frame is not JSON", response=message.data[:500])
+                        )
+                    await on_event(event)
+
+    async def reconnect(
+        self, conn: CMAConn, seen: tuple[str, ...]
+    ) -> Result[tuple[CMAConn, Reconnected], SessionError]:
+        built = self.client()
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        history = await built.unwrap().list_events(conn.session_id)
+        if isinstance(history, Failure):
+            return Failure(history.failure())
+        attach = conn.resumed and not conn.attached
+        conn.attached = True
+        found = consolidate(history.unwrap(), seen, (), attach=attach)
+        return Success((conn, found.reconnected(conn.session_id)))
+
+    # ── live-session extras ──
+
+    async def interrupt(self, conn: CMAConn) -> Result[None, SessionError]:
+        return await self.push_input(conn, self.codec.interrupt_input())
+
+
+def _same_budget(wanted: JSON, echoed: JSON) -> bool:
+    if not isinstance(echoed, dict) or not isinstance(wanted, dict):
+        return False
+    w, e = wanted.get("max_list_cost") or {}, echoed.get("max_list_cost") or {}
+    try:
+        same_amount = Decimal(str(w.get("amount"))) == Decimal(str(e.get("amount")))
+    except ArithmeticError:
+        return False
+    return echoed.get("type") == wanted.get("type") and same_amount and w.get("currency") == e.get("currency")
+
+
+def _json_or_text(data: str) -> JSON:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data[:2000]
