@@ -16,10 +16,18 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
     [
         ("local_with_tools.py", "end_turn after 3 turns: Ada is on the Pro plan."),
         ("live_session.py", "second: We said hello."),
+        (
+            "claude_managed_agents.py --emulator",
+            "end_turn after 2 turns: ada@example.com is on the Pro plan.",
+        ),
     ],
 )
 def test_example_runs(script: str, expected: str) -> None:
     out = subprocess.run(
-        [sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, str(EXAMPLES / script.split()[0]), *script.split()[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     assert expected in out.stdout

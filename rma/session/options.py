@@ -252,15 +252,20 @@ def validate(
 def lift_handles(opts: Mapping[str, Any]) -> dict[str, Any]:
     """S-13: ``agent=``/``environment=`` handles become ``agent_id``/``environment_id``.
 
-    A handle is a mapping with the id key or an object with the id attribute (what
-    provisioning returns). An explicit id wins over a handle.
+    A handle is a mapping with the id key, the API's own object (``{"type": "agent", "id"}``)
+    or an object with the id attribute (what provisioning returns). An explicit id wins.
     """
     out = dict(opts)
     for handle_key, id_key in (("agent", "agent_id"), ("environment", "environment_id")):
         handle = out.get(handle_key)
         if out.get(id_key) is not None or handle is None:
             continue
-        value = handle.get(id_key) if isinstance(handle, Mapping) else getattr(handle, id_key, None)
+        if isinstance(handle, Mapping):
+            value = handle.get(id_key)
+            if value is None and handle.get("type") == handle_key:
+                value = handle.get("id")  # the API's own agent/environment object
+        else:
+            value = getattr(handle, id_key, None)
         if value is not None:
             out[id_key] = value
     return out

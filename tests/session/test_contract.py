@@ -92,6 +92,7 @@ async def test_S13_handles_are_lifted_to_ids_and_explicit_ids_win() -> None:
         "environment_id": "e1",
     }
     assert lift_handles({"agent": Handle()})["agent_id"] == "agent_obj"
+    assert lift_handles({"environment": {"type": "environment", "id": "env_1"}})["environment_id"] == "env_1"
     assert lift_handles({"agent": {"agent_id": "a1"}, "agent_id": "explicit"})["agent_id"] == "explicit"
     provider = ScriptedProvider([end()])
     await run(provider, handler=Recorder(), prompt="x", agent={"agent_id": "a9"})

@@ -87,3 +87,14 @@ def test_S91_stream_events_during_tools_wait_and_form_the_next_turn() -> None:
     s, out = step(s, PushFinished(Success(None)))
     assert c.DeliverEvent(early) in out  # replayed once the push is accepted
     assert s.turn_events.to_tuple() == (early,)
+
+
+def test_R17_Better_the_dedupe_memory_is_a_bounded_window() -> None:
+    from rma._persistent import SeenIds
+
+    seen = SeenIds(window=100)
+    for i in range(1000):
+        seen = seen.add(f"e{i}")
+    assert len(seen) == 100
+    assert "e999" in seen and "e900" in seen and "e899" not in seen
+    assert len(seen.ids()) == 100
