@@ -66,12 +66,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 import attrs
 
+from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHTTPServer
 from rma_shell.testing.openai_emulator import RecordedRequest
 
 __all__ = [
@@ -675,16 +676,8 @@ _SESSION_AGENT_KEYS = (
 # --------------------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Server(LoopbackHTTPServer):
     emulator: CMAEmulator
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        conn, addr = super().get_request()
-        # Small SSE writes must leave at once, not wait for Nagle.
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn, addr
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -715,8 +708,12 @@ class _Reply:
 _DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
-class CMAEmulator:
+class CMAEmulator(LoopbackEmulator):
     """The emulator; use as a context manager (``with CMAEmulator(script=…) as emu``)."""
+
+    handler_class = _Handler
+    server_class = _Server
+    thread_name = "cma-emulator"
 
     def __init__(
         self,
@@ -750,7 +747,7 @@ class CMAEmulator:
         self._delta_chars = max(1, delta_chars)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
-        self._stopping = threading.Event()
+        self._init_loopback()
         self._faults: list[_Armed] = [_Armed(f, f.times, None) for f in faults]
         self._counter = 0
         self._ids: dict[str, int] = {}
@@ -761,33 +758,10 @@ class CMAEmulator:
         self._files: dict[str, _File] = {}
         self._timers: list[threading.Timer] = []
         self.requests: list[RecordedRequest] = []
-        self._server: _Server | None = None
-        self._port: int | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle --
 
-    def __enter__(self) -> CMAEmulator:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> None:
-        if self._server is not None:
-            return
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.emulator = self
-        self._server = server
-        self._port = int(server.server_address[1])
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="cma-emulator", daemon=True
-        )
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stopping.set()
+    def _before_close(self) -> None:
         with self._lock:
             for timer in self._timers:
                 timer.cancel()
@@ -796,20 +770,6 @@ class CMAEmulator:
                     sub.queue.put(_END)
                 session.subscribers.clear()
             self._changed.notify_all()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (kept after ``close``)."""
-        if self._port is None:
-            raise RuntimeError("the emulator was never started")
-        return self._port
 
     @property
     def base_url(self) -> str:

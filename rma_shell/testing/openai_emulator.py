@@ -32,10 +32,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
 import attrs
+
+from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHTTPServer
 
 JSONDict = dict[str, Any]
 
@@ -268,16 +270,8 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Server(LoopbackHTTPServer):
     emulator: OpenAIEmulator
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        conn, addr = super().get_request()
-        # Small SSE writes must leave at once, not wait for Nagle.
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn, addr
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -294,8 +288,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.emulator._handle(self)
 
 
-class OpenAIEmulator:
+class OpenAIEmulator(LoopbackEmulator):
     """The emulator; use as a context manager (``with OpenAIEmulator(turns) as emu``)."""
+
+    handler_class = _Handler
+    server_class = _Server
+    thread_name = "openai-emulator"
 
     def __init__(
         self,
@@ -318,50 +316,9 @@ class OpenAIEmulator:
         self._model = model
         self._chunk_chars = max(1, chunk_chars)
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
+        self._init_loopback()
         self._answered = 0
         self.requests: list[RecordedRequest] = []
-        self._server: _Server | None = None
-        self._port: int | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle --
-
-    def __enter__(self) -> OpenAIEmulator:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> None:
-        if self._server is not None:
-            return
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.emulator = self
-        self._server = server
-        self._port = int(server.server_address[1])
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-emulator", daemon=True
-        )
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    @property
-    def port(self) -> int:
-        """The bound port (kept after ``close`` so tests can still build expected URLs)."""
-        if self._port is None:
-            raise RuntimeError("the emulator was never started")
-        return self._port
 
     @property
     def base_url(self) -> str:

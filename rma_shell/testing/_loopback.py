@@ -1,0 +1,78 @@
+"""The plumbing every loopback emulator shares: a threaded HTTP/1.1 server on 127.0.0.1.
+
+Emulators subclass ``LoopbackEmulator`` and name their request handler; this module starts the
+server on a free port in a daemon thread, sets TCP_NODELAY on every connection (small SSE
+writes must leave at once, not wait for Nagle), and stops it cleanly. Not an HTTP framework.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar, Self
+
+
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    emulator: Any
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, addr = super().get_request()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, addr
+
+
+class LoopbackEmulator:
+    """Start/stop/port for an emulator; use as a context manager."""
+
+    handler_class: ClassVar[type[BaseHTTPRequestHandler]]
+    server_class: ClassVar[type[LoopbackHTTPServer]] = LoopbackHTTPServer
+    thread_name: ClassVar[str] = "loopback-emulator"
+
+    def _init_loopback(self) -> None:
+        self._stopping = threading.Event()
+        self._server: LoopbackHTTPServer | None = None
+        self._port: int | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self._server is not None:
+            return
+        server = self.server_class(("127.0.0.1", 0), self.handler_class)
+        server.emulator = self
+        self._server = server
+        self._port = int(server.server_address[1])
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=self.thread_name, daemon=True
+        )
+        self._thread.start()
+
+    def _before_close(self) -> None:
+        """Release what blocks handler threads (open streams, timers) before shutdown."""
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._before_close()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (kept after ``close`` so tests can still build expected URLs)."""
+        if self._port is None:
+            raise RuntimeError("the emulator was never started")
+        return self._port
