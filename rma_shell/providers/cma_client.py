@@ -25,8 +25,8 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any, Literal
 
 import httpx
 import trio
@@ -34,8 +34,10 @@ from returns.result import Failure, Result, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, parse_bearer_file
 from rma.errors import AuthenticationError, HttpError, MalformedResponse, SessionError, TransportError
+from rma.redact import redact_error
 from rma.retry import next_delay_s
 from rma.vocabulary import JSON
+from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -45,6 +47,12 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 # Answers that say the server did not process the request: safe to retry even a create.
 UNPROCESSED_STATUSES = frozenset({429, 529})
 Sleep = Callable[[float], Awaitable[None]]
+Verdict = Literal["always", "if_idempotent", "never"]
+"""How a failed attempt may be retried: ``always`` (the request cannot have been processed,
+or the server said ``x-should-retry: true``), ``if_idempotent`` (a transient failure of an
+idempotent call) or ``never`` (``x-should-retry: false``, 401, a non-transient failure)."""
+# Transport failures raised before the request left: the request cannot have been processed.
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 def _read_file(path: str) -> str:
@@ -81,6 +89,8 @@ class CMAClient:
         self._clock = clock
         self._read_file = read_file
         self.telemetry = telemetry or default_telemetry
+        self._last_token: str | None = None
+        """The bearer token last read from the file: masked in every error, like the key."""
 
     def __repr__(self) -> str:
         kind = "api_key" if isinstance(self.settings.auth, ApiKeyAuth) else "bearer_token_file"
@@ -89,6 +99,16 @@ class CMAClient:
     async def aclose(self) -> None:
         if self._own_client:
             await self._http.aclose()
+
+    def redact_error(self, error: SessionError) -> SessionError:
+        """``error`` with this client's credentials masked wherever a server echoed them."""
+        auth = self.settings.auth
+        if isinstance(auth, ApiKeyAuth):
+            return redact_error(error, (auth.api_key.reveal(),))
+        return redact_error(error, (auth.path.reveal(), self._last_token))
+
+    def _scrubbed(self, outcome: Result[Any, SessionError]) -> Result[Any, SessionError]:
+        return Failure(self.redact_error(outcome.failure())) if isinstance(outcome, Failure) else outcome
 
     # ── auth and headers ──
 
@@ -102,12 +122,13 @@ class CMAClient:
         assert isinstance(auth, BearerFileAuth)
         try:
             text = self._read_file(auth.path.reveal())
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: UnicodeDecodeError on a binary file
             return Failure(AuthenticationError(detail=f"bearer token file unreadable: {type(exc).__name__}"))
         token = parse_bearer_file(text, self._clock())
         if isinstance(token, Failure):
             return Failure(token.failure())
-        return Success({"authorization": f"Bearer {token.unwrap().reveal()}"})
+        self._last_token = token.unwrap().reveal()
+        return Success({"authorization": f"Bearer {self._last_token}"})
 
     def _headers(
         self, *, beta: str | None, accept: str = "application/json"
@@ -138,7 +159,24 @@ class CMAClient:
         data: Mapping[str, str] | None = None,
         raw: bool = False,
     ) -> Result[Any, SessionError]:
-        """Send one API call with retries. ``beta=""`` means the managed-agents beta header."""
+        """Send one API call with retries. ``beta=""`` means the managed-agents beta header.
+
+        A failure never carries the credentials, even when the server echoed them."""
+        outcome = await self._request(method, path, json_body, params, idempotent, beta, files, data, raw)
+        return self._scrubbed(outcome)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        json_body: JSON,
+        params: Mapping[str, Any] | None,
+        idempotent: bool | None,
+        beta: str | None,
+        files: Mapping[str, Any] | None,
+        data: Mapping[str, str] | None,
+        raw: bool,
+    ) -> Result[Any, SessionError]:
         if idempotent is None:
             idempotent = method in ("GET", "DELETE")
         beta_value = self.settings.beta if beta == "" else beta
@@ -149,13 +187,15 @@ class CMAClient:
             )
             if isinstance(headers, Failure):
                 return headers  # K-17: before dispatch, every attempt
-            outcome, retry_after, unprocessed = await self._attempt(
+            outcome, retry_after, verdict = await self._attempt(
                 method, path, headers.unwrap(), json_body, params, files, data, raw, attempt
             )
             if isinstance(outcome, Success):
                 return outcome
             error = outcome.failure()
-            retryable = unprocessed or (idempotent and _transient(error))
+            retryable = verdict == "always" or (
+                verdict == "if_idempotent" and idempotent and _transient(error)
+            )
             if attempt >= self.max_retries or not retryable:
                 return outcome
             delay = next_delay_s(
@@ -166,7 +206,23 @@ class CMAClient:
                 base_s=0.5,
                 cap_s=8.0,
             )
-            log.warning("%s %s failed (%s); retry %d in %.2fs", method, path, error.kind, attempt + 1, delay)
+            log.warning(
+                "%s %s failed (%s); retry %d in %.2fs",
+                method,
+                path,
+                error.kind,
+                attempt + 1,
+                delay,
+                extra=log_fields(
+                    provider="claude_managed_agents",
+                    method=method,
+                    path=path,
+                    attempt=attempt,
+                    error=error.kind,
+                    status=getattr(error, "status", None),
+                    delay_s=delay,
+                ),
+            )
             await self._sleep(delay)
             attempt += 1
 
@@ -181,7 +237,7 @@ class CMAClient:
         data: Mapping[str, str] | None,
         raw: bool,
         attempt: int,
-    ) -> tuple[Result[Any, SessionError], Mapping[str, str] | None, bool]:
+    ) -> tuple[Result[Any, SessionError], Mapping[str, str] | None, Verdict]:
         meta = {"provider": "claude_managed_agents", "method": method, "path": path, "attempt": attempt}
         t0 = time.perf_counter()
         self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
@@ -194,16 +250,21 @@ class CMAClient:
                 params=_query(params),
                 files=files,
                 data=data,
+                follow_redirects=False,  # K-18, whatever the injected client's default
             )
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        except _NEVER_SENT as exc:
             self._stop(meta, t0, error="transport_error")
-            return Failure(TransportError(detail=type(exc).__name__, error_type="connect")), None, True
+            return (
+                Failure(TransportError(detail=type(exc).__name__, error_type="connect")),
+                None,
+                "always",
+            )
         except httpx.HTTPError as exc:
             self._stop(meta, t0, error="transport_error")
             return (
                 Failure(TransportError(detail=type(exc).__name__, error_type=type(exc).__name__)),
                 None,
-                False,
+                "if_idempotent",
             )
         except BaseException as exc:
             elapsed = {"duration": time.perf_counter() - t0}
@@ -213,50 +274,52 @@ class CMAClient:
         self._stop(meta, t0, status=status)
         if 200 <= status < 300:
             if raw:
-                return Success(response.content), None, False
+                return Success(response.content), None, "never"
             try:
-                return Success(response.json() if response.content else None), None, False
+                return Success(response.json() if response.content else None), None, "never"
             except ValueError:
-                return Failure(MalformedResponse(detail=f"{method} {path}: body is not JSON")), None, False
+                return (
+                    Failure(MalformedResponse(detail=f"{method} {path}: body is not JSON")),
+                    None,
+                    "never",
+                )
         body: JSON
         try:
             body = response.json()
         except ValueError:
             body = response.text[:2000]
         should_retry = response.headers.get("x-should-retry")
-        unprocessed = status in UNPROCESSED_STATUSES and should_retry != "false"
         if status == 401:
             return (
                 Failure(AuthenticationError(detail=f"HTTP 401 on {method} {path}: {_message(body)}")),
                 None,
-                False,
+                "never",
             )
         error = HttpError(status=status, body=body, method=method, url=path)
-        if should_retry == "true":
-            unprocessed = True
         if should_retry == "false":
-            return Failure(error), None, False
-        return Failure(error), response.headers, unprocessed
+            return Failure(error), None, "never"  # the server's word beats the status rules
+        if should_retry == "true" or status in UNPROCESSED_STATUSES:
+            return Failure(error), response.headers, "always"
+        return Failure(error), response.headers, "if_idempotent"
 
     def _stop(self, meta: Mapping[str, Any], t0: float, **extra: Any) -> None:
         self.telemetry.emit("rma.request.stop", {"duration": time.perf_counter() - t0}, {**meta, **extra})
 
     async def _list_all(
-        self, path: str, params: Mapping[str, Any] | None = None
+        self, path: str, params: Mapping[str, Any] | None = None, *, beta: str | None = ""
     ) -> Result[list[JSON], SessionError]:
         """Follow ``next_page`` to the end (a repeated cursor stops the walk)."""
         items: list[JSON] = []
         query = dict(params or {})
         seen_cursors: set[str] = set()
         while True:
-            page = await self.request("GET", path, params=query)
+            page = await self.request("GET", path, params=query, beta=beta)
             if isinstance(page, Failure):
                 return page
             body = page.unwrap()
             if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-                return Failure(
-                    MalformedResponse(detail=f"GET {path}: expected a page with data", response=body)
-                )
+                malformed = MalformedResponse(detail=f"GET {path}: expected a page with data", response=body)
+                return Failure(self.redact_error(malformed))
             items.extend(body["data"])
             cursor = body.get("next_page")
             if not cursor or cursor in seen_cursors:
@@ -345,27 +408,40 @@ class CMAClient:
             yield Failure(headers.failure())
             return
         path = f"/v1/sessions/{session_id}/events/stream"
-        try:
-            async with self._http.stream(
-                "GET", self._url(path), headers=headers.unwrap(), timeout=httpx.Timeout(None, connect=30.0)
-            ) as response:
+        async with AsyncExitStack() as stack:
+            # Only the opening is guarded: an error the caller's body raises while reading must
+            # propagate as itself, not be caught here (a second yield would turn it into
+            # "generator didn't stop after athrow()").
+            try:
+                response = await stack.enter_async_context(
+                    self._http.stream(
+                        "GET",
+                        self._url(path),
+                        headers=headers.unwrap(),
+                        timeout=httpx.Timeout(None, connect=30.0),
+                        follow_redirects=False,  # K-18
+                    )
+                )
                 if response.status_code != 200:
                     await response.aread()
-                    body: JSON
-                    try:
-                        body = response.json()
-                    except ValueError:
-                        body = response.text[:2000]
-                    if response.status_code == 401:
-                        yield Failure(AuthenticationError(detail=f"HTTP 401 on GET {path}: {_message(body)}"))
-                    else:
-                        yield Failure(
-                            HttpError(status=response.status_code, body=body, method="GET", url=path)
-                        )
-                    return
-                yield Success(response)
-        except httpx.HTTPError as exc:
-            yield Failure(TransportError(detail=type(exc).__name__, error_type=type(exc).__name__))
+            except httpx.HTTPError as exc:
+                failure = TransportError(detail=type(exc).__name__, error_type=type(exc).__name__)
+                yield Failure(failure)
+                return
+            if response.status_code != 200:
+                body: JSON
+                try:
+                    body = response.json()
+                except ValueError:
+                    body = response.text[:2000]
+                error: SessionError
+                if response.status_code == 401:
+                    error = AuthenticationError(detail=f"HTTP 401 on GET {path}: {_message(body)}")
+                else:
+                    error = HttpError(status=response.status_code, body=body, method="GET", url=path)
+                yield Failure(self.redact_error(error))
+                return
+            yield Success(response)
 
     # ── session resources and files ──
 
@@ -375,8 +451,12 @@ class CMAClient:
         return await self.request("POST", f"/v1/sessions/{session_id}/resources", json_body=dict(body))
 
     def _files_beta(self) -> str | None:
+        """Both betas by default (session-scoped listing needs the managed-agents one, wire
+        §13); ``files_beta=None`` sends no beta header on Files calls, exactly as the SDK."""
         files_beta = self.settings.files_beta
-        return ",".join(b for b in (files_beta, self.settings.beta) if b) or None
+        if not files_beta:
+            return None
+        return ",".join(b for b in (files_beta, self.settings.beta) if b)
 
     async def upload_file(
         self, filename: str, content: bytes, mime_type: str = "application/octet-stream"
@@ -385,20 +465,10 @@ class CMAClient:
         return await self.request("POST", "/v1/files", files=files, beta=self._files_beta())
 
     async def list_files(self, *, scope_id: str | None = None) -> Result[list[JSON], SessionError]:
-        items: list[JSON] = []
-        query: dict[str, Any] = {"limit": 1000, "scope_id": scope_id}
-        while True:
-            page = await self.request("GET", "/v1/files", params=query, beta=self._files_beta())
-            if isinstance(page, Failure):
-                return page
-            body = page.unwrap()
-            if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-                return Failure(MalformedResponse(detail="GET /v1/files: expected a page", response=body))
-            items.extend(body["data"])
-            cursor = body.get("next_page")
-            if not cursor or cursor == query.get("page"):
-                return Success(items)
-            query["page"] = cursor
+        # Any repeated cursor ends the walk (an A → B → A cycle too, not only A → A).
+        return await self._list_all(
+            "/v1/files", {"limit": 1000, "scope_id": scope_id}, beta=self._files_beta()
+        )
 
     async def get_file(self, file_id: str) -> Result[JSON, SessionError]:
         return await self.request("GET", f"/v1/files/{file_id}", beta=self._files_beta())
