@@ -13,8 +13,8 @@ event id and the server's ``retry`` hint so the caller can decide what to do wit
 
 from __future__ import annotations
 
-import codecs
 import re
+from codecs import utf_8_decode
 
 import attrs
 
@@ -62,12 +62,13 @@ class SSEDecoder:
         "_partial",
         "_retry",
         "_skip_lf",
-        "_utf8",
+        "_undecoded",
         "retry",
     )
 
     def __init__(self) -> None:
-        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # The bytes of a UTF-8 sequence split across chunks, kept for the next chunk.
+        self._undecoded = b""
         self._bom_checked = False
         self._partial: list[str] = []
         # A chunk that ends in CR has already ended its line; an LF opening the next
@@ -90,13 +91,19 @@ class SSEDecoder:
     @property
     def pending(self) -> bool:
         """True when bytes of an undispatched event (or an unterminated line) are held."""
-        return self._has_fields or bool(self._partial) or bool(self._utf8.getstate()[0])
+        return self._has_fields or bool(self._partial) or bool(self._undecoded)
 
     def feed(self, data: bytes) -> list[SSEMessage]:
         """Decode ``data`` (any slice of the stream) and return the events it completed."""
         if self._closed:
             raise ValueError("SSEDecoder.feed called after close()")
-        return self._feed_text(self._utf8.decode(data, final=False))
+        if self._undecoded:
+            data = self._undecoded + data
+        # What ``codecs``' incremental UTF-8 decoder does, minus its Python-level wrapper:
+        # an incomplete sequence at the end stays undecoded, invalid bytes become U+FFFD.
+        text, used = utf_8_decode(data, "replace", False)
+        self._undecoded = data[used:]
+        return self._feed_text(text)
 
     def close(self) -> list[SSEDiscarded]:
         """End of stream. Dispatches nothing (the spec discards an unfinished event).
@@ -106,7 +113,8 @@ class SSEDecoder:
         if self._closed:
             return []
         self._closed = True
-        tail = self._utf8.decode(b"", final=True)
+        tail = utf_8_decode(self._undecoded, "replace", True)[0]
+        self._undecoded = b""
         if tail:
             # Only U+FFFD can come out here (an incomplete sequence); it belongs to the
             # unterminated line and is discarded with it.
@@ -126,39 +134,50 @@ class SSEDecoder:
             self._bom_checked = True
             if text[0] == "\ufeff":
                 text = text[1:]
-        pos = 0
         if self._skip_lf:
             self._skip_lf = False
             if text.startswith("\n"):
-                pos = 1
+                text = text[1:]
+        if "\r" in text:
+            # A CR ending the text has ended its line; an LF opening the next text is its pair.
+            self._skip_lf = text.endswith("\r")
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        # str.split runs in C; a regex scan over long data lines costs several times more.
+        lines = text.split("\n")
+        rest = lines.pop()  # after the last line end: the start of an unterminated line
         out: list[SSEMessage] = []
-        for match in _LINE_END.finditer(text, pos):
-            start, end = match.span()
+        if lines:
             if self._partial:
-                self._partial.append(text[pos:start])
-                line = "".join(self._partial)
+                self._partial.append(lines[0])
+                lines[0] = "".join(self._partial)
                 self._partial = []
-            else:
-                line = text[pos:start]
-            pos = end
-            if end == len(text) and text[start] == "\r":
-                self._skip_lf = True
-            message = self._process_line(line)
-            if message is not None:
-                out.append(message)
-        if pos < len(text):
-            self._partial.append(text[pos:])
+            self._process_lines(lines, out)
+        if rest:
+            self._partial.append(rest)
         return out
 
-    def _process_line(self, line: str) -> SSEMessage | None:
-        if not line:
-            return self._dispatch()
-        if line[0] == ":":
-            return None
+    def _process_lines(self, lines: list[str], out: list[SSEMessage]) -> None:
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    joined = "\n".join(data)
+                    out.append(SSEMessage(self._event or "message", joined, self._last_id, self._retry))
+                # An empty data buffer dispatches nothing (spec step 1), only clears the block.
+                self._reset_block()
+                data = self._data
+            elif line.startswith("data:"):  # the hot path: one slice, no partition
+                data.append(line[6:] if line.startswith(" ", 5) else line[5:])
+                self._has_fields = True
+            elif line[0] != ":":  # ":" starts a comment
+                self._process_field(line)
+
+    def _process_field(self, line: str) -> None:
+        """A non-empty, non-comment line other than ``data:…``."""
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
-        if name == "data":
+        if name == "data":  # "data" with no colon: an empty data line
             self._data.append(value)
         elif name == "event":
             self._event = value
@@ -171,18 +190,8 @@ class SSEDecoder:
                 self._retry = int(value)
                 self.retry = self._retry
         else:
-            return None
+            return
         self._has_fields = True
-        return None
-
-    def _dispatch(self) -> SSEMessage | None:
-        if not self._data:
-            # An empty data buffer dispatches nothing (spec step 1), only clears the block.
-            self._reset_block()
-            return None
-        message = SSEMessage(self._event or "message", "\n".join(self._data), self._last_id, self._retry)
-        self._reset_block()
-        return message
 
     def _reset_block(self) -> None:
         self._event = ""

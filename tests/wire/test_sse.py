@@ -167,3 +167,15 @@ def test_sse_long_stream_of_lf_lines_is_linear() -> None:
     # Regression guard for an O(n^2) line scan: 20k events in one chunk.
     raw = b"data: x\n\n" * 20_000
     assert len(decode_all(raw)) == 20_000
+
+
+def test_crlf_at_a_chunk_end_then_a_bare_lf_ends_the_event() -> None:
+    """Regression: a chunk ending in CRLF must not swallow the next chunk's leading LF."""
+    from rma.wire.sse import SSEDecoder
+
+    d = SSEDecoder()
+    assert d.feed(b"data: x\r\n") == []
+    [first] = d.feed(b"\n")
+    assert first.data == "x"
+    [second] = d.feed(b"data: y\n\n")
+    assert second.data == "y"
