@@ -113,7 +113,9 @@ class SeenIds:
         if event_id in self:
             return self
         index, order = self._index, self._order
-        if len(order) != self._size:
+        # Fork when the store moved on, or when the id is in the shared index but outside
+        # this version's window: overwriting its entry would change what older versions see.
+        if len(order) != self._size or event_id in index:
             order = order[: self._size]
             index = {k: v for k, v in index.items() if v < self._size}
         if len(order) >= 2 * self.window:

@@ -24,6 +24,7 @@ from returns.result import Failure, Success
 
 from rma.session.options import event_hook_shape, handler_shape
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
+from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
 
 log = logging.getLogger("rma.handler")
@@ -140,7 +141,12 @@ class HandlerAdapter:
                 if inspect.isawaitable(value):
                     value = await value
             except Exception as exc:
-                log.warning("confirm_tool_use raised %r; denying %s", exc, use.name)
+                log.warning(
+                    "confirm_tool_use raised %r; denying %s",
+                    exc,
+                    use.name,
+                    extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
+                )
                 verdicts.append(ToolResult(use.id, f"confirmation failed: {exc!r}", True))
                 continue
             verdicts.append(_verdict(use, value))
@@ -168,8 +174,14 @@ class HandlerAdapter:
         if self._takes_info:
             args = (*args, info)
         meta = {**self._metadata, "tool": use.name, "tool_use_id": use.id, "session_id": info.session_id}
+        content = self._telemetry.wants_content  # arguments and results go to opted-in subscribers only
         t0 = time.perf_counter()
-        self._telemetry.emit("rma.tool.start", {"system_time": time.time()}, meta)
+        self._telemetry.emit(
+            "rma.tool.start",
+            {"system_time": time.time()},
+            meta,
+            {"arguments": dict(use.input)} if content else None,
+        )
         try:
             if self._tool_async:
                 value = await self._tool_fn(*args)
@@ -183,14 +195,19 @@ class HandlerAdapter:
                     value = await value
         except Exception as exc:  # T-6: a raising tool is a result, not a crash
             log.warning(
-                "tool %s raised %r", use.name, exc, extra={"tool": use.name, "session_id": info.session_id}
+                "tool %s raised %r",
+                use.name,
+                exc,
+                extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
             )
+            failed = ToolResult(use.id, f"tool error: {exc!r}", True)
             self._telemetry.emit(
                 "rma.tool.exception",
                 {"duration": time.perf_counter() - t0},
                 {**meta, "kind": type(exc).__name__, "is_error": True},
+                {"result": failed.text} if content else None,
             )
-            return ToolResult(use.id, f"tool error: {exc!r}", True)
+            return failed
         except BaseException as exc:  # cancelled: report, then let it propagate
             self._telemetry.emit(
                 "rma.tool.exception",
@@ -200,7 +217,10 @@ class HandlerAdapter:
             raise
         result = result_of(use.id, value)
         self._telemetry.emit(
-            "rma.tool.stop", {"duration": time.perf_counter() - t0}, {**meta, "is_error": result.is_error}
+            "rma.tool.stop",
+            {"duration": time.perf_counter() - t0},
+            {**meta, "is_error": result.is_error},
+            {"result": result.text} if content else None,
         )
         return result
 
@@ -217,4 +237,6 @@ class HandlerAdapter:
             if inspect.isawaitable(value):
                 await value
         except Exception:
-            log.exception("handle_event raised; the session continues", extra={"session_id": info.session_id})
+            log.exception(
+                "handle_event raised; the session continues", extra=log_fields(session_id=info.session_id)
+            )

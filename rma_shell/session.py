@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Generic, TextIO, TypeVar
@@ -59,6 +60,7 @@ from rma.session.options import (
 )
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell.handler import HandlerAdapter
+from rma_shell.logging import log_fields
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -154,18 +156,57 @@ class _Driver(Generic[C]):
         self.recorder = Recorder(opts.record) if opts.record is not None else None
         if self.recorder:
             self.recorder.header(config)
+        self.started_at: float | None = None
+        """perf_counter() when the provider opened (``rma.session.start`` was emitted)."""
 
     # ── lifecycle ──
 
     async def open(self) -> Result[None, SessionError]:
+        t0 = time.perf_counter()
         try:
             opened = await self.provider.open(self.opts.open_request)
         except Exception as exc:
-            return Failure(_provider_error(exc))
+            opened = Failure(_provider_error(exc))
         if isinstance(opened, Failure):
-            return Failure(opened.failure())  # S-14: the provider's own error, unwrapped
+            error = opened.failure()
+            self._open_failed(error, time.perf_counter() - t0)
+            return Failure(error)  # S-14: the provider's own error, unwrapped
         self.conn = opened.unwrap()
+        self._session_started(self.conn, time.perf_counter() - t0)
         return Success(None)
+
+    def _session_meta(self, session_id: str | None) -> dict[str, Any]:
+        return {**self.config.metadata, "session_id": session_id, "provider": self.config.provider_name}
+
+    def _session_started(self, conn: C, open_duration: float) -> None:
+        """``rma.session.start``: the provider opened; what it knows about the session rides along."""
+        self.started_at = time.perf_counter()
+        if not self.telemetry.listening():
+            return
+        try:
+            described = dict(self.provider.describe(conn))
+        except Exception:  # a describe bug must not cost the session
+            log.exception("provider describe failed", extra={"provider": self.config.provider_name})
+            described = {}
+        meta = {
+            **{k: v for k, v in described.items() if v is not None},
+            **self._session_meta(self.provider.session_id(conn)),
+            "resumed": self.provider.resumed(conn),
+            "live": self.config.live,
+        }
+        measurements = {"system_time": time.time(), "open_duration": open_duration}
+        self.telemetry.emit("rma.session.start", measurements, meta)
+
+    def _open_failed(self, error: SessionError, duration: float) -> None:
+        """A session that never opened still ends visibly: a terminal with ``phase: open``."""
+        session_id = self.opts.open_request.session_id
+        log.warning(
+            "session failed to open: %s",
+            error.kind,
+            extra={"session_id": session_id, "provider": self.config.provider_name, "error": error.kind},
+        )
+        meta = {**self._session_meta(session_id), "terminal": "error", "error": error.kind, "phase": "open"}
+        self.telemetry.emit("rma.session.terminal", {"duration": duration}, meta)
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the loop until a sync run's result or cancellation. Owns the task nursery."""
@@ -189,7 +230,11 @@ class _Driver(Generic[C]):
         try:
             self.state, commands = step(self.state, ev)
         except Exception as exc:  # a bug in the core or a codec: surface it, never hang
-            log.exception("session machine failed on %s", type(ev).__name__)
+            log.exception(
+                "session machine failed on %s",
+                type(ev).__name__,
+                extra={"session_id": self.info.session_id, "provider": self.config.provider_name},
+            )
             self._report(Failure(_crash(exc)), final=True)
             return
         if self.info.session_id != self.state.session_id:
@@ -212,13 +257,15 @@ class _Driver(Generic[C]):
             case cmd.DeliverEvent(event=event):
                 if self.tools.observes_events:
                     await self.tools.deliver(event, self.info)
-            case cmd.Emit(name=name, measurements=measurements, metadata=metadata):
-                self.telemetry.emit(name, measurements, metadata)
+            case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
+                self.telemetry.emit(name, measurements, metadata, content)
             case cmd.Log(level=level, message=message, fields=fields):
                 log.log(
                     _LOG_LEVELS[level],
                     message,
-                    extra={"rma": dict(fields), "session_id": self.info.session_id},
+                    extra=log_fields(
+                        fields, session_id=self.info.session_id, provider=self.config.provider_name
+                    ),
                 )
             case cmd.PollTurn(input=input):
                 self._spawn(self._poll, input)
@@ -377,7 +424,17 @@ class _Driver(Generic[C]):
                 try:
                     await self.provider.aclose(self.conn)
                 except Exception:
-                    log.exception("provider aclose failed")
+                    log.exception(
+                        "provider aclose failed",
+                        extra={"session_id": self.info.session_id, "provider": self.config.provider_name},
+                    )
+        if self.started_at is not None:
+            # ``rma.session.stop``: the session is over (a run's end, or leaving open_session);
+            # subscribers keeping per-session state release it here.
+            duration = time.perf_counter() - self.started_at
+            self.started_at = None
+            meta = self._session_meta(self.state.session_id or self.info.session_id)
+            self.telemetry.emit("rma.session.stop", {"duration": duration}, meta)
 
 
 def _prepare(
@@ -522,7 +579,7 @@ async def run(
             return driver.final or Failure(Timeout(timeout_s=timeout))
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
     except Exception as exc:
-        log.exception("session crashed")
+        log.exception("session crashed", extra={"session_id": driver.info.session_id})
         return Failure(_crash(exc))
     finally:
         await driver.close()
@@ -645,5 +702,5 @@ async def _serve_reporting(
     try:
         await driver.serve(task_status=task_status)
     except Exception as exc:
-        log.exception("live session crashed")
+        log.exception("live session crashed", extra={"session_id": driver.info.session_id})
         driver._report(Failure(_crash(exc)), final=True)

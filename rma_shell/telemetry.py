@@ -4,6 +4,10 @@ Subscribers attach by id to a set of event names (or a prefix ending in ``*``). 
 is synchronous and cheap when nobody listens; a subscriber that raises is logged and
 detached, exactly once, so a broken metrics hook can never break a session. Event names,
 measurements and metadata are listed in ``docs/telemetry.md``.
+
+Content — prompts, model output, tool arguments and results — is private by default: it
+reaches only subscribers attached with ``content=True``, under the metadata key
+``"content"``; every other subscriber never sees it.
 """
 
 from __future__ import annotations
@@ -28,14 +32,21 @@ class Telemetry:
     """A registry of subscribers. ``rma_shell.telemetry.default`` is the process-wide one."""
 
     def __init__(self) -> None:
-        self._handlers: dict[str, tuple[tuple[str, ...], Handler]] = {}
+        self._handlers: dict[str, tuple[tuple[str, ...], Handler, bool]] = {}
 
-    def attach(self, handler_id: str, names: str | Iterable[str], handler: Handler) -> None:
-        """Subscribe ``handler(name, measurements, metadata)`` to ``names`` (``"rma.tool.*"`` ok)."""
+    def attach(
+        self, handler_id: str, names: str | Iterable[str], handler: Handler, *, content: bool = False
+    ) -> None:
+        """Subscribe ``handler(name, measurements, metadata)`` to ``names`` (``"rma.tool.*"`` ok).
+
+        ``content=True`` opts this subscriber into content capture: events that carry content
+        (prompts, model output, tool arguments and results) arrive with it under
+        ``metadata["content"]``.
+        """
         if handler_id in self._handlers:
             raise ValueError(f"telemetry handler {handler_id!r} is already attached")
         patterns = (names,) if isinstance(names, str) else tuple(names)
-        self._handlers[handler_id] = (patterns, handler)
+        self._handlers[handler_id] = (patterns, handler, content)
 
     def detach(self, handler_id: str) -> bool:
         return self._handlers.pop(handler_id, None) is not None
@@ -43,18 +54,40 @@ class Telemetry:
     def listening(self) -> bool:
         return bool(self._handlers)
 
-    def emit(self, name: str, measurements: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+    @property
+    def wants_content(self) -> bool:
+        """Whether any subscriber opted into content (emitters skip building it otherwise)."""
+        return any(wants for _, _, wants in self._handlers.values())
+
+    def emit(
+        self,
+        name: str,
+        measurements: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        content: Mapping[str, Any] | None = None,
+    ) -> None:
         if not self._handlers:
             return
         if any(k.lower() in _SECRET_KEYS for k in metadata):
             metadata = {k: v for k, v in metadata.items() if k.lower() not in _SECRET_KEYS}
-        for handler_id, (patterns, handler) in list(self._handlers.items()):
+        with_content: Mapping[str, Any] | None = None
+        for handler_id, (patterns, handler, wants_content) in list(self._handlers.items()):
             if not _matches(name, patterns):
                 continue
+            delivered = metadata
+            if wants_content and content:
+                if with_content is None:
+                    with_content = {**metadata, "content": content}
+                delivered = with_content
             try:
-                handler(name, measurements, metadata)
+                handler(name, measurements, delivered)
             except Exception:
-                log.exception("telemetry handler %r raised on %s; detaching it", handler_id, name)
+                log.exception(
+                    "telemetry handler %r raised on %s; detaching it",
+                    handler_id,
+                    name,
+                    extra={"handler_id": handler_id, "event": name},
+                )
                 self._handlers.pop(handler_id, None)
 
     @contextmanager
@@ -86,8 +119,8 @@ default = Telemetry()
 """The process-wide dispatcher used when a session is not given its own."""
 
 
-def attach(handler_id: str, names: str | Iterable[str], handler: Handler) -> None:
-    default.attach(handler_id, names, handler)
+def attach(handler_id: str, names: str | Iterable[str], handler: Handler, *, content: bool = False) -> None:
+    default.attach(handler_id, names, handler, content=content)
 
 
 def detach(handler_id: str) -> bool:

@@ -378,3 +378,85 @@ async def test_sessions_do_not_touch_the_default_dispatcher() -> None:
         rma_shell.detach("test-default-untouched")
     assert isinstance(outcome, Success), outcome
     assert c.events == []
+
+
+# ── session and turn spans (issue 6) ───────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_session_start_turns_and_stop_frame_a_run(streaming: bool) -> None:
+    tel = Telemetry()
+    c = _collect(tel)
+    provider = ScriptedProvider([calls(tool("a", "t1"), i=3, o=2), end("ok", i=5, o=4)], streaming=streaming)
+    outcome = await run(provider, handler=Recorder(), prompt="go", telemetry=tel, telemetry_metadata={"t": 1})
+    assert isinstance(outcome, Success), outcome
+    framing = [n for n in c.names() if n.startswith(("rma.session.", "rma.turn."))]
+    assert framing == [
+        "rma.session.start",
+        "rma.turn.start",
+        "rma.turn.stop",
+        "rma.session.tool_uses",
+        "rma.turn.start",
+        "rma.turn.stop",
+        "rma.session.tool_uses",
+        "rma.session.terminal",
+        "rma.session.stop",
+    ]
+    [(_, m, md)] = c.named("rma.session.start")
+    assert m["open_duration"] >= 0 and isinstance(m["system_time"], float)
+    assert md == {
+        "t": 1,
+        "session_id": "sess_scripted",
+        "provider": provider.codec.name,
+        "resumed": False,
+        "live": False,
+    }
+    starts = [md for _, _, md in c.named("rma.turn.start")]
+    assert [(md["turn"], md["purpose"]) for md in starts] == [(1, "kickoff"), (2, "resume")]
+    assert all(md["session_id"] == "sess_scripted" and md["t"] == 1 for md in starts)
+    assert all("content" not in md for md in starts)  # content only for opted-in subscribers
+    stops = c.named("rma.turn.stop")
+    assert [(md["turn"], md["terminal"], md["stop_reason"]) for _, _, md in stops] == [
+        (1, "requires_action", "requires_action"),
+        (2, "end_turn", "end_turn"),
+    ]
+    assert [(m["input_tokens"], m["output_tokens"]) for _, m, _ in stops] == [(3, 2), (5, 4)]
+    assert all(m["cache_read_input_tokens"] == 0 for _, m, _ in stops)
+    [(_, m, md)] = c.named("rma.session.stop")
+    assert m["duration"] >= 0 and md["session_id"] == "sess_scripted"
+
+
+async def test_turn_events_carry_content_for_subscribers_that_ask() -> None:
+    tel = Telemetry()
+    seen: list[tuple[str, dict[str, Any]]] = []
+    tel.attach("c", "rma.*", lambda n, m, md: seen.append((n, dict(md))), content=True)
+    provider = ScriptedProvider([calls(tool("a", "t1", q=1)), end("bye")])
+    outcome = await run(provider, handler=Recorder({"a": "A!"}), prompt="hello", telemetry=tel)
+    assert isinstance(outcome, Success), outcome
+    content = [(n, md["content"]) for n, md in seen if "content" in md]
+    assert content == [
+        ("rma.turn.start", {"input": "hello"}),
+        ("rma.turn.stop", {"output": "", "tool_calls": [{"id": "t1", "name": "a", "arguments": {"q": 1}}]}),
+        ("rma.tool.start", {"arguments": {"q": 1}}),
+        ("rma.tool.stop", {"result": "A!"}),
+        ("rma.turn.start", {"tool_results": [{"id": "t1", "text": "A!", "is_error": False}]}),
+        ("rma.turn.stop", {"output": "bye", "tool_calls": []}),
+        ("rma.session.terminal", {"output": "bye"}),
+    ]
+
+
+async def test_a_provider_that_never_opens_still_ends_with_a_terminal() -> None:
+    tel = Telemetry()
+    c = _collect(tel)
+    err = ProviderError(detail="no")
+    outcome = await run(ScriptedProvider(open_error=err), handler=Recorder(), prompt="go", telemetry=tel)
+    assert outcome == Failure(err)
+    [(name, m, md)] = c.events
+    assert name == "rma.session.terminal" and m["duration"] >= 0
+    assert md == {
+        "session_id": None,
+        "provider": "scripted",
+        "terminal": "error",
+        "error": "provider_error",
+        "phase": "open",
+    }

@@ -29,6 +29,11 @@ def _stop_kind(stop_reason: JSON) -> JSON:
     return stop_reason
 
 
+def _tokens(value: JSON) -> int:
+    """A token count, or 0 for anything that is not a non-negative int: normalize is total."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def _tool_use(ev: dict[str, JSON]) -> ToolUse:
     raw_input = ev.get("input")
     return ToolUse(
@@ -96,10 +101,10 @@ class ScriptedCodec(ProviderCodec):
                 server.append(ev)
             elif kind == "usage":
                 u = Usage(
-                    input_tokens=int(ev.get("input_tokens") or 0),
-                    output_tokens=int(ev.get("output_tokens") or 0),
-                    cache_read_input_tokens=int(ev.get("cache_read_input_tokens") or 0),
-                    cache_creation_input_tokens=int(ev.get("cache_creation_input_tokens") or 0),
+                    input_tokens=_tokens(ev.get("input_tokens")),
+                    output_tokens=_tokens(ev.get("output_tokens")),
+                    cache_read_input_tokens=_tokens(ev.get("cache_read_input_tokens")),
+                    cache_creation_input_tokens=_tokens(ev.get("cache_creation_input_tokens")),
                     raw=(ev,),
                 )
                 usage = u if usage is None else usage + u

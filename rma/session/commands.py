@@ -7,7 +7,7 @@ decision for the shell to make.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import attrs
@@ -16,6 +16,14 @@ from returns.result import Result
 from rma.errors import SessionError
 from rma.provider import Input
 from rma.vocabulary import JSON, SessionResult, ToolUse
+
+
+def _uses(items: Iterable[ToolUse]) -> tuple[ToolUse, ...]:
+    return tuple(items)
+
+
+def _strs(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(items)
 
 
 @attrs.frozen
@@ -39,8 +47,8 @@ class RunTools:
     """Run the handler on each use (at most N at once), answer ``ToolsFinished(batch, …)``."""
 
     batch: int
-    uses: tuple[ToolUse, ...]
-    confirmations: tuple[ToolUse, ...] = ()
+    uses: tuple[ToolUse, ...] = attrs.field(converter=_uses)
+    confirmations: tuple[ToolUse, ...] = attrs.field(default=(), converter=_uses)
     """Host-run calls awaiting the handler's allow/deny (``confirm_tool_use``)."""
 
 
@@ -60,11 +68,16 @@ class DeliverEvent:
 
 @attrs.frozen
 class Emit:
-    """Telemetry: an event name under ``rma.`` with measurements and metadata."""
+    """Telemetry: an event name under ``rma.`` with measurements and metadata.
+
+    ``content`` holds what the session said and heard (prompts, model output, tool calls) for
+    subscribers that opted into content capture; the shell hands it to no one else.
+    """
 
     name: str
     measurements: Mapping[str, float | int]
     metadata: Mapping[str, JSON]
+    content: Mapping[str, JSON] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -87,7 +100,7 @@ class Reconnect:
     """Reconnect: consolidate against ``seen`` and open stream generation ``gen``."""
 
     gen: int
-    seen: tuple[str, ...]
+    seen: tuple[str, ...] = attrs.field(converter=_strs)
 
 
 @attrs.frozen

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -38,6 +38,7 @@ from rma._persistent import AppendLog, SeenIds
 from rma.errors import (
     GuardFailed,
     Halted,
+    MalformedResponse,
     MaxTurnsExceeded,
     SessionError,
     StreamDropped,
@@ -45,7 +46,7 @@ from rma.errors import (
     UnresolvedRequiresAction,
     Unsupported,
 )
-from rma.provider import Input, Mode
+from rma.provider import DEFAULT_PROMPT, Input, Mode
 from rma.session.commands import (
     CallGuard,
     Command,
@@ -80,7 +81,16 @@ from rma.session.events import (
     UserMessage,
 )
 from rma.session.options import SessionConfig
-from rma.vocabulary import JSON, TEXT_DELTA_TYPE, SessionResult, Terminal, ToolUse, TurnResult, Usage
+from rma.vocabulary import (
+    JSON,
+    TEXT_DELTA_TYPE,
+    SessionResult,
+    Terminal,
+    ToolResult,
+    ToolUse,
+    TurnResult,
+    Usage,
+)
 
 REPROMPT_TEMPLATE = (
     "You returned a response without calling {tool}. You MUST call {tool} now to finish — "
@@ -157,7 +167,11 @@ class Accumulated:
     def add_new_tool_uses(self, uses: Sequence[ToolUse]) -> Accumulated:
         """Append only uses whose id is not accumulated yet (S-54: no duplicate ids)."""
         known = {u.id for u in self.custom_tool_uses}
-        fresh = [u for u in uses if u.id not in known]
+        fresh = []
+        for u in uses:
+            if u.id not in known:
+                known.add(u.id)
+                fresh.append(u)
         if not fresh:
             return self
         return attrs.evolve(self, custom_tool_uses=self.custom_tool_uses.extend(fresh))
@@ -235,24 +249,53 @@ def step(s: State, ev: Event) -> Step:
     """Apply one event. Total: any event in any phase yields a state (unknowns are ignored)."""
     if s.phase is Phase.DONE:
         return s, ()
-    if _must_defer(s, ev):
+    if _must_defer(s, ev) or _lane_waits(s, _lane(ev)):
         return _evolve(s, deferred=(*s.deferred, ev)), ()
     s, cmds = _dispatch(s, ev)
-    if s.deferred and s.phase is not Phase.DONE and not _must_defer(s, s.deferred[0]):
+    if s.deferred and s.phase is not Phase.DONE:
         return _drain(s, list(cmds))
     return s, cmds
 
 
+def _lane(ev: Event) -> int:
+    """Inputs that must keep their order among themselves: the stream, follow-ups, raw events.
+
+    Lanes are independent: a follow-up waiting for the request to end must not hold back
+    the stream events that will end it.
+    """
+    if isinstance(ev, _STREAM_EVENTS):
+        return 0
+    if isinstance(ev, UserMessage):
+        return 1
+    if isinstance(ev, SendEventRequested):
+        return 2
+    return 3
+
+
+def _lane_waits(s: State, lane: int) -> bool:
+    return bool(s.deferred) and any(_lane(d) == lane for d in s.deferred)
+
+
 def _drain(s: State, out: list[Command]) -> Step:
-    queue, s = s.deferred, _evolve(s, deferred=())
-    for i, ev in enumerate(queue):
+    """Replay waiting inputs, lane by lane in order, until none can go (one may unblock another)."""
+    progress = True
+    while progress and s.deferred and s.phase is not Phase.DONE:
+        progress = False
+        queue, s = s.deferred, _evolve(s, deferred=())
+        blocked: set[int] = set()
+        kept: list[Event] = []
+        for ev in queue:
+            lane = _lane(ev)
+            if s.phase is Phase.DONE or lane in blocked or _must_defer(s, ev):
+                blocked.add(lane)
+                kept.append(ev)
+                continue
+            s, cmds = _dispatch(s, ev)
+            out.extend(cmds)
+            progress = True
         if s.phase is Phase.DONE:
-            break
-        if _must_defer(s, ev):
-            s = _evolve(s, deferred=(*queue[i:], *s.deferred))
-            break
-        s, cmds = _dispatch(s, ev)
-        out.extend(cmds)
+            return _evolve(s, deferred=()), tuple(out)
+        s = _evolve(s, deferred=(*kept, *s.deferred))
     return s, tuple(out)
 
 
@@ -287,7 +330,8 @@ def _dispatch(s: State, ev: Event) -> Step:
                 return s, ()
             uses, confirms = s.pending_uses, s.pending_confirmations
             s = _evolve(s, pending_uses=(), pending_confirmations=())
-            return _drive(s, s.config.codec.answer_input(uses, results, confirms, verdicts), "resume")
+            answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
+            return _drive(s, answer, "resume", {"tool_results": _results_content(results)})
         case GuardVerdict():
             return _on_guard(s, ev) if s.phase is Phase.GUARD else (s, ())
         case StreamConnected(gen=gen):
@@ -351,7 +395,11 @@ def _kickoff_or_idle(s: State) -> Step:
         return _evolve(s, phase=Phase.IDLE), ()
     cfg = s.config
     s = _evolve(s, request_open=True)
-    return _drive(s, cfg.codec.kickoff_input(cfg.prompt, cfg.outcome), "kickoff")
+    if cfg.outcome is not None:
+        content: dict[str, JSON] = {"input": cfg.outcome.description}
+    else:
+        content = {"input": cfg.prompt if cfg.prompt is not None else DEFAULT_PROMPT}
+    return _drive(s, cfg.codec.kickoff_input(cfg.prompt, cfg.outcome), "kickoff", content)
 
 
 def _on_connected(s: State) -> Step:
@@ -363,13 +411,58 @@ def _on_connected(s: State) -> Step:
 # ── driving a turn ───────────────────────────────────────────────────────────────────
 
 
-def _drive(s: State, input: Input, purpose: str) -> Step:
+def _drive(s: State, input: Input, purpose: str, content: dict[str, JSON] | None = None) -> Step:
+    """Drive turn ``s.turns + 1``: poll or push its input, and announce it (``rma.turn.start``).
+
+    The announcement follows the command, so a command list still starts with what moves the
+    session; the shell only spawns the poll/push task, so the event still fires before any I/O.
+    """
+    meta = {**s.config.metadata, "turn": s.turns + 1, "purpose": purpose, "session_id": s.session_id}
+    start = Emit("rma.turn.start", {}, meta, content or {})
     if s.config.codec.mode is Mode.REQUEST_RESPONSE:
-        return _evolve(s, phase=Phase.AWAITING, live_forwarded=0), (PollTurn(input, purpose),)  # type: ignore[arg-type]
+        return _evolve(s, phase=Phase.AWAITING, live_forwarded=0), (PollTurn(input, purpose), start)  # type: ignore[arg-type]
     return (
         _evolve(s, phase=Phase.PUSHING, push_purpose=purpose, push_request=None, phase_before_push=None),
-        (PushInput(input, purpose),),  # type: ignore[arg-type]
+        (PushInput(input, purpose), start),  # type: ignore[arg-type]
     )
+
+
+def _results_content(results: Sequence[ToolResult]) -> list[JSON]:
+    return [{"id": r.tool_use_id, "text": r.text, "is_error": r.is_error} for r in results]
+
+
+def _stop_kind(stop_reason: JSON) -> str | None:
+    """A stop reason as one string: itself, or a provider map's ``type`` (``{"type": "end_turn"}``)."""
+    if isinstance(stop_reason, str):
+        return stop_reason
+    if isinstance(stop_reason, Mapping):
+        kind = stop_reason.get("type")
+        return kind if isinstance(kind, str) else None
+    return None
+
+
+def _turn_stop_telemetry(s: State, tr: TurnResult) -> Emit:
+    """``rma.turn.stop``: the turn that just completed, with its own usage (not the running sum)."""
+    meta = {
+        **s.config.metadata,
+        "turn": s.turns,
+        "terminal": tr.terminal.value,
+        "stop_reason": _stop_kind(tr.stop_reason),
+        "session_id": s.session_id,
+    }
+    u = tr.usage
+    measurements = (
+        {}
+        if u is None
+        else {
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cache_read_input_tokens": u.cache_read_input_tokens,
+            "cache_creation_input_tokens": u.cache_creation_input_tokens,
+        }
+    )
+    calls = [{"id": c.id, "name": c.name, "arguments": dict(c.input)} for c in tr.custom_tool_uses]
+    return Emit("rma.turn.stop", measurements, meta, {"output": tr.text, "tool_calls": calls})
 
 
 def _on_push_finished(s: State, outcome: object) -> Step:
@@ -409,7 +502,7 @@ def _deliver_message(s: State, text: str) -> Step:
         request_open=True,
         pending_message=None,
     )
-    return _drive(s, s.config.codec.user_input(text), "message")
+    return _drive(s, s.config.codec.user_input(text), "message", {"input": text})
 
 
 # ── receiving events ─────────────────────────────────────────────────────────────────
@@ -495,9 +588,14 @@ def _tool_uses_telemetry(s: State, uses: Sequence[ToolUse], out: list[Command]) 
 
 
 def _handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
-    tr = s.config.codec.normalize(events)
+    try:
+        tr = s.config.codec.normalize(events)
+    except Exception as exc:  # a codec must be total; if it is not, fail typed, never escape
+        return _fail(
+            s, MalformedResponse(detail=f"could not normalize the turn: {type(exc).__name__}: {exc}")
+        )
     s = _evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
-    out: list[Command] = []
+    out: list[Command] = [_turn_stop_telemetry(s, tr)]
     _tool_uses_telemetry(s, tr.custom_tool_uses, out)
     if s.config.has_turn_guard:
         payload = {"usage": s.acc.usage, "turns": s.turns, "session_id": s.session_id}
@@ -546,7 +644,7 @@ def _continue_turn(s: State, tr: TurnResult) -> Step:
                 return _max_turns_error(s, tr)
             s = _evolve(s, reprompts_left=s.reprompts_left - 1)
             text = REPROMPT_TEMPLATE.format(tool=cfg.terminal_tool)
-            return _drive(s, cfg.codec.user_input(text), "reprompt")
+            return _drive(s, cfg.codec.user_input(text), "reprompt", {"input": text})
         return _finish(s, tr, stop_reason=NO_TERMINAL_TOOL, reason=NO_TERMINAL_TOOL)  # S-45
     return _finish(s, tr)
 
@@ -639,7 +737,7 @@ def _finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | No
     final_reason = tr.stop_reason if stop_reason is None else stop_reason
     result = _result(s, tr, tr.terminal, final_reason, reason)
     meta = {**s.config.metadata, "terminal": tr.terminal.value, "session_id": s.session_id}
-    emit = Emit("rma.session.terminal", {}, meta)
+    emit = Emit("rma.session.terminal", {}, meta, {"output": result.text})
     s = _after_request(_evolve(s, reconnect_attempts=0))
     return s, (emit, Finish(Success(result), final=not s.config.live))
 
@@ -724,7 +822,7 @@ def _on_reconnected(s: State, outcome: object) -> Step:
             s, more = _max_turns_error(s, TurnResult(terminal=Terminal.REQUIRES_ACTION))
             return s, (*out, *more)
         return _run_tools(s, r.pending, out)
-    if s.pending_message is not None:  # R-6 (R-9: only once nothing is pending)
+    if s.pending_message is not None and r.idle:  # R-6; R-9: nothing pending and the host idle
         s, more = _deliver_message(s, s.pending_message)
         return s, (*out, *more)
     if was_resuming and r.idle and not s.config.live:

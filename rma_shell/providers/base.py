@@ -24,6 +24,42 @@ from rma.vocabulary import JSON, Budget, Outcome
 
 C = TypeVar("C")
 
+# Option names whose values are credentials: shown as *** wherever an option map is printed.
+SECRET_OPTION_KEYS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "x-api-key",
+        "authorization",
+        "access_token",
+        "bearer_token",
+        "bearer_token_file",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "password",
+        "secret",
+    }
+)
+
+
+def masked(value: Any) -> Any:
+    """``value`` with every credential-named entry (at any depth) replaced by ``***``."""
+    if isinstance(value, Mapping):
+        return {
+            k: "***" if isinstance(k, str) and k.lower() in SECRET_OPTION_KEYS else masked(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(masked(v) for v in value)
+    return value
+
+
+def _masked_repr(value: Any) -> str:
+    return repr(masked(value))
+
 
 @attrs.frozen
 class OpenRequest:
@@ -36,8 +72,9 @@ class OpenRequest:
     outcome: Outcome | None = None
     budget: Budget | None = None
     metadata: Mapping[str, JSON] = attrs.field(factory=dict)
-    extra: Mapping[str, Any] = attrs.field(factory=dict)
-    """Provider-specific options passed to ``run``/``open_session`` as keyword arguments."""
+    extra: Mapping[str, Any] = attrs.field(factory=dict, repr=_masked_repr)
+    """Provider-specific options passed to ``run``/``open_session`` as keyword arguments
+    (and ``model_config``). Credentials in it never show in the repr."""
 
 
 @attrs.frozen
@@ -68,6 +105,15 @@ class Provider(Generic[C]):
 
     def transcript(self, conn: C) -> tuple[JSON, ...] | None:
         return None
+
+    def describe(self, conn: C) -> Mapping[str, JSON]:
+        """What telemetry may say about this session beyond its id (``rma.session.start``).
+
+        Known keys: ``model``, ``gen_ai_provider`` (who serves the model, in OpenTelemetry's
+        ``gen_ai.provider.name`` vocabulary), ``agent_name``, ``agent_id``, ``server_address``,
+        ``server_port``. Never credentials. Default: nothing.
+        """
+        return {}
 
     async def poll_turn(self, conn: C, input: Input, live: LiveSink | None) -> PollOutcome[C]:
         """Request/response: run one turn."""

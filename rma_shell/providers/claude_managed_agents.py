@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 import attrs
+import httpx
 import trio
 from returns.result import Failure, Result, Success
 
@@ -194,6 +195,29 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     def session_id(self, conn: CMAConn) -> str | None:
         return conn.session_id
 
+    def describe(self, conn: CMAConn) -> Mapping[str, JSON]:
+        """The agent's name, id and model as the session reported them, and the API host."""
+        out: dict[str, JSON] = {"gen_ai_provider": "anthropic"}
+        agent = conn.session.get("agent") if isinstance(conn.session, dict) else None
+        if isinstance(agent, dict):
+            model = agent.get("model")
+            model = model.get("id") if isinstance(model, dict) else model
+            for key, value in (
+                ("model", model),
+                ("agent_name", agent.get("name")),
+                ("agent_id", agent.get("id")),
+            ):
+                if isinstance(value, str) and value:
+                    out[key] = value
+        if self._client is not None:
+            try:
+                url = httpx.URL(self._client.settings.base_url)
+            except (httpx.InvalidURL, TypeError, ValueError):
+                return out
+            out["server_address"] = url.host or None
+            out["server_port"] = url.port or (443 if url.scheme == "https" else 80)
+        return out
+
     def resumed(self, conn: CMAConn) -> bool:
         return conn.resumed
 
@@ -225,7 +249,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         built = self.client()
         if isinstance(built, Failure):
             return Failure(built.failure())
-        async with built.unwrap().stream_events(conn.session_id) as opened:
+        client = built.unwrap()
+        async with client.stream_events(conn.session_id) as opened:
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
             response = opened.unwrap()
@@ -246,17 +271,19 @@ class ClaudeManagedAgents(Provider[CMAConn]):
                     if message.event == "ping" or not message.data:
                         continue
                     if message.event == "error":
-                        return Failure(
-                            ProviderError(detail="stream error frame", payload=_json_or_text(message.data))
+                        frame = ProviderError(
+                            detail="stream error frame", payload=_json_or_text(message.data)
                         )
+                        return Failure(client.redact_error(frame))
                     if message.event == "message":
                         continue  # the SDK drops frames without an event name
                     try:
                         event = json.loads(message.data)
                     except ValueError:
-                        return Failure(
-                            MalformedResponse(detail="stream frame is not JSON", response=message.data[:500])
+                        bad = MalformedResponse(
+                            detail="stream frame is not JSON", response=message.data[:500]
                         )
+                        return Failure(client.redact_error(bad))
                     await on_event(event)
 
     async def reconnect(

@@ -51,10 +51,12 @@ from rma.providers.local import (
     start,
     transcript,
 )
+from rma.redact import redact_error, redact_text
 from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
+from rma_shell.logging import log_fields
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -96,7 +98,11 @@ class LocalConn:
         return self.base_url.rstrip("/") + "/chat/completions"
 
     def redact(self, text: str) -> str:
-        return text.replace(self.api_key, "***") if self.api_key else text
+        return redact_text(text, (self.api_key,))
+
+    def redact_error(self, error: SessionError) -> SessionError:
+        """The error with the key masked wherever a server may have echoed it (bodies included)."""
+        return redact_error(error, (self.api_key,))
 
 
 class Local(Provider[LocalConn]):
@@ -112,7 +118,9 @@ class Local(Provider[LocalConn]):
     ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
     ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``), ``rand``/``sleep``/``clock`` (injectable for tests)
-    and ``session_id_factory``.
+    and ``session_id_factory``. ``gen_ai_provider_name`` names who serves the model in
+    OpenTelemetry's ``gen_ai.provider.name`` vocabulary (default ``"openai"``: the wire is
+    OpenAI's; say ``"ollama"``, ``"vllm"``, ``"deepseek"`` … when you know better).
     """
 
     codec: LocalCodec = CODEC
@@ -141,6 +149,7 @@ class Local(Provider[LocalConn]):
         clock: Callable[[], float] = time.time,
         session_id_factory: Callable[[], str] = _default_session_id,
         telemetry: Telemetry | None = None,
+        gen_ai_provider_name: str = "openai",
     ) -> None:
         # L-3: a non-mapping model_config is the model name.
         config: dict[str, Any] = (
@@ -173,6 +182,7 @@ class Local(Provider[LocalConn]):
         self._clock = clock
         self._session_id_factory = session_id_factory
         self.telemetry = telemetry or default_telemetry
+        self.gen_ai_provider_name = gen_ai_provider_name
 
     def __repr__(self) -> str:
         names = [
@@ -234,12 +244,30 @@ class Local(Provider[LocalConn]):
     def transcript(self, conn: LocalConn) -> tuple[JSON, ...] | None:
         return transcript(conn.conversation)
 
+    def describe(self, conn: LocalConn) -> Mapping[str, JSON]:
+        out: dict[str, JSON] = {
+            "model": conn.conversation.model,
+            "gen_ai_provider": self.gen_ai_provider_name,
+        }
+        if self._chat is None:
+            try:
+                url = httpx.URL(conn.base_url)
+            except (httpx.InvalidURL, TypeError, ValueError):
+                return out
+            out["server_address"] = url.host or None
+            out["server_port"] = url.port or (443 if url.scheme == "https" else 80)
+        return out
+
     async def aclose(self, conn: LocalConn) -> None:
         if conn.owns_client and conn.client is not None:
             try:
                 await conn.client.aclose()
             except (httpx.HTTPError, OSError) as exc:
-                logger.debug("closing the Local HTTP client failed: %s", type(exc).__name__)
+                logger.debug(
+                    "closing the Local HTTP client failed: %s",
+                    type(exc).__name__,
+                    extra=log_fields(session_id=conn.session_id, provider="local"),
+                )
         else:
             await trio.lowlevel.checkpoint()
 
@@ -256,10 +284,10 @@ class Local(Provider[LocalConn]):
         else:
             response = await self._with_retries(conn, lambda: self._post(conn, body, stream=stream))
         if isinstance(response, Failure):
-            return PollOutcome(Failure(response.failure()), conn)
+            return PollOutcome(Failure(conn.redact_error(response.failure())), conn)
         folded = apply_response(conv, response.unwrap())
         if isinstance(folded, Failure):
-            return PollOutcome(Failure(folded.failure()), conn)
+            return PollOutcome(Failure(conn.redact_error(folded.failure())), conn)
         new_conv, events = folded.unwrap()
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
 
@@ -291,6 +319,14 @@ class Local(Provider[LocalConn]):
                 self.max_retries + 1,
                 conn.redact(error.message),
                 delay,
+                extra=log_fields(
+                    session_id=conn.session_id,
+                    provider="local",
+                    attempt=retry,
+                    error=error.kind,
+                    status=getattr(error, "status", None),
+                    delay_s=delay,
+                ),
             )
             await self._sleep(delay)
             retry += 1

@@ -12,7 +12,7 @@ import trio
 from returns.result import Failure, Success
 
 from rma._persistent import AppendLog
-from rma.errors import Crashed, Halted, ProviderError, UnresolvedRequiresAction
+from rma.errors import Halted, MalformedResponse, ProviderError, UnresolvedRequiresAction
 from rma.provider import Mode, ProviderCodec
 from rma.providers.scripted import ScriptedCodec, ScriptedStreamingCodec
 from rma.session.events import Opened, StreamEvent, TurnPolled
@@ -43,7 +43,7 @@ async def test_S1_run_never_raises_open_and_codec_failures_come_back_as_values()
     provider.codec = ExplodingCodec()
     outcome = await run(provider, handler=Recorder(), prompt="x")
     err = outcome.failure()
-    assert isinstance(err, Crashed) and err.error_type == "ZeroDivisionError"
+    assert isinstance(err, MalformedResponse) and "ZeroDivisionError" in err.detail
     assert provider.closed == 1
 
 
