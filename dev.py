@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
+BENCHMARKS = ("bench/core_step.py", "bench/sse_decode.py", "bench/local_loop.py")
 
 
 def sh(*args: str | Path) -> None:
@@ -50,12 +51,15 @@ def test(args: list[str]) -> None:
     sh(BIN / "ruff", "format", "--check", "rma", "rma_shell", "tests", "properties", "bench", "examples")
     sh(BIN / "mypy", "--strict", "rma", "rma_shell")
     sh(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "properties", *args)
-    sh(PY, "bench/core_step.py", "--quick")
+    for script in BENCHMARKS:
+        if (ROOT / script).exists():
+            sh(PY, script, "--quick")
 
 
 def bench(args: list[str]) -> None:
     ensure_venv("dev,bench")
-    sh(PY, "bench/core_step.py", *args)
+    for script in BENCHMARKS:
+        sh(PY, script, *args)
 
 
 def main() -> int:
