@@ -76,3 +76,22 @@ class LoopbackEmulator:
         if self._port is None:
             raise RuntimeError("the emulator was never started")
         return self._port
+
+
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """Hands every request to ``server.emulator._handle(handler)``; quiet on stderr."""
+
+    protocol_version = "HTTP/1.1"
+    server: LoopbackHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: tests assert on ``emulator.requests``, not on stderr."""
+
+    def do_GET(self) -> None:
+        self.server.emulator._handle(self)
+
+    def do_POST(self) -> None:
+        self.server.emulator._handle(self)
+
+    def do_DELETE(self) -> None:
+        self.server.emulator._handle(self)

@@ -66,13 +66,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 import attrs
 
-from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHTTPServer
+from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHandler
 from rma_shell.testing.openai_emulator import RecordedRequest
 
 __all__ = [
@@ -676,27 +675,6 @@ _SESSION_AGENT_KEYS = (
 # --------------------------------------------------------------------------------------------
 
 
-class _Server(LoopbackHTTPServer):
-    emulator: CMAEmulator
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: tests assert on ``emulator.requests``, not on stderr."""
-
-    def do_GET(self) -> None:
-        self.server.emulator._handle(self)
-
-    def do_POST(self) -> None:
-        self.server.emulator._handle(self)
-
-    def do_DELETE(self) -> None:
-        self.server.emulator._handle(self)
-
-
 @attrs.frozen
 class _Reply:
     status: int
@@ -711,8 +689,7 @@ _DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 class CMAEmulator(LoopbackEmulator):
     """The emulator; use as a context manager (``with CMAEmulator(script=…) as emu``)."""
 
-    handler_class = _Handler
-    server_class = _Server
+    handler_class = LoopbackHandler
     thread_name = "cma-emulator"
 
     def __init__(
@@ -896,7 +873,7 @@ class CMAEmulator(LoopbackEmulator):
 
     # -- request handling (server threads) --
 
-    def _handle(self, h: _Handler) -> None:
+    def _handle(self, h: LoopbackHandler) -> None:
         raw = self._read_body(h)
         headers = {k.lower(): v for k, v in h.headers.items()}
         body: Any = None
@@ -939,7 +916,7 @@ class CMAEmulator(LoopbackEmulator):
 
     def _serve(
         self,
-        h: _Handler,
+        h: LoopbackHandler,
         path: str,
         query: list[tuple[str, str]],
         headers: Mapping[str, str],
@@ -1017,7 +994,7 @@ class CMAEmulator(LoopbackEmulator):
         return _Reply(status, json.dumps(data).encode())
 
     @staticmethod
-    def _read_body(h: _Handler) -> bytes:
+    def _read_body(h: LoopbackHandler) -> bytes:
         if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
             parts: list[bytes] = []
             while True:
@@ -1829,7 +1806,9 @@ class CMAEmulator(LoopbackEmulator):
 
     # -- events: stream --
 
-    def _stream(self, h: _Handler, session_id: str, query: list[tuple[str, str]], request_id: str) -> None:
+    def _stream(
+        self, h: LoopbackHandler, session_id: str, query: list[tuple[str, str]], request_id: str
+    ) -> None:
         deltas = frozenset(v for k, v in query if k in ("event_deltas[]", "event_deltas"))
         sub = _Subscriber(h.connection, deltas)
         with self._lock:
@@ -1858,7 +1837,7 @@ class CMAEmulator(LoopbackEmulator):
                     session_now.subscribers.remove(sub)
                     self._changed.notify_all()
 
-    def _pump(self, h: _Handler, sub: _Subscriber) -> None:
+    def _pump(self, h: LoopbackHandler, sub: _Subscriber) -> None:
         def write(data: bytes) -> None:
             h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
@@ -1925,7 +1904,7 @@ class CMAEmulator(LoopbackEmulator):
                 return
 
     @staticmethod
-    def _abort(h: _Handler) -> None:
+    def _abort(h: LoopbackHandler) -> None:
         h.close_connection = True
         with contextlib.suppress(OSError):
             h.connection.shutdown(socket.SHUT_RDWR)

@@ -32,12 +32,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
 import attrs
 
-from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHTTPServer
+from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHandler
 
 JSONDict = dict[str, Any]
 
@@ -270,29 +269,10 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-class _Server(LoopbackHTTPServer):
-    emulator: OpenAIEmulator
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: tests assert on ``emulator.requests``, not on stderr."""
-
-    def do_POST(self) -> None:
-        self.server.emulator._handle(self)
-
-    def do_GET(self) -> None:
-        self.server.emulator._handle(self)
-
-
 class OpenAIEmulator(LoopbackEmulator):
     """The emulator; use as a context manager (``with OpenAIEmulator(turns) as emu``)."""
 
-    handler_class = _Handler
-    server_class = _Server
+    handler_class = LoopbackHandler
     thread_name = "openai-emulator"
 
     def __init__(
@@ -333,7 +313,7 @@ class OpenAIEmulator(LoopbackEmulator):
 
     # -- request handling (server threads) --
 
-    def _handle(self, h: _Handler) -> None:
+    def _handle(self, h: LoopbackHandler) -> None:
         raw = self._read_body(h)
         try:
             body = json.loads(raw) if raw else None
@@ -361,7 +341,7 @@ class OpenAIEmulator(LoopbackEmulator):
             self._send_error(h, _Rejected(500, detail, "server_error"))
 
     def _route(
-        self, h: _Handler, body: Any, raw: bytes, headers: Mapping[str, str], faults: Sequence[Fault]
+        self, h: LoopbackHandler, body: Any, raw: bytes, headers: Mapping[str, str], faults: Sequence[Fault]
     ) -> None:
         path = h.path.split("?", 1)[0]
         if h.command == "GET" and path == "/v1/models":
@@ -472,7 +452,7 @@ class OpenAIEmulator(LoopbackEmulator):
     # -- writing --
 
     @staticmethod
-    def _read_body(h: _Handler) -> bytes:
+    def _read_body(h: LoopbackHandler) -> bytes:
         if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
             parts: list[bytes] = []
             while True:
@@ -487,7 +467,9 @@ class OpenAIEmulator(LoopbackEmulator):
         length = int(h.headers.get("Content-Length") or 0)
         return h.rfile.read(length) if length else b""
 
-    def _send_json(self, h: _Handler, code: int, data: Any, extra: Mapping[str, str] | None = None) -> None:
+    def _send_json(
+        self, h: LoopbackHandler, code: int, data: Any, extra: Mapping[str, str] | None = None
+    ) -> None:
         payload = json.dumps(data).encode()
         h.send_response(code)
         h.send_header("Content-Type", "application/json")
@@ -497,7 +479,7 @@ class OpenAIEmulator(LoopbackEmulator):
         h.end_headers()
         h.wfile.write(payload)
 
-    def _send_error(self, h: _Handler, rejected: _Rejected) -> None:
+    def _send_error(self, h: LoopbackHandler, rejected: _Rejected) -> None:
         error = {
             "message": rejected.message,
             "type": rejected.kind,
@@ -509,7 +491,7 @@ class OpenAIEmulator(LoopbackEmulator):
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             h.close_connection = True
 
-    def _send_status_fault(self, h: _Handler, fault: Fault) -> None:
+    def _send_status_fault(self, h: LoopbackHandler, fault: Fault) -> None:
         message, kind, code = _STATUS_ERRORS.get(fault.status, ("Error.", "server_error", None))
         extra: dict[str, str] = {}
         if fault.retry_after is not None:
@@ -532,7 +514,7 @@ class OpenAIEmulator(LoopbackEmulator):
 
     def _send_completion(
         self,
-        h: _Handler,
+        h: LoopbackHandler,
         body: JSONDict,
         message: JSONDict,
         usage: JSONDict,
@@ -596,7 +578,7 @@ class OpenAIEmulator(LoopbackEmulator):
 
     def _send_stream(
         self,
-        h: _Handler,
+        h: LoopbackHandler,
         body: JSONDict,
         message: JSONDict,
         usage: JSONDict,
@@ -628,7 +610,7 @@ class OpenAIEmulator(LoopbackEmulator):
         return fault is None
 
     @staticmethod
-    def _drop(h: _Handler) -> None:
+    def _drop(h: LoopbackHandler) -> None:
         h.close_connection = True
         with contextlib.suppress(OSError):
             h.connection.shutdown(socket.SHUT_RDWR)
