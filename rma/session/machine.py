@@ -657,20 +657,24 @@ def _requires_action(s: State, tr: TurnResult) -> Step:
     out: list[Command] = []
     codec = s.config.codec
     uses = tr.custom_tool_uses
-    # Host-run calls waiting for a confirmation go to the handler too, never a hang (§8.4).
-    confirms = codec.confirmation_uses(tr.events)
+    try:
+        # Host-run calls waiting for a confirmation go to the handler too, never a hang (§8.4).
+        confirms = codec.confirmation_uses(tr.events)
+        recovered: tuple[ToolUse, ...] = ()
+        if not uses and not confirms:
+            # S-52: the batch resolved to nothing; recover from the request's own history.
+            history = s.acc.events.to_tuple()
+            recovered = codec.pending_tool_uses(history)
+            confirms = codec.confirmation_uses(history)
+    except Exception as exc:  # a codec must be total; if it is not, fail typed, never escape
+        error = MalformedResponse(detail=f"could not read the pending tool uses: {type(exc).__name__}: {exc}")
+        return _fail(s, error)
+    if not uses and recovered:
+        _tool_uses_telemetry(s, recovered, out)
+        s = _evolve(s, acc=s.acc.add_new_tool_uses(recovered))
+        uses = recovered
     if not uses and not confirms:
-        # S-52: the batch resolved to nothing; recover from the request's own history.
-        history = s.acc.events.to_tuple()
-        recovered = codec.pending_tool_uses(history)
-        confirms = codec.confirmation_uses(history)
-        if recovered:
-            _tool_uses_telemetry(s, recovered, out)
-            s = _evolve(s, acc=s.acc.add_new_tool_uses(recovered))
-            uses = recovered
-        elif confirms:
-            pass  # only confirmations are outstanding: ask the handler
-        elif codec.empty_resume_safe:
+        if codec.empty_resume_safe:
             # S-56 Better: the provider already answered everything; a bare resume is valid.
             if _exceeds_max_turns(s):
                 return _max_turns_error(s, tr)

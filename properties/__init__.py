@@ -1,0 +1,1 @@
+"""Hypothesis properties for the pure core (see ARCHITECTURE.md, ``properties/``)."""
