@@ -37,6 +37,7 @@ from rma.errors import AuthenticationError, HttpError, MalformedResponse, Sessio
 from rma.redact import redact_error
 from rma.retry import next_delay_s
 from rma.vocabulary import JSON
+from rma_shell.http import async_client
 from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -83,7 +84,7 @@ class CMAClient:
         self.max_retries = max_retries
         self._own_client = http_client is None
         timeout = httpx.Timeout(settings.receive_timeout_ms / 1000, connect=30.0)
-        self._http = http_client or httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        self._http = http_client or async_client(timeout=timeout, follow_redirects=False)
         self._sleep = sleep
         self._rand = rand
         self._clock = clock

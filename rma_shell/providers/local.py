@@ -56,6 +56,7 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
+from rma_shell.http import async_client
 from rma_shell.logging import log_fields
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
 from rma_shell.telemetry import Telemetry
@@ -231,7 +232,7 @@ class Local(Provider[LocalConn]):
         session_id = request.session_id or self._session_id_factory()
         client, owns = self._http_client, False
         if self._chat is None and client is None:
-            client, owns = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s)), True
+            client, owns = async_client(timeout=httpx.Timeout(self.timeout_s)), True
         await trio.lowlevel.checkpoint()
         return Success(LocalConn(session_id, started.unwrap(), client, owns, base_url, api_key))
 

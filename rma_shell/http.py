@@ -1,0 +1,27 @@
+"""Shared HTTP plumbing for the providers: one TLS context per process.
+
+Building an ``httpx.AsyncClient`` builds a TLS context and loads the CA bundle, about 60 ms
+on this project's CI machine — more than a whole local model turn. Sessions each own a client
+(its lifetime is the session's), so they share the one context instead: an ``SSLContext`` is
+safe to share between clients, threads and event loops.
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from typing import Any
+
+import httpx
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """httpx's own default verification context (certifi, ``SSL_CERT_FILE``), built once."""
+    return httpx.create_ssl_context()
+
+
+def async_client(**options: Any) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` that reuses the process's TLS context unless ``verify`` is given."""
+    options.setdefault("verify", shared_ssl_context())
+    return httpx.AsyncClient(**options)
