@@ -874,7 +874,7 @@ class CMAEmulator(LoopbackEmulator):
     # -- request handling (server threads) --
 
     def _handle(self, h: LoopbackHandler) -> None:
-        raw = self._read_body(h)
+        raw = h.read_body()
         headers = {k.lower(): v for k, v in h.headers.items()}
         body: Any = None
         if raw and headers.get("content-type", "").startswith("application/json"):
@@ -992,21 +992,6 @@ class CMAEmulator(LoopbackEmulator):
     @staticmethod
     def _json(status: int, data: Any) -> _Reply:
         return _Reply(status, json.dumps(data).encode())
-
-    @staticmethod
-    def _read_body(h: LoopbackHandler) -> bytes:
-        if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts: list[bytes] = []
-            while True:
-                size = int(h.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    while h.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(parts)
-                parts.append(h.rfile.read(size))
-                h.rfile.readline()
-        length = int(h.headers.get("Content-Length") or 0)
-        return h.rfile.read(length) if length else b""
 
     # -- agents --
 

@@ -314,7 +314,7 @@ class OpenAIEmulator(LoopbackEmulator):
     # -- request handling (server threads) --
 
     def _handle(self, h: LoopbackHandler) -> None:
-        raw = self._read_body(h)
+        raw = h.read_body()
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -450,22 +450,6 @@ class OpenAIEmulator(LoopbackEmulator):
         }
 
     # -- writing --
-
-    @staticmethod
-    def _read_body(h: LoopbackHandler) -> bytes:
-        if h.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts: list[bytes] = []
-            while True:
-                size = int(h.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    # Trailer section ends with an empty line.
-                    while h.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(parts)
-                parts.append(h.rfile.read(size))
-                h.rfile.readline()
-        length = int(h.headers.get("Content-Length") or 0)
-        return h.rfile.read(length) if length else b""
 
     def _send_json(
         self, h: LoopbackHandler, code: int, data: Any, extra: Mapping[str, str] | None = None
