@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import cProfile
 import gc
+import hashlib
 import importlib.util
 import io
 import json
@@ -77,9 +78,9 @@ def expected_text(turns: int) -> str:
     return f"done after {turns - 1} steps"
 
 
-# ── clients: each returns (setup, run_once, loop) ─────────────────────────────────────────
+# ── clients: each returns (setup, run_once) ───────────────────────────────────────────────
 # ``setup`` (async) builds what is shared by all runs; ``run_once(shared)`` runs one
-# conversation and returns its final text; ``loop`` is "asyncio" or "trio".
+# conversation and returns its final text. ``make_client`` adds the event loop to run them on.
 
 Runner_ = Callable[[Any], Awaitable[str]]
 
@@ -239,7 +240,7 @@ def make_client(name: str, base_url: str, turns: int) -> tuple[str, Callable[[],
     raise SystemExit(f"unknown client {name!r}")
 
 
-# ── the worker: one client, one scenario, in its own process ──────────────────────────────
+# ── the worker: one client, its scenarios, in a process of its own ────────────────────────
 
 
 class Sampler:
@@ -374,7 +375,7 @@ class ChatServer:
 
 
 def run_worker(
-    server: ChatServer, name: str, scenarios: list[tuple[int, int]], inner: int
+    server: ChatServer, name: str, scenarios: list[tuple[int, int]], inner: int, timeout: float
 ) -> list[dict[str, Any]]:
     before = server.stats()["requests"]
     cmd = [
@@ -389,7 +390,10 @@ def run_worker(
         "--inner",
         str(inner),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"worker {name} did not finish within {timeout:.0f} s") from None
     if done.returncode != 0:
         raise SystemExit(f"worker {name} failed:\n{done.stderr[-4000:]}")
     results: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -408,6 +412,16 @@ def versions() -> dict[str, str]:
         with contextlib.suppress(PackageNotFoundError):
             out[dist] = version(dist)
     return out
+
+
+def source_digest() -> str:
+    """A digest of the rma and rma_shell sources measured (the library moves under benchmarks)."""
+    digest = hashlib.sha256()
+    for path in sorted([*ROOT.glob("rma/**/*.py"), *ROOT.glob("rma_shell/**/*.py")]):
+        if "testing" in path.parts:
+            continue
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def machine() -> str:
@@ -480,6 +494,10 @@ def targets(summary: dict[str, Any], scenarios: list[tuple[int, int]]) -> None:
                 verdict = "holds" if x <= 1.5 else "FAILS"
                 print(f"  {name} {runs}×{turns}: {x:.2f}× the httpx floor (target ≤ 1.5): {verdict}")
     long, mid = summary.get("1x200", {}), summary.get("20x10", {})
+    for name in (FLOOR, "httpx-trio"):
+        if name in long and name in mid:
+            g = long[name]["ms_per_turn"] / mid[name]["ms_per_turn"]
+            print(f"  (for reference, {name} 200-turn / 10-turn per-turn cost: {g:.2f} wall)")
     for name in ("rma", "rma+client"):
         if name in long and name in mid:
             g = long[name]["ms_per_turn"] / mid[name]["ms_per_turn"]
@@ -533,10 +551,14 @@ def profile_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_syscall(function: str) -> bool:
+    return any(word in function for word in ("socket", "epoll", "select", "send", "recv", "poll"))
+
+
 def _package(filename: str | None, function: str) -> str:
     """The package a profiled function belongs to (cProfile's "~" entries are builtins)."""
     if not filename or filename == "~":
-        if "socket" in function or "epoll" in function or "select" in function:
+        if _is_syscall(function):
             return "syscalls (socket, epoll)"
         if "load_verify_locations" in function:
             return "ssl (CA bundle load)"
@@ -571,6 +593,16 @@ def print_pyinstrument(path: Path, turns: int, lines: int) -> None:
         leaf = stack[-1].split("\x00")
         function, filename = leaf[0], leaf[1] if len(leaf) > 1 else None
         key = _package(filename, function)
+        if key == "stdlib <built-in>" and not _is_syscall(function):
+            # A C function (isinstance, dict.get, json's scanner…) is its Python caller's cost.
+            for info in reversed(stack[:-1]):
+                caller = info.split("\x00")
+                caller_key = _package(caller[1] if len(caller) > 1 else None, caller[0])
+                if caller_key != "stdlib <built-in>":
+                    key = caller_key
+                    break
+        elif key == "stdlib <built-in>":
+            key = "syscalls (socket, epoll)"
         own[key] = own.get(key, 0.0) + seconds
         seen = set()
         for info in stack:
@@ -581,10 +613,18 @@ def print_pyinstrument(path: Path, turns: int, lines: int) -> None:
             if name not in seen:
                 seen.add(name)
                 inclusive[name] = inclusive.get(name, 0.0) + seconds
-    print_totals("own wall time by package (pyinstrument, 1 ms samples)", own, turns, lines)
+    title = "own wall time by package, C calls charged to their caller (pyinstrument, 1 ms samples)"
+    print_totals(title, own, turns, lines)
     print(f"inclusive wall time of rma, rma_shell and bench functions — {turns} turns")
     for name, value in sorted(inclusive.items(), key=lambda kv: -kv[1])[:lines]:
         print(f"  {value / turns * 1000:8.3f} ms/turn  {name}")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def main() -> int:
@@ -630,13 +670,15 @@ def main() -> int:
         if name not in CLIENTS:
             raise SystemExit(f"unknown client {name!r}; known: {', '.join(CLIENTS)}")
         module = NEEDS.get(name)
-        if module and importlib.util.find_spec(module) is None:
+        if module and not _installed(module):
             print(f"note: {name} is not installed (pip install -e '.[bench]'); skipped")
             continue
         clients.append(name)
 
     print(f"machine: {machine()}; load average at start {load()}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()))
+    digest = source_digest()
+    print(f"rma sources: {digest}")
     server = ChatServer()
     samples: dict[tuple[int, int], dict[str, dict[str, list[float]]]] = {s: {} for s in scenarios}
     # --quick: one worker per client covering every scenario (few process starts). Full: one
@@ -647,7 +689,7 @@ def main() -> int:
         for batch in batches:
             for _ in range(rounds):
                 for name in clients:
-                    for result in run_worker(server, name, batch, inner):
+                    for result in run_worker(server, name, batch, inner, 300 if args.quick else 3600):
                         into = samples[(result["runs"], result["turns"])].setdefault(
                             name, {"wall": [], "cpu": []}
                         )
@@ -656,12 +698,17 @@ def main() -> int:
     finally:
         server.close()
     summary = report(samples, clients)
+    if source_digest() != digest:
+        print("\nWARNING: the rma sources changed during the run; the figures mix two versions")
     if not args.quick:
         targets(summary, scenarios)
     print(f"\nload average at end {load()}; {time.perf_counter() - started:.0f} s")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"versions": versions(), "machine": machine(), "results": summary}, indent=2)
+            json.dumps(
+                {"versions": versions(), "machine": machine(), "sources": digest, "results": summary},
+                indent=2,
+            )
         )
     return 0
 
