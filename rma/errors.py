@@ -270,6 +270,19 @@ class Closed(SessionError):
     kind: ClassVar[str] = "closed"
 
 
+@attrs.frozen
+class NotFound(SessionError):
+    """A named remote thing does not exist (an artifact, a file, a harness)."""
+
+    kind: ClassVar[str] = "not_found"
+    resource: str = ""
+    name: str = ""
+
+    @property
+    def message(self) -> str:
+        return f"{self.resource or 'resource'} not found: {self.name}"
+
+
 ERROR_TYPES: tuple[type[SessionError], ...] = (
     Timeout,
     MaxTurnsExceeded,
@@ -290,6 +303,7 @@ ERROR_TYPES: tuple[type[SessionError], ...] = (
     Unsupported,
     Crashed,
     Closed,
+    NotFound,
 )
 """Every concrete error, for decoders and exhaustive tests."""
 
