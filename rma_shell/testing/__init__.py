@@ -4,7 +4,9 @@ They run real servers on 127.0.0.1, so code under test uses its normal HTTP stac
 for tests only: no TLS, no persistence, no attempt at performance beyond "fast enough".
 """
 
+from rma_shell.testing import agentcore_emulator as agentcore
 from rma_shell.testing import cma_emulator as cma
+from rma_shell.testing.agentcore_emulator import AgentCoreEmulator, AgentCoreFault
 from rma_shell.testing.cma_emulator import (
     CMAEmulator,
     CMAFault,
@@ -32,6 +34,8 @@ from rma_shell.testing.scripted import CLOSE, DROP, ScriptedProvider
 __all__ = [
     "CLOSE",
     "DROP",
+    "AgentCoreEmulator",
+    "AgentCoreFault",
     "CMAEmulator",
     "CMAFault",
     "Fault",
@@ -40,6 +44,7 @@ __all__ = [
     "ScriptedProvider",
     "SessionView",
     "Turn",
+    "agentcore",
     "cma",
     "delay",
     "drop_mid_stream",
