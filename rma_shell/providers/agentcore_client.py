@@ -1,0 +1,541 @@
+"""The Bedrock AgentCore HTTP client: SigV4-signed requests, event-stream responses, on trio.
+
+``AgentCoreClient`` moves bytes for the AgentCore provider and the session-storage artifact
+store: one ``InvokeHarness`` attempt (``invoke_harness``: every decoded event handed to
+``on_event`` as it arrives, silence beyond ``idle_timeout_s`` fails the attempt, B-28/B-29),
+``InvokeAgentRuntimeCommand`` (``run_command``: stdout/stderr streamed to ``on_output``,
+retried before any stream byte on throttling, transient 5xx and ``RetryableConflictException``)
+and signed JSON requests for the control plane (``request_json``). Credentials come from a
+``CredentialSource`` asked before every request, so refreshing credentials (roles, SSO) work.
+
+What it is not: it makes no loop decisions and never retries an invoke itself — whether a
+failed turn may be re-sent is the provider's call (B-9…B-12). Requests are signed exactly as
+sent: the URL is percent-encoded once here and httpx keeps it byte for byte.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import httpx
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.errors import (
+    AuthenticationError,
+    HttpError,
+    MalformedResponse,
+    ProviderError,
+    SessionError,
+    StreamDropped,
+    TransportError,
+)
+from rma.providers.agentcore_commands import CommandAssembler, CommandResult, command_body
+from rma.providers.bedrock_agentcore import (
+    AUTH_CODES,
+    EVENT_STREAM_TYPE,
+    SERVICE,
+    SESSION_HEADER,
+    USER_HEADER,
+    StreamFault,
+    classify,
+    error_code,
+    invoke_url,
+    is_retryable,
+    quote_value,
+)
+from rma.redact import redact_error
+from rma.retry import is_transient_error, next_delay_s
+from rma.vocabulary import JSON
+from rma.wire.eventstream import EventStreamDecoder, Message
+from rma.wire.sigv4 import sign
+from rma_shell.aws_credentials import CredentialSource
+from rma_shell.http import async_client
+from rma_shell.telemetry import Telemetry
+from rma_shell.telemetry import default as default_telemetry
+
+logger = logging.getLogger("rma.providers.bedrock_agentcore")
+
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+"""B-29: only silence between chunks fails a stream; the server's budget is timeoutSeconds."""
+
+_BODY_PREVIEW = 2000
+
+
+@attrs.frozen
+class Invoked:
+    """One InvokeHarness attempt that got a 200: the events it carried, in order."""
+
+    events: tuple[JSON, ...]
+    complete: bool
+    """A ``messageStop`` arrived (B-10); False means the stream ended early."""
+
+
+OnEvent = Callable[[JSON], Awaitable[None]]
+OnOutput = Callable[[str, str], Awaitable[None]]
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _json_or_text(raw: bytes) -> JSON:
+    text = raw.decode("utf-8", "replace")
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text[:_BODY_PREVIEW]
+
+
+class AgentCoreClient:
+    """Signed access to the AgentCore data and control planes of one region."""
+
+    def __init__(
+        self,
+        *,
+        region: str,
+        credentials: CredentialSource,
+        data_url: str,
+        control_url: str,
+        http_client: httpx.AsyncClient | None = None,
+        connect_timeout_s: float = 30.0,
+        read_timeout_s: float = 600.0,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        max_retries: int = 2,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 20.0,
+        now: Callable[[], datetime.datetime] = _utcnow,
+        rand: Callable[[], float] = random.random,
+        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self.telemetry = telemetry or default_telemetry
+        self.region = region
+        self.credentials = credentials
+        self.data_url = data_url.rstrip("/")
+        self.control_url = control_url.rstrip("/")
+        self.idle_timeout_s = idle_timeout_s
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self._now = now
+        self._rand = rand
+        self._sleep = sleep
+        self._owns = http_client is None
+        # Streams are read chunk by chunk under our own idle timer; read_timeout bounds one read.
+        self.http = http_client or async_client(
+            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s), follow_redirects=False
+        )
+        self._secrets: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"AgentCoreClient(region={self.region!r}, data_url={self.data_url!r})"
+
+    async def aclose(self) -> None:
+        if self._owns:
+            try:
+                await self.http.aclose()
+            except (httpx.HTTPError, OSError):
+                logger.debug("closing the AgentCore HTTP client failed")
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def redact_error(self, error: SessionError) -> SessionError:
+        return redact_error(error, self._secrets)
+
+    # -- signing ---------------------------------------------------------------------------
+
+    async def _headers(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes
+    ) -> Result[dict[str, str], SessionError]:
+        got = await self.credentials.get()
+        if isinstance(got, Failure):
+            return Failure(got.failure())
+        creds = got.unwrap()
+        self._secrets = tuple(s for s in (creds.secret_access_key, creds.session_token) if s)
+        return Success(
+            sign(
+                method,
+                url,
+                headers,
+                body,
+                credentials=creds,
+                region=self.region,
+                service=SERVICE,
+                now=self._now(),
+            )
+        )
+
+    def _http_failure(
+        self, method: str, url: str, status: int, headers: Mapping[str, str], raw: bytes
+    ) -> SessionError:
+        body = _json_or_text(raw)
+        code = error_code(status, headers, body)
+        if isinstance(body, dict):
+            body = {**body, "code": body.get("code", code)}
+        else:
+            body = {"code": code, "message": body}
+        if code in AUTH_CODES and status in (401, 403):
+            message = body.get("message") or body.get("Message") or ""
+            return AuthenticationError(detail=f"{code}: {message}".rstrip(": "))
+        return HttpError(status=status, body=body, method=method, url=url.split("?", 1)[0])
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        operation: str,
+        path: str,
+        receive_timeout_s: float | None = None,
+    ) -> Result[httpx.Response, SessionError]:
+        """Sign and send; the response is open for streaming (the caller closes it).
+
+        Emits ``rma.agent_core.request.start`` / ``.stop`` (M-2, B-46: operation, service,
+        method, templated path, status) around the exchange up to the response head.
+        """
+        signed = await self._headers(method, url, headers, body)
+        if isinstance(signed, Failure):
+            return Failure(signed.failure())
+        extensions: dict[str, Any] = {}
+        if receive_timeout_s is not None:
+            read = max(0.001, receive_timeout_s)
+            extensions["timeout"] = {"connect": 30.0, "read": read, "write": 30.0, "pool": 30.0}
+        request = self.http.build_request(
+            method, url, headers=signed.unwrap(), content=body or None, extensions=extensions
+        )
+        meta = {
+            "provider": "bedrock_agentcore",
+            "operation": operation,
+            "service": SERVICE,
+            "method": method,
+            "path": path,
+        }
+        with self.telemetry.span("rma.agent_core.request", meta) as stop:
+            try:
+                response = await self.http.send(request, stream=True)
+            except (httpx.HTTPError, OSError) as exc:
+                stop["error"] = "transport_error"
+                return Failure(_transport(exc, method))
+            stop["status"] = response.status_code
+        return Success(response)
+
+    # -- InvokeHarness -----------------------------------------------------------------------
+
+    async def invoke_harness(
+        self,
+        *,
+        harness_arn: str,
+        runtime_session_id: str,
+        body: bytes,
+        endpoint_name: str | None = None,
+        user_id: str | None = None,
+        on_event: OnEvent | None = None,
+    ) -> Result[Invoked, SessionError]:
+        """One attempt (B-27…B-32): never retried here."""
+        url = invoke_url(self.data_url, harness_arn, endpoint_name)
+        headers = {"Content-Type": "application/json", SESSION_HEADER: runtime_session_id}
+        if user_id is not None:
+            headers[USER_HEADER] = user_id
+        sent = await self._send(
+            "POST", url, headers, body, operation="InvokeHarness", path="/harnesses/invoke"
+        )
+        if isinstance(sent, Failure):
+            return Failure(self.redact_error(sent.failure()))
+        response = sent.unwrap()
+        try:
+            if response.status_code // 100 != 2:
+                raw = await self._read_capped(response)
+                return Failure(
+                    self.redact_error(
+                        self._http_failure("POST", url, response.status_code, response.headers, raw)
+                    )
+                )
+            events: list[JSON] = []
+            complete = False
+
+            async def take(message: Message) -> Result[None, SessionError]:
+                nonlocal complete
+                frame = self._frame(message)
+                if isinstance(frame, Failure):
+                    return Failure(frame.failure())
+                event = frame.unwrap()
+                events.append(event)
+                if isinstance(event, dict) and "messageStop" in event:
+                    complete = True
+                if on_event is not None:
+                    await on_event(event)
+                return Success(None)
+
+            read = await self._read_stream(response, take)
+            if isinstance(read, Failure):
+                return Failure(self.redact_error(read.failure()))
+            return Success(Invoked(tuple(events), complete))
+        finally:
+            await response.aclose()
+
+    def _frame(self, message: Message) -> Result[JSON, SessionError]:
+        payload = message.json() if message.payload else Success(None)
+        if isinstance(payload, Failure):
+            if message.message_type in ("exception", "error"):
+                text = message.payload.decode("utf-8", "replace")[:_BODY_PREVIEW]
+                payload = Success(text)
+            else:
+                return Failure(
+                    MalformedResponse(
+                        detail=f"{message.event_type or 'event'} frame payload is not JSON",
+                        response=message.payload[:_BODY_PREVIEW].decode("utf-8", "replace"),
+                    )
+                )
+        type_name = {
+            "exception": message.exception_type,
+            "error": message.error_code,
+        }.get(message.message_type, message.event_type)
+        frame = classify(message.message_type, type_name, payload.unwrap(), message.error_message)
+        if isinstance(frame, StreamFault):
+            return Failure(
+                ProviderError(detail=frame.message, error_type=frame.error_type, payload=frame.payload)
+            )
+        return Success(frame)
+
+    async def _read_capped(self, response: httpx.Response) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        try:
+            with trio.move_on_after(self.idle_timeout_s):
+                async for chunk in response.aiter_bytes():
+                    parts.append(chunk)
+                    size += len(chunk)
+                    if size > 64_000:
+                        break
+        except (httpx.HTTPError, OSError):
+            pass
+        return b"".join(parts)
+
+    async def _read_stream(
+        self, response: httpx.Response, take: Callable[[Message], Awaitable[Result[None, SessionError]]]
+    ) -> Result[None, SessionError]:
+        """Decode frames as chunks arrive; a stall beyond the idle timeout fails the read."""
+        content_type = response.headers.get("content-type", "")
+        if EVENT_STREAM_TYPE not in content_type:
+            raw = await self._read_capped(response)
+            return Failure(
+                MalformedResponse(
+                    detail=f"expected {EVENT_STREAM_TYPE}, got {content_type or 'no content type'}",
+                    response=_json_or_text(raw),
+                )
+            )
+        decoder = EventStreamDecoder()
+        chunks = response.aiter_bytes().__aiter__()
+        while True:
+            with trio.move_on_after(self.idle_timeout_s) as idle:
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    chunk = None
+                except (httpx.HTTPError, OSError) as exc:
+                    return Failure(StreamDropped(detail=f"the stream broke: {type(exc).__name__}"))
+            if idle.cancelled_caught:
+                return Failure(
+                    TransportError(
+                        detail=f"no data for {self.idle_timeout_s:g}s (idle timeout)", error_type="timeout"
+                    )
+                )
+            if chunk is None:
+                ended = decoder.finish()
+                if isinstance(ended, Failure):
+                    return Failure(
+                        StreamDropped(detail=f"the stream ended mid-frame: {ended.failure().detail}")
+                    )
+                return Success(None)
+            decoded = decoder.feed(chunk)
+            if isinstance(decoded, Failure):
+                error = decoded.failure()
+                # A corrupt frame is damage in transit, like a drop: the turn cannot be trusted.
+                return Failure(StreamDropped(detail=f"undecodable frame ({error.reason}): {error.detail}"))
+            for message in decoded.unwrap():
+                taken = await take(message)
+                if isinstance(taken, Failure):
+                    return taken
+
+    # -- InvokeAgentRuntimeCommand -------------------------------------------------------------
+
+    async def run_command(
+        self,
+        *,
+        runtime_arn: str,
+        runtime_session_id: str,
+        command: str,
+        timeout_s: int | None = None,
+        endpoint_name: str | None = None,
+        on_output: OnOutput | None = None,
+    ) -> Result[CommandResult, SessionError]:
+        """B-85…B-88: run a shell command in the session's microVM; a non-zero exit is a result.
+
+        Retried (with backoff) only while no stream byte has arrived: throttling, transient
+        5xx, ``RetryableConflictException`` and connection failures.
+        """
+        body = command_body(command, timeout_s)
+        if isinstance(body, Failure):
+            return Failure(body.failure())
+        url = f"{self.data_url}/runtimes/{quote_value(runtime_arn)}/commands"
+        if endpoint_name is not None:
+            url += f"?qualifier={quote_value(endpoint_name)}"
+        headers = {"Content-Type": "application/json", SESSION_HEADER: runtime_session_id}
+        attempt = 0
+        while True:
+            result, retry_headers = await self._command_attempt(url, headers, body.unwrap(), on_output)
+            if isinstance(result, Success) or retry_headers is None or attempt >= self.max_retries:
+                return result if isinstance(result, Success) else Failure(self.redact_error(result.failure()))
+            delay = next_delay_s(
+                attempt,
+                headers=retry_headers,
+                now_epoch_s=self._now().timestamp(),
+                jitter=min(1.0, max(0.0, self._rand())),
+                base_s=self.backoff_base_s,
+                cap_s=self.backoff_cap_s,
+            )
+            logger.warning(
+                "runtime command attempt %d failed (%s); retrying in %.2fs", attempt + 1, result, delay
+            )
+            await self._sleep(delay)
+            attempt += 1
+
+    async def _command_attempt(
+        self, url: str, headers: Mapping[str, str], body: bytes, on_output: OnOutput | None
+    ) -> tuple[Result[CommandResult, SessionError], Mapping[str, str] | None]:
+        """One attempt; the second value is the headers to honour when it may be retried."""
+        sent = await self._send(
+            "POST", url, headers, body, operation="InvokeAgentRuntimeCommand", path="/runtimes/{arn}/commands"
+        )
+        if isinstance(sent, Failure):
+            error = sent.failure()
+            retry = isinstance(error, TransportError) and error.error_type in ("econnrefused", "timeout")
+            return sent, ({} if retry else None)
+        response = sent.unwrap()
+        try:
+            if response.status_code // 100 != 2:
+                raw = await self._read_capped(response)
+                failure = self._http_failure("POST", url, response.status_code, response.headers, raw)
+                code = failure.body.get("code", "") if isinstance(failure, HttpError) else ""
+                retry = isinstance(failure, HttpError) and is_retryable(failure.status, str(code))
+                return Failure(failure), (dict(response.headers) if retry else None)
+            assembler = CommandAssembler()
+
+            async def take(message: Message) -> Result[None, SessionError]:
+                frame = self._frame(message)
+                if isinstance(frame, Failure):
+                    return Failure(frame.failure())
+                for stream, text in assembler.feed(frame.unwrap()):
+                    if on_output is not None:
+                        await on_output(stream, text)
+                return Success(None)
+
+            read = await self._read_stream(response, take)
+            if isinstance(read, Failure):
+                return Failure(read.failure()), None
+            return assembler.finish(), None
+        finally:
+            await response.aclose()
+
+    # -- control plane ---------------------------------------------------------------------------
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: str = "",
+        body: JSON = None,
+        operation: str,
+        path_template: str | None = None,
+        idempotent: bool | None = None,
+        receive_timeout_s: float | None = None,
+    ) -> Result[tuple[int, JSON], SessionError]:
+        """A signed control-plane call; ``path`` is already percent-encoded. Retried with
+        backoff on throttling, transient 5xx and connection failures when the call is
+        idempotent (GET/DELETE, or a POST/PATCH carrying a ``clientToken``)."""
+        url = f"{self.control_url}{path}" + (f"?{query}" if query else "")
+        payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        safe = idempotent if idempotent is not None else method in ("GET", "DELETE", "HEAD")
+        attempt = 0
+        while True:
+            outcome, retry_headers = await self._json_attempt(
+                method,
+                url,
+                headers,
+                payload,
+                operation=operation,
+                path=path_template or path,
+                receive_timeout_s=receive_timeout_s,
+            )
+            if (
+                isinstance(outcome, Success)
+                or retry_headers is None
+                or not safe
+                or attempt >= self.max_retries
+            ):
+                return (
+                    outcome if isinstance(outcome, Success) else Failure(self.redact_error(outcome.failure()))
+                )
+            delay = next_delay_s(
+                attempt,
+                headers=retry_headers,
+                now_epoch_s=self._now().timestamp(),
+                jitter=min(1.0, max(0.0, self._rand())),
+                base_s=self.backoff_base_s,
+                cap_s=self.backoff_cap_s,
+            )
+            await self._sleep(delay)
+            attempt += 1
+
+    async def _json_attempt(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        payload: bytes,
+        *,
+        operation: str,
+        path: str,
+        receive_timeout_s: float | None,
+    ) -> tuple[Result[tuple[int, JSON], SessionError], Mapping[str, str] | None]:
+        sent = await self._send(
+            method, url, headers, payload, operation=operation, path=path, receive_timeout_s=receive_timeout_s
+        )
+        if isinstance(sent, Failure):
+            error = sent.failure()
+            retry = isinstance(error, TransportError) and is_transient_error(error)
+            return sent, ({} if retry else None)
+        response = sent.unwrap()
+        try:
+            try:
+                content = await response.aread()
+            except (httpx.HTTPError, OSError) as exc:
+                return Failure(_transport(exc, method)), {}
+        finally:
+            await response.aclose()
+        if response.status_code // 100 != 2:
+            failure = self._http_failure(method, url, response.status_code, response.headers, content)
+            code = failure.body.get("code", "") if isinstance(failure, HttpError) else ""
+            retry = isinstance(failure, HttpError) and is_retryable(failure.status, str(code))
+            return Failure(failure), (dict(response.headers) if retry else None)
+        return Success((response.status_code, _json_or_text(content))), None
+
+
+def _transport(exc: BaseException, method: str) -> TransportError:
+    """A failure before any response: its kind says whether another attempt may help."""
+    if isinstance(exc, httpx.TimeoutException):
+        return TransportError(detail=f"{type(exc).__name__} on {method}", error_type="timeout")
+    if isinstance(exc, httpx.ConnectError):
+        return TransportError(detail=f"cannot connect: {exc}", error_type="econnrefused")
+    return TransportError(detail=f"{type(exc).__name__}: {exc}", error_type="closed")

@@ -1,0 +1,452 @@
+"""The Bedrock AgentCore Harness provider: one signed, streamed InvokeHarness per turn.
+
+``BedrockAgentCore(harness_arn=..., runtime_session_id=...)`` pairs the pure codec
+(``rma.providers.bedrock_agentcore``) with ``AgentCoreClient``. The loop runs server-side in
+the harness; each turn is one ``InvokeHarness`` whose event-stream frames are forwarded live
+to the handler as they arrive (B-7, B-28). The conversation lives in the runtime session, so a
+tool resume re-sends the assistant's toolUse blocks with the results (B-6), and a reattach
+(``session_id=``) simply invokes the same session again with ``resumed`` true (B-14).
+
+Retries (B-9…B-12 Better): a turn is re-sent, with backoff, only when that is safe — a
+throttled or transient-5xx answer, a connection failure, or a stream that ended before its
+``messageStop`` (B-10, default 2 retries; then ``early_termination``). Never after any other
+4xx, and never after an exception frame inside a 200 (the server said the turn failed).
+The run's timeout cancels the request client-side; the harness keeps running (and billing)
+up to its own ``timeoutSeconds`` (wire §5.4) — set ``timeout_seconds`` to bound it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import httpx
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.errors import HttpError, InvalidOpts, ProviderError, SessionError, StreamDropped, TransportError
+from rma.provider import Input
+from rma.providers.agentcore_commands import CommandResult
+from rma.providers.bedrock_agentcore import (
+    CODEC,
+    BedrockAgentCoreCodec,
+    check_endpoint_name,
+    check_overrides,
+    check_region,
+    check_runtime_session_id,
+    control_plane_url,
+    data_plane_url,
+    invoke_body,
+    is_retryable,
+    parse_harness_arn,
+    tool_declarations,
+)
+from rma.retry import is_transient_error, next_delay_s
+from rma.vocabulary import JSON
+from rma_shell.aws_credentials import CredentialSource, resolve_credential_source
+from rma_shell.logging import log_fields
+from rma_shell.providers.agentcore_client import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    AgentCoreClient,
+    OnOutput,
+)
+from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
+from rma_shell.telemetry import Telemetry
+
+logger = logging.getLogger("rma.providers.bedrock_agentcore")
+
+_UNSET: Any = object()
+
+
+def new_runtime_session_id(prefix: str = "rma-") -> str:
+    """A fresh runtime session id that satisfies every operation's rule (wire §4): the
+    prefix plus 32 characters of unpadded base64url from 24 random bytes."""
+    token = secrets.token_urlsafe(24)
+    # base64url may start with '-' or '_' only after the prefix; a prefix is alphanumeric-led.
+    value = f"{prefix}{token}"
+    if not value[0].isalnum():
+        value = "s" + value
+    return value[:100]
+
+
+@attrs.frozen
+class AgentCoreConn:
+    """One runtime session of one harness: what each invoke needs."""
+
+    runtime_session_id: str
+    harness_arn: str
+    resumed: bool = False
+    endpoint_name: str | None = None
+    user_id: str | None = None
+    overrides: Mapping[str, JSON] = attrs.field(factory=dict)
+    client: AgentCoreClient | None = attrs.field(default=None, eq=False, repr=False)
+
+
+class BedrockAgentCore(Provider[AgentCoreConn]):
+    """An agent loop run by an AWS Bedrock AgentCore harness.
+
+    Per provider or per run (``run(..., harness_arn=...)``; a provision handle
+    ``harness={"harness_arn", "harness_id"}`` is accepted too, B-4): ``harness_arn``
+    (required), ``runtime_session_id`` (required for a fresh session: 33–100 characters,
+    alphanumeric first, then ``[A-Za-z0-9_-]``; see ``new_runtime_session_id``),
+    ``endpoint_name`` (sent as the ``qualifier``; default: the DEFAULT endpoint), ``user_id``
+    (the runtime user-id header), and the per-invocation overrides ``timeout_seconds``,
+    ``max_iterations``, ``max_tokens``, ``model``, ``system_prompt``, ``tools`` (client tools
+    become ``inline_function`` declarations), ``skills``, ``allowed_tools``, ``actor_id``.
+
+    AWS settings resolve explicit option > ``app_config`` > environment (K-4/K-5):
+    ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``, ``aws_region``
+    (the harness ARN's region when none is given explicitly, so the signature scope always
+    matches the host). With the ``aws`` extra installed and no keys given, botocore's full
+    chain (profiles, SSO, container and instance roles) is used, refreshed as it expires.
+    ``data_url``/``control_url`` override the hosts derived from the region (``fips``,
+    ``dualstack`` select those variants). ``idle_timeout_s`` (default 300) bounds silence
+    within a turn's stream; ``invoke_retries`` (default 2) bounds re-sends of a turn.
+    """
+
+    codec: BedrockAgentCoreCodec = CODEC
+
+    def __init__(
+        self,
+        *,
+        harness_arn: str | None = None,
+        runtime_session_id: str | None = None,
+        endpoint_name: str | None = None,
+        user_id: str | None = None,
+        harness: Mapping[str, Any] | None = None,
+        timeout_seconds: int | None = None,
+        max_iterations: int | None = None,
+        max_tokens: int | None = None,
+        model: Mapping[str, Any] | None = None,
+        system_prompt: str | Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[object] | None = None,
+        skills: Sequence[Mapping[str, Any]] | None = None,
+        allowed_tools: Sequence[str] | None = None,
+        actor_id: str | None = None,
+        aws_access_key_id: Any = _UNSET,
+        aws_secret_access_key: Any = _UNSET,
+        aws_session_token: Any = _UNSET,
+        aws_region: Any = _UNSET,
+        app_config: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        credentials: CredentialSource | None = None,
+        data_url: str | None = None,
+        control_url: str | None = None,
+        fips: bool = False,
+        dualstack: bool = False,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        invoke_retries: int = 2,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 20.0,
+        http_client: httpx.AsyncClient | None = None,
+        client: AgentCoreClient | None = None,
+        rand: Callable[[], float] = random.random,
+        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self._telemetry = telemetry
+        self.defaults: dict[str, Any] = {
+            "harness_arn": harness_arn,
+            "runtime_session_id": runtime_session_id,
+            "endpoint_name": endpoint_name,
+            "user_id": user_id,
+            "harness": harness,
+            "timeout_seconds": timeout_seconds,
+            "max_iterations": max_iterations,
+            "max_tokens": max_tokens,
+            "model": model,
+            "system_prompt": system_prompt,
+            "tools": tools,
+            "skills": skills,
+            "allowed_tools": allowed_tools,
+            "actor_id": actor_id,
+        }
+        given = {
+            "aws_access_key_id": aws_access_key_id,
+            "aws_secret_access_key": aws_secret_access_key,
+            "aws_session_token": aws_session_token,
+            "aws_region": aws_region,
+        }
+        self._aws_opts = {k: v for k, v in given.items() if v is not _UNSET}
+        self._app = dict(app_config or {})
+        self._env = env
+        self._credentials = credentials
+        self._data_url = data_url
+        self._control_url = control_url
+        self._fips = fips
+        self._dualstack = dualstack
+        self.idle_timeout_s = idle_timeout_s
+        self.invoke_retries = invoke_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self._http_client = http_client
+        self._client = client
+        self._rand = rand
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return (
+            f"BedrockAgentCore(harness_arn={self.defaults['harness_arn']!r}, "
+            f"endpoint_name={self.defaults['endpoint_name']!r})"
+        )
+
+    # -- settings ------------------------------------------------------------------------
+
+    def _env_map(self) -> Mapping[str, str]:
+        return self._env if self._env is not None else os.environ
+
+    def _region(self, arn_region: str | None) -> Result[str, InvalidOpts]:
+        explicit = self._aws_opts.get("aws_region", self._app.get("aws_region"))
+        if explicit is not None:
+            return check_region(explicit)
+        if arn_region is not None:
+            return Success(arn_region)
+        env = self._env_map()
+        for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+            if env.get(name):
+                return check_region(env[name])
+        return Success("us-east-1")
+
+    async def _credential_source(self, region: str) -> Result[CredentialSource, SessionError]:
+        """Explicit options > app config > ``AWS_*`` environment; without keys and with the
+        ``aws`` extra, botocore's chain (profiles, SSO, roles), refreshed as it expires."""
+        if self._credentials is not None:
+            return Success(self._credentials)
+        opts = {**self._aws_opts, "aws_region": region}
+        source = await resolve_credential_source(opts=opts, app=self._app, env=self._env_map())
+        if isinstance(source, Failure):
+            return Failure(source.failure())
+        self._credentials = source.unwrap()
+        return Success(self._credentials)
+
+    async def client_for(self, region: str) -> Result[AgentCoreClient, SessionError]:
+        """The data/control-plane client for ``region``, built once."""
+        if self._client is not None:
+            return Success(self._client)
+        source = await self._credential_source(region)
+        if isinstance(source, Failure):
+            return Failure(source.failure())
+        self._client = AgentCoreClient(
+            region=region,
+            credentials=source.unwrap(),
+            data_url=self._data_url or data_plane_url(region, fips=self._fips, dualstack=self._dualstack),
+            control_url=self._control_url
+            or control_plane_url(region, fips=self._fips, dualstack=self._dualstack),
+            http_client=self._http_client,
+            idle_timeout_s=self.idle_timeout_s,
+            rand=self._rand,
+            sleep=self._sleep,
+            telemetry=self._telemetry,
+        )
+        return Success(self._client)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self, request: OpenRequest) -> Result[AgentCoreConn, SessionError]:
+        """B-2: validate everything before any network call; no call is made here."""
+        opts = {**{k: v for k, v in self.defaults.items() if v is not None}}
+        opts.update({k: v for k, v in request.extra.items() if k in self.defaults and v is not None})
+        handle = opts.get("harness")
+        arn_value = opts.get("harness_arn")
+        if arn_value is None and isinstance(handle, Mapping):
+            arn_value = handle.get("harness_arn")
+        if arn_value is None:
+            return Failure(InvalidOpts(option="harness_arn", detail="Bedrock AgentCore needs harness_arn="))
+        arn = parse_harness_arn(arn_value)
+        if isinstance(arn, Failure):
+            return Failure(arn.failure())
+        if request.session_id is not None:  # B-2 / R: a reattach wins over runtime_session_id
+            session = check_runtime_session_id(request.session_id, option="session_id")
+            resumed = True
+        elif opts.get("runtime_session_id") is not None:
+            session = check_runtime_session_id(opts["runtime_session_id"])
+            resumed = False
+        else:
+            return Failure(
+                InvalidOpts(
+                    option="runtime_session_id",
+                    detail="a fresh AgentCore session needs runtime_session_id= (33–100 characters; "
+                    "new_runtime_session_id() makes one), or session_id= to reattach",
+                )
+            )
+        if isinstance(session, Failure):
+            return Failure(session.failure())
+        endpoint = check_endpoint_name(opts.get("endpoint_name"))
+        if isinstance(endpoint, Failure):
+            return Failure(endpoint.failure())
+        user_id = opts.get("user_id")
+        if user_id is not None and (not isinstance(user_id, str) or not user_id):
+            return Failure(InvalidOpts(option="user_id", detail="must be a non-empty string"))
+        if opts.get("tools") is not None:
+            tools = tool_declarations(list(opts["tools"]))
+            if isinstance(tools, Failure):
+                return Failure(tools.failure())
+            opts["tools"] = tools.unwrap()
+        overrides = check_overrides(opts)
+        if isinstance(overrides, Failure):
+            return Failure(overrides.failure())
+        for name in ("invoke_retries",):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                return Failure(InvalidOpts(option=name, detail="must be an integer >= 0"))
+        if not isinstance(self.idle_timeout_s, int | float) or self.idle_timeout_s <= 0:
+            return Failure(
+                InvalidOpts(option="idle_timeout_s", detail="must be a positive number of seconds")
+            )
+        region = self._region(arn.unwrap().region)
+        if isinstance(region, Failure):
+            return Failure(region.failure())
+        client = await self.client_for(region.unwrap())
+        if isinstance(client, Failure):
+            return Failure(client.failure())
+        return Success(
+            AgentCoreConn(
+                runtime_session_id=session.unwrap(),
+                harness_arn=arn.unwrap().arn,
+                resumed=resumed,
+                endpoint_name=endpoint.unwrap(),
+                user_id=user_id,
+                overrides=overrides.unwrap(),
+                client=client.unwrap(),
+            )
+        )
+
+    def session_id(self, conn: AgentCoreConn) -> str | None:
+        return conn.runtime_session_id  # B-3
+
+    def resumed(self, conn: AgentCoreConn) -> bool:
+        return conn.resumed
+
+    def describe(self, conn: AgentCoreConn) -> Mapping[str, JSON]:
+        out: dict[str, JSON] = {"gen_ai_provider": "aws.bedrock"}
+        parsed = parse_harness_arn(conn.harness_arn)
+        if isinstance(parsed, Success):
+            out["agent_id"] = parsed.unwrap().harness_id
+            out["agent_name"] = parsed.unwrap().harness_id.rsplit("-", 1)[0]
+        model = conn.overrides.get("model")
+        if isinstance(model, Mapping):
+            for config in model.values():
+                if isinstance(config, Mapping) and isinstance(config.get("modelId"), str):
+                    out["model"] = config["modelId"]
+        if conn.client is not None:
+            try:
+                url = httpx.URL(conn.client.data_url)
+            except (httpx.InvalidURL, TypeError, ValueError):
+                return out
+            out["server_address"] = url.host or None
+            out["server_port"] = url.port or (443 if url.scheme == "https" else 80)
+        return out
+
+    async def aclose(self, conn: AgentCoreConn) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def close(self) -> None:
+        """Close the client this provider built (providers are reusable across runs)."""
+        if self._client is not None:
+            await self._client.aclose()
+
+    # -- turns ---------------------------------------------------------------------------
+
+    async def poll_turn(
+        self, conn: AgentCoreConn, input: Input, live: LiveSink | None
+    ) -> PollOutcome[AgentCoreConn]:
+        client = conn.client
+        if client is None:
+            return PollOutcome(Failure(ProviderError(detail="the AgentCore connection has no client")), conn)
+        if (
+            not isinstance(input, Mapping)
+            or not isinstance(input.get("messages"), list)
+            or not input["messages"]
+        ):
+            return PollOutcome(Failure(ProviderError(detail="refusing to invoke with no messages")), conn)
+        body = invoke_body(input, conn.overrides)
+        attempt = 0
+        while True:
+            got = await client.invoke_harness(
+                harness_arn=conn.harness_arn,
+                runtime_session_id=conn.runtime_session_id,
+                body=body,
+                endpoint_name=conn.endpoint_name,
+                user_id=conn.user_id,
+                on_event=live,
+            )
+            retry_headers: Mapping[str, str] | None = None
+            if isinstance(got, Success):
+                invoked = got.unwrap()
+                if invoked.complete:
+                    return PollOutcome(Success(invoked.events), conn)
+                error: SessionError = StreamDropped(detail="the stream ended before messageStop")
+            else:
+                error = got.failure()
+            if not _retryable(error):
+                return PollOutcome(Failure(error), conn)
+            if attempt >= self.invoke_retries:
+                if isinstance(error, StreamDropped):
+                    error = ProviderError(
+                        detail=f"the turn's stream ended early {attempt + 1} times: {error.detail}",
+                        error_type="early_termination",
+                    )
+                return PollOutcome(Failure(error), conn)
+            delay = next_delay_s(
+                attempt,
+                headers=retry_headers,
+                now_epoch_s=0.0,
+                jitter=min(1.0, max(0.0, self._rand())),
+                base_s=self.backoff_base_s,
+                cap_s=self.backoff_cap_s,
+            )
+            logger.warning(
+                "InvokeHarness attempt %d of %d failed (%s); retrying in %.2fs",
+                attempt + 1,
+                self.invoke_retries + 1,
+                error.message,
+                delay,
+                extra=log_fields(
+                    session_id=conn.runtime_session_id,
+                    provider="bedrock_agentcore",
+                    attempt=attempt,
+                    error=error.kind,
+                    delay_s=delay,
+                ),
+            )
+            await self._sleep(delay)
+            attempt += 1
+
+    # -- runtime commands ----------------------------------------------------------------
+
+    async def run_command(
+        self,
+        conn: AgentCoreConn,
+        command: str,
+        *,
+        timeout_seconds: int | None = None,
+        runtime_arn: str | None = None,
+        on_output: OnOutput | None = None,
+    ) -> Result[CommandResult, SessionError]:
+        """Run a shell command in this session's microVM (B-85…B-88); the harness ARN is the
+        target unless ``runtime_arn`` names the underlying runtime (wire §7 "Which ARN")."""
+        if conn.client is None:
+            return Failure(ProviderError(detail="the AgentCore connection has no client"))
+        return await conn.client.run_command(
+            runtime_arn=runtime_arn or conn.harness_arn,
+            runtime_session_id=conn.runtime_session_id,
+            command=command,
+            timeout_s=timeout_seconds,
+            endpoint_name=conn.endpoint_name,
+            on_output=on_output,
+        )
+
+
+def _retryable(error: SessionError) -> bool:
+    """Only what cannot have been the server's verdict on the turn."""
+    if isinstance(error, HttpError):
+        code = error.body.get("code", "") if isinstance(error.body, Mapping) else ""
+        return is_retryable(error.status, str(code))
+    if isinstance(error, TransportError | StreamDropped):
+        return is_transient_error(error)
+    return False
