@@ -48,29 +48,6 @@ class SessionStorage:
         self._run = run
         self._put_lock = trio.Lock()
 
-    @classmethod
-    def for_session(
-        cls,
-        provider: object,
-        conn: object,
-        *,
-        base_path: str = DEFAULT_MOUNT_PATH,
-        runtime_arn: str | None = None,
-        timeout_seconds: int | None = 120,
-    ) -> SessionStorage:
-        """Storage of an open AgentCore session (``BedrockAgentCore`` and its conn)."""
-        from rma_shell.providers.bedrock_agentcore import AgentCoreConn, BedrockAgentCore
-
-        if not isinstance(provider, BedrockAgentCore) or not isinstance(conn, AgentCoreConn):
-            raise TypeError("SessionStorage.for_session needs a BedrockAgentCore provider and its connection")
-
-        async def run(command: str) -> Result[CommandResult, SessionError]:
-            return await provider.run_command(
-                conn, command, timeout_seconds=timeout_seconds, runtime_arn=runtime_arn
-            )
-
-        return cls(run, base_path=base_path)
-
     async def list(self) -> Result[tuple[StoredArtifact, ...], SessionError]:
         """The regular files in the mount (not recursive), sorted by name."""
         ran = await self._run(list_command(self.base_path))

@@ -31,7 +31,7 @@ from returns.result import Failure, Result, Success
 
 from rma.errors import HttpError, InvalidOpts, ProviderError, SessionError, StreamDropped, TransportError
 from rma.provider import Input
-from rma.providers.agentcore_commands import CommandResult
+from rma.providers.agentcore_commands import DEFAULT_MOUNT_PATH, CommandResult
 from rma.providers.bedrock_agentcore import (
     CODEC,
     BedrockAgentCoreCodec,
@@ -48,6 +48,7 @@ from rma.providers.bedrock_agentcore import (
 )
 from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
+from rma_shell.artifacts.session_storage import SessionStorage
 from rma_shell.aws_credentials import CredentialSource, resolve_credential_source
 from rma_shell.logging import log_fields
 from rma_shell.providers.agentcore_client import (
@@ -421,25 +422,69 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
 
     async def run_command(
         self,
-        conn: AgentCoreConn,
         command: str,
         *,
+        runtime_session_id: str,
         timeout_seconds: int | None = None,
+        harness_arn: str | None = None,
         runtime_arn: str | None = None,
+        endpoint_name: str | None = None,
         on_output: OnOutput | None = None,
     ) -> Result[CommandResult, SessionError]:
-        """Run a shell command in this session's microVM (B-85…B-88); the harness ARN is the
-        target unless ``runtime_arn`` names the underlying runtime (wire §7 "Which ARN")."""
-        if conn.client is None:
-            return Failure(ProviderError(detail="the AgentCore connection has no client"))
-        return await conn.client.run_command(
-            runtime_arn=runtime_arn or conn.harness_arn,
-            runtime_session_id=conn.runtime_session_id,
+        """Run a shell command in a runtime session's microVM (B-85…B-88).
+
+        The target is the harness ARN (this provider's unless given) — the reference's
+        live-verified choice — or ``runtime_arn``, the runtime behind it (wire §7 "Which
+        ARN"). ``on_output(stream, text)`` receives stdout/stderr pieces as they arrive. A
+        non-zero exit or ``TIMED_OUT`` is a ``CommandResult``, not an error.
+        """
+        session = check_runtime_session_id(runtime_session_id)
+        if isinstance(session, Failure):
+            return Failure(session.failure())
+        endpoint = check_endpoint_name(
+            endpoint_name if endpoint_name is not None else self.defaults["endpoint_name"]
+        )
+        if isinstance(endpoint, Failure):
+            return Failure(endpoint.failure())
+        arn = parse_harness_arn(harness_arn or self.defaults["harness_arn"] or "")
+        if isinstance(arn, Failure) and runtime_arn is None:
+            return Failure(arn.failure())
+        arn_region = arn.unwrap().region if isinstance(arn, Success) else None
+        region = self._region(arn_region)
+        if isinstance(region, Failure):
+            return Failure(region.failure())
+        client = await self.client_for(region.unwrap())
+        if isinstance(client, Failure):
+            return Failure(client.failure())
+        target = runtime_arn or arn.unwrap().arn
+        return await client.unwrap().run_command(
+            runtime_arn=target,
+            runtime_session_id=session.unwrap(),
             command=command,
             timeout_s=timeout_seconds,
-            endpoint_name=conn.endpoint_name,
+            endpoint_name=endpoint.unwrap(),
             on_output=on_output,
         )
+
+    def storage(
+        self,
+        runtime_session_id: str,
+        *,
+        base_path: str = DEFAULT_MOUNT_PATH,
+        timeout_seconds: int | None = 120,
+        runtime_arn: str | None = None,
+    ) -> SessionStorage:
+        """The session-storage artifact store of one runtime session (list/fetch/put/delete)."""
+
+        async def run(command: str) -> Result[CommandResult, SessionError]:
+            return await self.run_command(
+                command,
+                runtime_session_id=runtime_session_id,
+                timeout_seconds=timeout_seconds,
+                runtime_arn=runtime_arn,
+            )
+
+        return SessionStorage(run, base_path=base_path)
 
 
 def _retryable(error: SessionError) -> bool:
