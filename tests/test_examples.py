@@ -20,6 +20,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
             "claude_managed_agents.py --emulator",
             "end_turn after 2 turns: ada@example.com is on the Pro plan.",
         ),
+        (
+            "bedrock_agent_core.py --emulator",
+            "end_turn after 2 turns: ada@example.com is on the Pro plan.",
+        ),
     ],
 )
 def test_example_runs(script: str, expected: str) -> None:
