@@ -3,9 +3,10 @@ ever contains a credential (issue 6).
 
 Every scenario runs a real session against a loopback emulator with recognizable fake
 secrets — an OpenAI-style key for Local, an Anthropic key and a bearer-token file for Claude
-Managed Agents — through the happy path and the failure paths (401, 5xx with retries,
-timeouts, malformed responses, a raising tool, a dropped stream, servers that echo the key
-back), captures everything the library emits and scans it for every secret.
+Managed Agents, AWS keys and a session token for Bedrock AgentCore — through the happy path
+and the failure paths (401/403, 5xx with retries, timeouts, malformed responses, a raising
+tool, a dropped stream, servers that echo the key back), captures everything the library
+emits and scans it for every secret.
 """
 
 from __future__ import annotations
@@ -513,6 +514,154 @@ async def test_an_echoed_bearer_token_is_masked(capture: Capture, tmp_path: Path
     await cma_401_echoing_the_bearer_token(capture, tmp_path)
     [error] = [text for label, text in capture.texts if label == "repr(outcome.inner)"]
     assert "AuthenticationError" in error and "token *** revoked" in error
+
+
+# ── Bedrock AgentCore ──────────────────────────────────────────────────────────────
+
+AC_SESSION = "rma-session-0123456789abcdef0123456789"
+
+
+async def run_agentcore(
+    cap: Capture,
+    script: list[Any],
+    *,
+    faults: list[Any] | None = None,
+    handler: Any = weather,
+    timeout: float = 20,
+    live: bool = False,
+    secret: str = AWS_SECRET,
+    commands: bool = False,
+) -> None:
+    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+    from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+
+    with AgentCoreEmulator(
+        script,
+        access_key_id=AWS_ACCESS_KEY,
+        secret_access_key=AWS_SECRET,
+        session_token=AWS_SESSION_TOKEN,
+        faults=faults or [],
+    ) as emu:
+        provider = BedrockAgentCore(
+            harness_arn=emu.harness_arn,
+            data_url=emu.base_url,
+            aws_access_key_id=AWS_ACCESS_KEY,
+            aws_secret_access_key=secret,
+            aws_session_token=AWS_SESSION_TOKEN,
+            env={},
+            tools=[WEATHER],
+            sleep=no_sleep,
+            rand=lambda: 0.0,
+            telemetry=cap.telemetry,
+        )
+        cap.keep("provider", provider)
+        try:
+            if live:
+                async with open_session(
+                    provider,
+                    handler=handler,
+                    prompt="go",
+                    telemetry=cap.telemetry,
+                    runtime_session_id=AC_SESSION,
+                ) as s:
+                    with trio.fail_after(timeout):
+                        cap.keep("outcome", await s.next_result())
+            else:
+                outcome = await run(
+                    provider,
+                    handler=handler,
+                    prompt="go",
+                    timeout=timeout,
+                    telemetry=cap.telemetry,
+                    record=cap.record(),
+                    runtime_session_id=AC_SESSION,
+                )
+                cap.keep("outcome", outcome)
+            cap.keep("client", await provider.client_for(emu.region))
+            if commands:
+                store = provider.storage(AC_SESSION)
+                cap.keep("put", await store.put("a.txt", b"hello"))
+                cap.keep("list", await store.list())
+                cap.keep("command", await provider.run_command("echo $0", runtime_session_id=AC_SESSION))
+        finally:
+            await provider.close()
+
+
+def _ac() -> Any:
+    from rma_shell.testing import agentcore_emulator
+
+    return agentcore_emulator
+
+
+async def ac_tool_loop(cap: Capture) -> None:
+    ace = _ac()
+    await run_agentcore(
+        cap, [ace.tool_turn(("get_weather", {"city": "SF"})), ace.text_turn("Sunny.")], commands=True
+    )
+
+
+async def ac_raising_tool(cap: Capture) -> None:
+    ace = _ac()
+    script = [ace.tool_turn(("get_weather", {"city": "SF"})), ace.text_turn("Sorry.")]
+    await run_agentcore(cap, script, handler=broken_tool)
+
+
+async def ac_wrong_secret(cap: Capture) -> None:
+    await run_agentcore(cap, [_ac().text_turn("never")], secret="LEAKCANARY-wrong-aws-secret")
+
+
+async def ac_500_echoing_the_secret(cap: Capture) -> None:
+    echo = _ac().error_once(400, "ValidationException", f"bad signature for {AWS_SECRET} {AWS_SESSION_TOKEN}")
+    await run_agentcore(cap, [_ac().text_turn("never")], faults=[echo])
+
+
+async def ac_exception_frame_echoing_the_secret(cap: Capture) -> None:
+    fault = _ac().exception_frame(
+        "runtimeClientError", f"token {AWS_SESSION_TOKEN} and {AWS_SECRET}", after=1
+    )
+    await run_agentcore(cap, [_ac().text_turn("never")], faults=[fault])
+
+
+async def ac_throttled_then_ok(cap: Capture) -> None:
+    await run_agentcore(cap, [_ac().text_turn("ok")], faults=[_ac().throttle_once()])
+
+
+async def ac_stream_drops(cap: Capture) -> None:
+    await run_agentcore(cap, [_ac().text_turn("never")], faults=[_ac().drop_after(1, times=5)])
+
+
+async def ac_timeout(cap: Capture) -> None:
+    await run_agentcore(cap, [_ac().text_turn("never")], faults=[_ac().stall(30, after=1)], timeout=0.5)
+
+
+async def ac_live_session(cap: Capture) -> None:
+    ace = _ac()
+    await run_agentcore(
+        cap, [ace.tool_turn(("get_weather", {"city": "SF"})), ace.text_turn("Sunny.")], live=True
+    )
+
+
+AC_SCENARIOS: dict[str, Callable[[Capture], Awaitable[None]]] = {
+    f.__name__: f
+    for f in (
+        ac_tool_loop,
+        ac_raising_tool,
+        ac_wrong_secret,
+        ac_500_echoing_the_secret,
+        ac_exception_frame_echoing_the_secret,
+        ac_throttled_then_ok,
+        ac_stream_drops,
+        ac_timeout,
+        ac_live_session,
+    )
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(AC_SCENARIOS))
+async def test_bedrock_agentcore_never_leaks_its_keys_or_token(capture: Capture, scenario: str) -> None:
+    with trio.fail_after(30):
+        await AC_SCENARIOS[scenario](capture)
+    capture.assert_clean()
 
 
 # ── values that hold credentials ───────────────────────────────────────────────────

@@ -19,6 +19,7 @@ import datetime
 import json
 import logging
 import random
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -56,11 +57,13 @@ from rma.vocabulary import JSON
 from rma.wire.eventstream import EventStreamDecoder, Message
 from rma.wire.sigv4 import sign
 from rma_shell.aws_credentials import CredentialSource
-from rma_shell.http import async_client
+from rma_shell.http import shared_ssl_context
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
 logger = logging.getLogger("rma.providers.bedrock_agentcore")
+
+_KEEPALIVE = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 """B-29: only silence between chunks fails a stream; the server's budget is timeoutSeconds."""
@@ -129,8 +132,11 @@ class AgentCoreClient:
         self._sleep = sleep
         self._owns = http_client is None
         # Streams are read chunk by chunk under our own idle timer; read_timeout bounds one read.
-        self.http = http_client or async_client(
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s), follow_redirects=False
+        # B-33: TCP keep-alive, so a long silent turn is not cut by a middlebox idling it out.
+        self.http = http_client or httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(verify=shared_ssl_context(), socket_options=_KEEPALIVE),
+            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+            follow_redirects=False,
         )
         self._secrets: tuple[str, ...] = ()
 

@@ -77,7 +77,7 @@ def invokes(emu: AgentCoreEmulator) -> list[Any]:
     return [r for r in emu.requests if r.path.startswith("/harnesses/invoke")]
 
 
-async def test_B6_B7_a_tool_loop_and_what_reaches_the_wire(made: list[BedrockAgentCore]) -> None:
+async def test_B3_B6_B7_B27_a_tool_loop_and_what_reaches_the_wire(made: list[BedrockAgentCore]) -> None:
     script = [
         ace.tool_turn(("lookup", {"id": "c9"}, "tooluse_a1"), text="checking"),
         ace.text_turn("Pro plan."),
@@ -159,7 +159,7 @@ async def test_B22_reused_indices_run_every_tool_once(made: list[BedrockAgentCor
         assert sorted(tools.calls) == [("a", {"x": 1}), ("b", {"y": 2}), ("c", {})]  # run concurrently
 
 
-async def test_server_tools_are_observed_not_run(made: list[BedrockAgentCore]) -> None:
+async def test_B18_B24_server_tools_are_observed_not_run(made: list[BedrockAgentCore]) -> None:
     script = [ace.server_tool_turn("shell", {"command": "ls"}, "a.txt", text="Found a.txt.")]
     with AgentCoreEmulator(script) as emu:
         tools = Tools()
@@ -236,12 +236,12 @@ async def test_user_id_header_is_sent(made: list[BedrockAgentCore]) -> None:
 
 
 class TestFailures:
-    async def test_B12_throttling_is_retried_with_backoff(self, made: list[BedrockAgentCore]) -> None:
+    async def test_B11_B12_throttling_is_retried_with_backoff(self, made: list[BedrockAgentCore]) -> None:
         with AgentCoreEmulator([ace.text_turn("ok")], faults=[ace.throttle_once()]) as emu:
             got = await run(provider(emu, made), handler=Tools(), prompt="x", runtime_session_id=SID)
             assert got.unwrap().text == "ok" and len(invokes(emu)) == 2
 
-    async def test_B12_a_4xx_is_never_retried(self, made: list[BedrockAgentCore]) -> None:
+    async def test_B12_B31_a_4xx_is_never_retried(self, made: list[BedrockAgentCore]) -> None:
         fault = ace.error_once(400, "ValidationException", "bad")
         with AgentCoreEmulator([ace.text_turn("ok")], faults=[fault]) as emu:
             got = await run(provider(emu, made), handler=Tools(), prompt="x", runtime_session_id=SID)
@@ -345,7 +345,7 @@ async def test_S69_live_session_follow_ups_share_the_runtime_session(made: list[
         assert {header(r, SESSION_HEADER) for r in invokes(emu)} == {SID}
 
 
-async def test_M2_request_telemetry_names_the_operation(made: list[BedrockAgentCore]) -> None:
+async def test_M2_B46_request_telemetry_names_the_operation(made: list[BedrockAgentCore]) -> None:
     telemetry = Telemetry()
     seen: list[tuple[str, dict[str, Any]]] = []
     telemetry.attach("t", ["rma.agent_core.request.*"], lambda name, m, meta: seen.append((name, dict(meta))))
@@ -362,3 +362,18 @@ def test_new_runtime_session_ids_are_valid_and_distinct() -> None:
 
     ids = {new_runtime_session_id() for _ in range(200)}
     assert len(ids) == 200 and all(isinstance(check_runtime_session_id(i), Success) for i in ids)
+
+
+async def test_B35_B32_nothing_printed_shows_credentials_and_5xx_is_retried_by_the_provider(
+    made: list[BedrockAgentCore],
+) -> None:
+    # B-32 Better: the HTTP layer never re-sends; the provider re-invokes a 500 (safe: no stream began).
+    with AgentCoreEmulator(
+        [ace.text_turn("ok")], faults=[ace.server_error_once()], session_token="TOKEN-xyz"
+    ) as emu:
+        p = provider(emu, made)
+        got = await run(p, handler=Tools(), prompt="x", runtime_session_id=SID)
+        assert got.unwrap().text == "ok" and len(invokes(emu)) == 2
+        client = p.client_for(emu.region)
+        shown = repr(p) + repr(await client) + repr(p._credentials)
+        assert emu.secret_access_key not in shown and "TOKEN-xyz" not in shown

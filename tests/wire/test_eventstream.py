@@ -1,4 +1,4 @@
-"""rma.wire.eventstream: the §6 vectors, chunking anywhere, and every typed failure."""
+"""rma.wire.eventstream: the §6 vectors, chunking anywhere (B-30, B-36), and every typed failure."""
 
 from __future__ import annotations
 
@@ -237,7 +237,7 @@ def _stream() -> bytes:
     )
 
 
-def test_split_at_every_byte_boundary_decodes_each_message_once() -> None:
+def test_B30_split_at_every_byte_boundary_decodes_each_message_once() -> None:
     stream = _stream()
     whole = decode(stream)
     assert len(whole) == 6
