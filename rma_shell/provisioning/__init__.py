@@ -1,0 +1,1 @@
+"""Provisioning flows: managed agents, environments and harnesses as content-addressed entities."""

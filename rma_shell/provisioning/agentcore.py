@@ -1,0 +1,503 @@
+"""AgentCore harness lifecycle: create-or-adopt, wait for READY and the endpoint, roll back, tear down.
+
+``provision_harness`` runs the reference algorithm (wire §9.2, B-47…B-84) on one monotonic
+deadline (``timeout``, default 365 s) shared by the wait for a same-name harness to finish
+deleting, the wait for ``READY`` and the wait for the endpoint (``DEFAULT`` or
+``endpoint_name``). The poll cadence derives from the budget; every request's receive timeout
+is bounded by what is left (B-71). Each failure is a ``HarnessError`` whose ``tag`` names it and
+whose ``WaitContext`` says where the wait was. A harness this call created and could not bring
+to READY (with its endpoint) is deleted again on any failure — also on cancellation and on an
+exception — with its own small budget, shielded from the caller's cancellation (B-72…B-74).
+Every poll emits ``rma.agent_core.provision.poll`` and logs a line, every wait a ``.stop`` (or
+``.exception``) — diagnosable without any handler (B-75…B-77, M-3, M-9).
+
+Better than the reference: listings are read over every page (B-44 WEAK, §11 #12); creates
+carry a ``clientToken`` so a retried create is idempotent (§11 #3); a 409 is told apart from a
+``RetryableConflictException`` by its code; the endpoint wait exists (B-79).
+
+Time and sleeping are trio's (``trio.current_time``, ``trio.sleep``), so tests run the
+365-second budget in ``trio.testing.MockClock`` virtual time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+from returns.result import Failure, Result, Success
+
+from rma.errors import HttpError, SessionError
+from rma.providers.bedrock_agentcore import check_endpoint_name, quote_value
+from rma.provisioning.harness import (
+    DEFAULT_ENDPOINT,
+    ROLLBACK_BUDGET_S,
+    HarnessError,
+    HarnessHandle,
+    Phase,
+    StatusClass,
+    WaitBudget,
+    WaitContext,
+    classify,
+    create_body,
+    tag_for,
+)
+from rma.provisioning.identity import combined_digest, harness_name
+from rma.provisioning.spec import AgentSpec, EnvironmentSpec
+from rma.vocabulary import JSON
+from rma_shell.providers.agentcore_client import AgentCoreClient
+from rma_shell.telemetry import Telemetry
+from rma_shell.telemetry import default as default_telemetry
+
+logger = logging.getLogger("rma.provisioning.agentcore")
+
+CLIENT_RECEIVE_TIMEOUT_S = 600.0
+"""The control-plane client's default receive timeout; one attempt never waits longer."""
+GET_ATTEMPTS = 3
+POST_ATTEMPTS = 1
+ADOPTABLE = frozenset({"READY", "CREATING", "UPDATING"})
+
+
+def _client_token() -> str:
+    return f"rma-{uuid.uuid4()}"
+
+
+@attrs.define
+class _Run:
+    """One provision call: the client, the budget, and how to sleep and read the clock."""
+
+    client: AgentCoreClient
+    budget: WaitBudget
+    telemetry: Telemetry
+    clock: Callable[[], float]
+    sleep: Callable[[float], Awaitable[None]]
+    receive_timeout_s: float
+
+    def timeout_for(self, attempts: int) -> float:
+        return self.budget.attempt_timeout(self.receive_timeout_s, attempts, self.clock())
+
+
+async def provision_harness(
+    client: AgentCoreClient,
+    agent: AgentSpec,
+    environment: EnvironmentSpec | None = None,
+    *,
+    execution_role_arn: str,
+    prefix: str | None = None,
+    endpoint_name: str | None = None,
+    timeout: float | None = None,
+    poll_interval: float | None = None,
+    max_polls: int | None = None,
+    environment_variables: Mapping[str, str] | None = None,
+    extra: Mapping[str, JSON] | None = None,
+    receive_timeout_s: float = CLIENT_RECEIVE_TIMEOUT_S,
+    telemetry: Telemetry | None = None,
+    clock: Callable[[], float] = trio.current_time,
+    sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+    client_token: Callable[[], str] = _client_token,
+) -> Result[HarnessHandle, SessionError]:
+    """Create (or adopt) the harness for ``agent`` in ``environment`` and wait until it and its
+    endpoint are READY. ``timeout`` (seconds) is the whole budget; without it the legacy
+    ``poll_interval`` × (``max_polls`` + 1) rule applies, at least 365 s (B-62)."""
+    endpoint = check_endpoint_name(endpoint_name)  # B-80: before any harness exists
+    if isinstance(endpoint, Failure):
+        return Failure(endpoint.failure())
+    name = harness_name(agent, environment, prefix)
+    digest = combined_digest(agent, environment)
+    body = create_body(
+        name,
+        execution_role_arn,
+        agent,
+        environment,
+        environment_variables=environment_variables,
+        client_token=client_token(),
+        extra=extra,
+    )
+    if isinstance(body, Failure):
+        return Failure(body.failure())
+    budget = WaitBudget.start(clock(), timeout=timeout, poll_interval=poll_interval, max_polls=max_polls)
+    if isinstance(budget, Failure):
+        return Failure(budget.failure())
+    run = _Run(client, budget.unwrap(), telemetry or default_telemetry, clock, sleep, receive_timeout_s)
+    wanted_endpoint = endpoint.unwrap() or DEFAULT_ENDPOINT
+    created = await _create(run, body.unwrap())
+    if isinstance(created, Success):
+        harness = created.unwrap()
+        return await _wait_with_rollback(run, harness, wanted_endpoint, name, digest)
+    error = created.failure()
+    if not _conflict(error):
+        logger.warning("CreateHarness %s failed: %s", name, error.message)
+        return Failure(error)
+    return await _recover(run, body.unwrap(), name, digest, wanted_endpoint, client_token)
+
+
+async def teardown_harness(
+    client: AgentCoreClient,
+    harness: HarnessHandle | Mapping[str, Any] | str,
+    *,
+    delete_managed_memory: bool | None = None,
+    receive_timeout_s: float | None = None,
+    client_token: Callable[[], str] = _client_token,
+) -> Result[None, SessionError]:
+    """B-58: DeleteHarness; deletion completes asynchronously and is not awaited. A harness
+    that is already gone (404) counts as torn down."""
+    harness_id = harness if isinstance(harness, str) else harness.get("harness_id")
+    if not isinstance(harness_id, str) or not harness_id:
+        return Failure(HarnessError(tag="invalid_handle", detail=f"no harness_id in {harness!r}"))
+    query = f"clientToken={quote_value(client_token())}"
+    if delete_managed_memory is not None:
+        query += f"&deleteManagedMemory={'true' if delete_managed_memory else 'false'}"
+    got = await client.request_json(
+        "DELETE",
+        f"/harnesses/{quote_value(harness_id)}",
+        query=query,
+        operation="DeleteHarness",
+        path_template="/harnesses/{harnessId}",
+        receive_timeout_s=receive_timeout_s,
+    )
+    if isinstance(got, Failure):
+        error = got.failure()
+        if isinstance(error, HttpError) and error.status == 404:
+            return Success(None)
+        return Failure(error)
+    return Success(None)
+
+
+async def list_harnesses(
+    client: AgentCoreClient, *, receive_timeout_s: float | None = None
+) -> Result[list[JSON], SessionError]:
+    """Every harness summary, over every page (§11 #12: absence is only evidence on a full listing)."""
+    out: list[JSON] = []
+    token: str | None = None
+    while True:
+        query = "maxResults=100" + (f"&nextToken={quote_value(token)}" if token else "")
+        got = await client.request_json(
+            "GET", "/harnesses", query=query, operation="ListHarnesses", receive_timeout_s=receive_timeout_s
+        )
+        if isinstance(got, Failure):
+            return Failure(got.failure())
+        _, page = got.unwrap()
+        if not isinstance(page, Mapping):
+            return Failure(HarnessError(tag="unexpected_list_response", payload=page))
+        entries = page.get("harnesses", [])  # tolerate a missing key (§8.3)
+        if not isinstance(entries, list):
+            return Failure(HarnessError(tag="unexpected_list_response", payload=dict(page)))
+        out.extend(entries)
+        next_token = page.get("nextToken")
+        if not isinstance(next_token, str) or not next_token:
+            return Success(out)
+        token = next_token
+
+
+# --- steps ------------------------------------------------------------------------------------
+
+
+def _conflict(error: SessionError) -> bool:
+    """A 409 ``ConflictException`` (not the retryable kind, which the client already retried)."""
+    if not isinstance(error, HttpError) or error.status != 409:
+        return False
+    code = error.body.get("code") if isinstance(error.body, Mapping) else None
+    return code in (None, "ConflictException", "409")
+
+
+async def _create(run: _Run, body: Mapping[str, JSON]) -> Result[HarnessHandle, SessionError]:
+    """B-51: a 2xx must carry ``harness.arn`` and ``harness.harnessId`` (strings)."""
+    got = await run.client.request_json(
+        "POST",
+        "/harnesses",
+        body=dict(body),
+        operation="CreateHarness",
+        idempotent=True,  # the clientToken makes a re-sent create the same create
+        receive_timeout_s=run.timeout_for(POST_ATTEMPTS),
+    )
+    if isinstance(got, Failure):
+        return Failure(got.failure())
+    _, answer = got.unwrap()
+    harness = answer.get("harness") if isinstance(answer, Mapping) else None
+    arn = harness.get("arn") if isinstance(harness, Mapping) else None
+    harness_id = harness.get("harnessId") if isinstance(harness, Mapping) else None
+    if not isinstance(arn, str) or not isinstance(harness_id, str):
+        return Failure(HarnessError(tag="unexpected_create_response", payload=answer))
+    return Success(HarnessHandle(arn, harness_id, str(body.get("harnessName", "")), created=True))
+
+
+async def _recover(
+    run: _Run,
+    body: dict[str, JSON],
+    name: str,
+    digest: str,
+    endpoint: str,
+    client_token: Callable[[], str],
+) -> Result[HarnessHandle, SessionError]:
+    """B-52…B-56: a same-name harness exists — adopt it, wait out its deletion, or refuse."""
+    listed = await list_harnesses(run.client, receive_timeout_s=run.timeout_for(GET_ATTEMPTS))
+    if isinstance(listed, Failure):
+        return Failure(listed.failure())
+    same = [h for h in listed.unwrap() if isinstance(h, Mapping) and h.get("harnessName") == name]
+    adoptable = [h for h in same if h.get("status") in ADOPTABLE]
+    if adoptable:
+        entry = adoptable[0]
+        arn, harness_id = entry.get("arn"), entry.get("harnessId")
+        if not isinstance(arn, str) or not isinstance(harness_id, str):
+            return Failure(HarnessError(tag="unexpected_list_response", payload=dict(entry)))
+        logger.info("harness %s exists (%s); adopting it", name, entry.get("status"))
+        adopted = HarnessHandle(arn, harness_id, name, digest, created=False)
+        return await _wait(run, adopted, endpoint)  # never rolled back: someone else owns it
+    if any(h.get("status") == "DELETING" for h in same):
+        deleted = await _wait_deleted(run, name)
+        if isinstance(deleted, Failure):
+            return deleted
+        if not run.budget.may_poll(run.clock()):
+            context = WaitContext(name, Phase.DELETED, None, None, run.budget.elapsed(run.clock()), None)
+            return Failure(HarnessError(tag="harness_ready_timeout", context=context))
+        again = await _create(run, {**body, "clientToken": client_token()})
+        if isinstance(again, Failure):
+            return Failure(again.failure())  # a second 409 is returned as is (B-56)
+        return await _wait_with_rollback(run, again.unwrap(), endpoint, name, digest)
+    statuses = [h.get("status") for h in same]
+    logger.warning("harness name %s is taken (statuses %s); not adopting it", name, statuses or "not listed")
+    return Failure(HarnessError(tag="harness_name_conflict", detail=name, payload={"statuses": statuses}))
+
+
+async def _wait_with_rollback(
+    run: _Run, harness: HarnessHandle, endpoint: str, name: str, digest: str
+) -> Result[HarnessHandle, SessionError]:
+    """B-72: a harness this call created and could not make ready is deleted again."""
+    handle = attrs.evolve(harness, name=name, digest=digest, created=True)
+    try:
+        waited = await _wait(run, handle, endpoint)
+    except BaseException:
+        await _rollback(run.client, handle.harness_id, run.receive_timeout_s)
+        raise
+    if isinstance(waited, Failure):
+        await _rollback(run.client, handle.harness_id, run.receive_timeout_s)
+    return waited
+
+
+async def _rollback(client: AgentCoreClient, harness_id: str, receive_timeout_s: float) -> None:
+    """B-73, B-74: best effort on its own 30 s budget, shielded from the caller's cancellation;
+    its outcome is logged and never replaces the original error."""
+    with trio.CancelScope(shield=True), trio.move_on_after(ROLLBACK_BUDGET_S) as scope:
+        try:
+            got = await teardown_harness(
+                client, harness_id, receive_timeout_s=min(receive_timeout_s, ROLLBACK_BUDGET_S / GET_ATTEMPTS)
+            )
+        except Exception as exc:
+            logger.error(
+                "could not roll back harness %s (it may be orphaned): failed hard: %r", harness_id, exc
+            )
+            return
+        if isinstance(got, Failure):
+            logger.error(
+                "could not roll back harness %s (it may be orphaned): %s", harness_id, got.failure().message
+            )
+        else:
+            logger.info("rolled back harness %s", harness_id)
+    if scope.cancelled_caught:
+        logger.error(
+            "could not roll back harness %s (it may be orphaned): no answer within %.0fs",
+            harness_id,
+            ROLLBACK_BUDGET_S,
+        )
+
+
+async def _wait(run: _Run, harness: HarnessHandle, endpoint: str) -> Result[HarnessHandle, SessionError]:
+    """B-64, B-79: READY first; only then the endpoint (a harness that never gets there costs
+    zero endpoint calls)."""
+    ready = await _status_loop(run, harness.harness_id, Phase.READY, None)
+    if isinstance(ready, Failure):
+        return Failure(ready.failure())
+    live = await _status_loop(run, harness.harness_id, Phase.ENDPOINT, endpoint)
+    if isinstance(live, Failure):
+        return Failure(live.failure())
+    return Success(harness)
+
+
+async def _fetch_status(
+    run: _Run, harness_id: str, phase: Phase, endpoint: str | None
+) -> Result[str | None, SessionError]:
+    if phase is Phase.READY:
+        path, template, operation, key = (
+            f"/harnesses/{quote_value(harness_id)}",
+            "/harnesses/{harnessId}",
+            "GetHarness",
+            "harness",
+        )
+    else:
+        path, template, operation, key = (
+            f"/harnesses/{quote_value(harness_id)}/endpoints/{quote_value(endpoint or DEFAULT_ENDPOINT)}",
+            "/harnesses/{harnessId}/endpoints/{endpointName}",
+            "GetHarnessEndpoint",
+            "endpoint",
+        )
+    got = await run.client.request_json(
+        "GET",
+        path,
+        operation=operation,
+        path_template=template,
+        receive_timeout_s=run.timeout_for(GET_ATTEMPTS),
+    )
+    if isinstance(got, Failure):
+        error = got.failure()
+        if phase is Phase.ENDPOINT and isinstance(error, HttpError) and error.status == 404:
+            return Success(None)  # the endpoint does not exist yet: "not yet" (§8.5)
+        return Failure(error)
+    _, answer = got.unwrap()
+    item = answer.get(key) if isinstance(answer, Mapping) else None
+    status = item.get("status") if isinstance(item, Mapping) else None
+    if not isinstance(status, str):
+        tag = (
+            "unexpected_get_harness_response" if phase is Phase.READY else "unexpected_get_endpoint_response"
+        )
+        return Failure(HarnessError(tag=tag, payload=answer))
+    return Success(status)
+
+
+async def _status_loop(
+    run: _Run, harness_id: str, phase: Phase, endpoint: str | None
+) -> Result[str, SessionError]:
+    """§9.2 step 4, for one phase, instrumented (B-75…B-77)."""
+    started = run.clock()
+    polls = 0
+    last: str | None = None
+    meta = {"harness_id": harness_id, "phase": str(phase), **({"endpoint": endpoint} if endpoint else {})}
+
+    def context() -> WaitContext:
+        return WaitContext(harness_id, phase, endpoint, last, run.budget.elapsed(run.clock()), polls)
+
+    def stop(result: str) -> None:
+        duration = run.clock() - started
+        run.telemetry.emit(
+            "rma.agent_core.provision.stop",
+            {"duration": duration, "polls": polls},
+            {**meta, "result": result},
+        )
+        log = logger.info if result == "ok" else logger.warning
+        log(
+            "harness wait %s: harness_id=%s phase=%s%s last_status=%s polls=%d duration_s=%.1f",
+            result,
+            harness_id,
+            phase,
+            f" endpoint={endpoint}" if endpoint else "",
+            last or "none",
+            polls,
+            duration,
+        )
+
+    try:
+        while True:
+            fetched = await _fetch_status(run, harness_id, phase, endpoint)
+            if isinstance(fetched, Failure):
+                error = fetched.failure()
+                if isinstance(error, HarnessError):
+                    stop(f"error:{error.tag}")
+                    return Failure(error)
+                if not run.budget.may_poll(run.clock()):
+                    logger.warning(
+                        "harness %s %s poll failed with the budget spent: %s",
+                        harness_id,
+                        phase,
+                        error.message,
+                    )
+                    failure = HarnessError(
+                        tag=tag_for(phase, "timeout"), context=attrs.evolve(context(), last_status=None)
+                    )
+                    stop(f"error:{failure.tag}")
+                    return Failure(failure)
+                stop(f"error:{error.kind}")
+                return Failure(error)
+            last = fetched.unwrap()
+            polls += 1
+            elapsed = run.budget.elapsed(run.clock())
+            run.telemetry.emit(
+                "rma.agent_core.provision.poll",
+                {"elapsed": elapsed, "poll_n": polls},
+                {**meta, "status": last},
+            )
+            logger.debug(
+                "harness poll harness_id=%s phase=%s status=%s poll_n=%d elapsed_s=%.1f",
+                harness_id,
+                phase,
+                last or "absent",
+                polls,
+                elapsed,
+            )
+            match classify(last or "CREATING"):
+                case StatusClass.READY:
+                    stop("ok")
+                    return Success(last or "READY")
+                case StatusClass.CREATING:
+                    if not run.budget.may_poll(run.clock()):
+                        failure = HarnessError(tag=tag_for(phase, "timeout"), context=context())
+                        stop(f"error:{failure.tag}")
+                        return Failure(failure)
+                    await run.sleep(run.budget.poll_s)
+                    run.budget = run.budget.spend()
+                case StatusClass.TERMINATING:
+                    failure = HarnessError(tag=tag_for(phase, "terminating"), context=context())
+                    stop(f"error:{failure.tag}")
+                    return Failure(failure)
+                case StatusClass.FAILED:
+                    failure = HarnessError(tag=tag_for(phase, "failed"), context=context())
+                    stop(f"error:{failure.tag}")
+                    return Failure(failure)
+                case StatusClass.UNKNOWN:
+                    failure = HarnessError(tag=tag_for(phase, "unknown"), context=context())
+                    stop(f"error:{failure.tag}")
+                    return Failure(failure)
+    except BaseException as exc:
+        run.telemetry.emit(
+            "rma.agent_core.provision.exception",
+            {"duration": run.clock() - started},
+            {**meta, "kind": type(exc).__name__, "result": f"exception:{type(exc).__name__}"},
+        )
+        logger.error(
+            "harness wait failed hard: harness_id=%s phase=%s kind=%s", harness_id, phase, type(exc).__name__
+        )
+        raise
+
+
+async def _wait_deleted(run: _Run, name: str) -> Result[None, SessionError]:
+    """B-68, B-69: poll the full listing until the name is gone; a listing failure proceeds
+    unconfirmed (the next create arbitrates)."""
+    polls = 0
+    while True:
+        listed = await list_harnesses(run.client, receive_timeout_s=run.timeout_for(GET_ATTEMPTS))
+        if isinstance(listed, Failure):
+            logger.warning(
+                "could not list harnesses while waiting for %s to be deleted; proceeding unconfirmed: %s",
+                name,
+                listed.failure().message,
+            )
+            return Success(None)
+        same = [h for h in listed.unwrap() if isinstance(h, Mapping) and h.get("harnessName") == name]
+        polls += 1
+        if not same:
+            return Success(None)
+        status = same[0].get("status")
+        run.telemetry.emit(
+            "rma.agent_core.provision.poll",
+            {"elapsed": run.budget.elapsed(run.clock()), "poll_n": polls},
+            {"harness_id": name, "phase": str(Phase.DELETED), "status": status},
+        )
+        if not run.budget.may_poll(run.clock()):
+            context = WaitContext(
+                name,
+                Phase.DELETED,
+                None,
+                status if isinstance(status, str) else None,
+                run.budget.elapsed(run.clock()),
+                polls,
+            )
+            return Failure(HarnessError(tag="harness_still_deleting", context=context))
+        await run.sleep(run.budget.poll_s)
+        run.budget = run.budget.spend()
+
+
+def wall_clock() -> float:
+    """A clock for provisioning outside trio's virtual time (scripts, the CLI)."""
+    return time.monotonic()
