@@ -6,7 +6,7 @@ for tests only: no TLS, no persistence, no attempt at performance beyond "fast e
 
 from rma_shell.testing import agentcore_emulator as agentcore
 from rma_shell.testing import cma_emulator as cma
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator, AgentCoreFault
+from rma_shell.testing.agentcore_emulator import AgentCoreEmulator, AgentCoreFault, ControlPlane, HarnessView
 from rma_shell.testing.cma_emulator import (
     CMAEmulator,
     CMAFault,
@@ -38,7 +38,9 @@ __all__ = [
     "AgentCoreFault",
     "CMAEmulator",
     "CMAFault",
+    "ControlPlane",
     "Fault",
+    "HarnessView",
     "OpenAIEmulator",
     "RecordedRequest",
     "ScriptedProvider",

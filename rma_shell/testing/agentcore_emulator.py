@@ -1,4 +1,5 @@
-"""A loopback Bedrock AgentCore data plane: ``InvokeHarness`` and ``InvokeAgentRuntimeCommand``.
+"""A loopback Bedrock AgentCore: the data plane (``InvokeHarness``, ``InvokeAgentRuntimeCommand``)
+and the control plane's harness and endpoint operations, on one loopback server.
 
 ``AgentCoreEmulator`` runs a real HTTP/1.1 server on 127.0.0.1 (an OS-chosen port) in
 background threads and speaks the wire of botocore 1.44.5's ``bedrock-agentcore`` model, so
@@ -40,9 +41,11 @@ behaviour is unknown. What it checks, in order, on every request:
    Value … at 'runtimeSessionId' failed to satisfy constraint: …") with ``reason``
    (``FieldValidationFailed``; ``CannotParse`` for a body that is not a JSON object) and
    ``fieldList``.
-4. **The target**: the harness ARN (and ``qualifier``, an endpoint name) must exist, else a
-   404 ``ResourceNotFoundException``. The command operation accepts the harness ARN, the
-   runtime ARN behind it, or either id (with ``accountId`` when given).
+4. **The target**: the harness ARN (and ``qualifier``, an endpoint name; ``DEFAULT`` when
+   absent) must exist, else a 404 ``ResourceNotFoundException``; the harness and that
+   endpoint must be READY or UPDATING, else a 400 ``ValidationException`` with reason
+   ``ResourceConflict`` (see the control plane below). The command operation accepts the
+   harness ARN, the runtime ARN behind it, or either id (with ``accountId`` when given).
 
 Error responses are what the service sends: the status, ``x-amzn-ErrorType: <Code>``,
 ``x-amzn-RequestId`` and a JSON body ``{"message": …}`` (plus ``reason``/``fieldList``).
@@ -105,8 +108,8 @@ too. A missing session header starts a fresh session (botocore always fills one 
 Every directory is removed on ``close``.
 
 **Faults** (``faults=`` or ``inject``; global or for one session; each for ``times``
-requests; ``operation`` narrows them to ``"InvokeHarness"`` or
-``"InvokeAgentRuntimeCommand"``): ``throttle_once`` (429 ``ThrottlingException``),
+requests; ``operation`` narrows them to ``"InvokeHarness"``, ``"InvokeAgentRuntimeCommand"``
+or a control operation — there only the status faults apply): ``throttle_once`` (429 ``ThrottlingException``),
 ``server_error_once`` (``InternalServerException``), ``error_once`` (any status and code),
 and, inside a 200 stream after ``n`` frames: ``drop_after`` (close the connection),
 ``truncate_frame_after`` (half a frame, then close), ``bad_crc_after`` (that frame with a
@@ -117,8 +120,60 @@ end of the stream (truncate and bad CRC then use a filler event). Note that
 ``throttlingException`` is not a member of the ``InvokeHarness`` stream union: botocore
 raises ``EventStreamError`` with an empty code for it there.
 
-It is not a model, not a microVM and not the control plane: no harness CRUD, no memory, no
-costs, no TLS.
+**The control plane** (botocore's ``bedrock-agentcore-control`` 2023-06-05) is served on the
+same ``base_url`` (AWS uses another host; both sign as ``bedrock-agentcore``): CreateHarness
+(201), GetHarness, ListHarnesses, UpdateHarness, DeleteHarness, CreateHarnessEndpoint (201),
+GetHarnessEndpoint, ListHarnessEndpoints, DeleteHarnessEndpoint; any other path is a 404
+``UnknownOperationException``. Requests pass the same checks 1–3 (query strings are typed
+for integer and boolean members first) plus the harness's own lifecycle limits (each value
+60–28800 s, idle <= maxLifetime), and errors have the same form. Answers follow the model's
+output shapes: ``{"harness": Harness}`` with ``environment.agentCoreRuntimeEnvironment``
+(runtime ARN, name, id, lifecycle and network configuration), emulator defaults for what
+the request left out (model ``global.anthropic.claude-sonnet-4-6`` on Bedrock, ``allowedTools``
+``["*"]``, truncation ``sliding_window``, PUBLIC network, 900/28800 s), ISO-8601 timestamps.
+Its state and test controls are ``emu.control`` (a ``ControlPlane``).
+
+Lifecycles run on ``lifecycle_clock`` (seconds; default ``time.monotonic``; a trio
+``MockClock`` works: ``lambda: mock_clock.current_time()``), and every status is computed from
+it when asked — no background thread. A new harness is CREATING for ``ready_after_s``, then
+READY. Its ``DEFAULT`` endpoint does not exist (GetHarnessEndpoint 404) until
+``endpoint_appear_after_s`` after the harness is READY, is CREATING until
+``endpoint_ready_after_s`` after the harness is READY, then READY. UpdateHarness (READY or
+UPDATE_FAILED only) makes version N+1: the harness is UPDATING for ``update_after_s``; DEFAULT
+is UPDATING (``liveVersion`` still the old one, ``targetVersion`` the new) until
+``endpoint_ready_after_s`` after that, then follows. DeleteHarness answers 200 on acceptance;
+the harness (and its endpoints) are DELETING for ``delete_after_s``, then gone: 404, absent
+from listings, the name free. A named endpoint (harness READY only) is CREATING for
+``endpoint_ready_after_s``, DELETING for ``delete_after_s``. The answer to a create, update or
+delete shows the transition it started (CREATING, UPDATING, DELETING).
+``control.script_harness(name, create=…, endpoint=…, update=…, delete=…, <timings>)`` ends a
+phase in another status (CREATE_FAILED, CREATING for ever, DELETE_FAILED, a status the model
+does not know…); ``math.inf`` as a timing never ends the phase.
+
+409 ``ConflictException``: CreateHarness while a harness of that name exists in any status
+(DELETING and the failed ones too); UpdateHarness of a harness not READY/UPDATE_FAILED;
+DeleteHarness of one already DELETING (a DELETE_FAILED one may be deleted again);
+CreateHarnessEndpoint on a harness not READY, or with a name in use or ``DEFAULT``;
+DeleteHarnessEndpoint of ``DEFAULT`` or of an endpoint already DELETING. A ``clientToken``
+seen before with the same request replays it (the same harness, no new version or deletion;
+the resource as it is now, or the first answer once it is gone); with a different request it
+is a 400 ``ValidationException`` with reason ``IdempotentParameterMismatchException``.
+Listings return ``min(maxResults, page_size)`` items in creation order (DEFAULT first for
+endpoints) with an opaque ``nextToken`` that remembers the last item, so nothing is skipped or
+repeated when others come or go between pages; a token not issued for that listing is a 400
+``ValidationException``.
+
+The data plane serves every harness the control plane holds (the constructor's one is READY
+from the start, with READY endpoints named by ``endpoints``). An invoke or command for a
+harness that is gone, or for an endpoint that does not exist (yet), is a 404
+``ResourceNotFoundException``; for a harness or endpoint that exists but is not READY or
+UPDATING it is a 400 ``ValidationException`` with reason ``ResourceConflict`` whose message
+names the status. The service's answer there is not documented (only that such invokes fail,
+wire §8.5): this one is modeled for ``InvokeHarness``, final (botocore does not retry it) and
+says why.
+
+It is not a model, not a microVM and not the rest of the control plane: no harness versions
+listing, no endpoint updates, no memory, no credential providers, no costs, no TLS.
 """
 
 from __future__ import annotations
@@ -132,6 +187,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import math
 import os
 import re
 import select
@@ -157,13 +213,22 @@ from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHandler
 from rma_shell.testing.openai_emulator import RecordedRequest
 
 __all__ = [
+    "CONTROL_SERVICE",
     "DEFAULT_ACCESS_KEY_ID",
+    "DEFAULT_ENDPOINT",
     "DEFAULT_SECRET_ACCESS_KEY",
+    "GONE",
+    "HARNESS_STATUSES",
+    "INVOKABLE_STATUSES",
     "SESSION_HEADER",
     "STOP_REASONS",
     "AgentCoreEmulator",
     "AgentCoreFault",
+    "ControlCall",
+    "ControlOperation",
+    "ControlPlane",
     "Frame",
+    "HarnessView",
     "SessionView",
     "Turn",
     "bad_crc_after",
@@ -228,6 +293,35 @@ STOP_REASONS = frozenset(
 )
 """botocore 1.44.5's ``HarnessStopReason`` enum."""
 
+CONTROL_SERVICE = "bedrock-agentcore-control"
+"""The control plane's botocore model (it signs as ``bedrock-agentcore`` too)."""
+DEFAULT_ENDPOINT = "DEFAULT"
+HARNESS_STATUSES = frozenset(
+    {"CREATING", "CREATE_FAILED", "UPDATING", "UPDATE_FAILED", "READY", "DELETING", "DELETE_FAILED"}
+)
+"""botocore 1.44.5's ``HarnessStatus`` enum (``HarnessEndpointStatus`` is the same)."""
+INVOKABLE_STATUSES = frozenset({"READY", "UPDATING"})
+"""The harness and endpoint statuses the data plane serves (UPDATING serves the live version)."""
+GONE = "GONE"
+"""The normal end of a deletion in ``ControlPlane.script_harness``: the harness is removed."""
+
+_DEFAULT_MODEL: JSONDict = {"bedrockModelConfig": {"modelId": "global.anthropic.claude-sonnet-4-6"}}
+_DEFAULT_LIFECYCLE: JSONDict = {"idleRuntimeSessionTimeout": 900, "maxLifetime": 28800}
+_HARNESS_LIFECYCLE_MAX = 28800
+_LIFECYCLE_SHAPE_MAX = 1209600
+_REQUEST_ONLY = frozenset({"harnessName", "harnessId", "clientToken", "tags"})
+_OPTIONAL_VALUE = frozenset({"environmentArtifact", "authorizerConfiguration", "memory"})
+"""UpdateHarness members wrapped in ``{"optionalValue": …}`` (absent: clear the member)."""
+_ECHOED = (
+    "environmentArtifact",
+    "environmentVariables",
+    "authorizerConfiguration",
+    "memory",
+    "hooks",
+    "maxIterations",
+    "maxTokens",
+    "timeoutSeconds",
+)
 _HOOK_TYPES = frozenset({"before_tool_call", "after_tool_call", "before_invocation", "after_invocation"})
 _SIGV4_TIME = "%Y%m%dT%H%M%SZ"
 _DEFAULT_COMMAND_TIMEOUT = 300
@@ -594,7 +688,30 @@ def _flatten(items: Iterable[Any]) -> Iterator[Frame]:
 # --------------------------------------------------------------------------------------------
 
 FaultKind = Literal["status", "drop", "truncate", "bad_crc", "exception", "stall"]
-Operation = Literal["InvokeHarness", "InvokeAgentRuntimeCommand"]
+ControlOperation = Literal[
+    "CreateHarness",
+    "GetHarness",
+    "ListHarnesses",
+    "UpdateHarness",
+    "DeleteHarness",
+    "CreateHarnessEndpoint",
+    "GetHarnessEndpoint",
+    "ListHarnessEndpoints",
+    "DeleteHarnessEndpoint",
+]
+Operation = Literal[
+    "InvokeHarness",
+    "InvokeAgentRuntimeCommand",
+    "CreateHarness",
+    "GetHarness",
+    "ListHarnesses",
+    "UpdateHarness",
+    "DeleteHarness",
+    "CreateHarnessEndpoint",
+    "GetHarnessEndpoint",
+    "ListHarnessEndpoints",
+    "DeleteHarnessEndpoint",
+]
 
 
 @attrs.frozen
@@ -781,18 +898,18 @@ class _Session:
 
 
 _service_model_lock = threading.Lock()
-_service_model: Any = None
+_service_models: dict[str, Any] = {}
 
 
-def _model() -> Any:
-    """botocore's ``bedrock-agentcore`` service model (the oracle), loaded once."""
-    global _service_model
+def _model(service: str = SERVICE) -> Any:
+    """botocore's ``bedrock-agentcore`` (or ``bedrock-agentcore-control``) service model, the
+    oracle, loaded once."""
     with _service_model_lock:
-        if _service_model is None:
+        if service not in _service_models:
             import botocore.session  # type: ignore[import-untyped]
 
-            _service_model = botocore.session.get_session().get_service_model(SERVICE)
-        return _service_model
+            _service_models[service] = botocore.session.get_session().get_service_model(service)
+        return _service_models[service]
 
 
 def _partition(region: str) -> str:
@@ -816,11 +933,978 @@ def _suffix(seed: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# The control plane: harnesses and endpoints on a lifecycle clock
+# --------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class HarnessView:
+    """A snapshot of one harness of the control plane (what ``ControlPlane.harnesses`` holds)."""
+
+    id: str
+    name: str
+    arn: str
+    runtime_arn: str
+    status: str
+    """The status GetHarness would show now (any string a script asked for)."""
+    version: str
+    """The latest ``harnessVersion``."""
+    endpoints: Mapping[str, str]
+    """Endpoint name -> status, for the endpoints that exist now (``DEFAULT`` first)."""
+    config: JSONDict
+    """The latest version's configuration as received (no ``harnessName``, ``clientToken``, ``tags``)."""
+    created_at: float
+    """On the lifecycle clock (``-inf`` for the constructor's harness)."""
+    deleting_since: float | None
+    """When the last accepted DeleteHarness arrived, on the lifecycle clock."""
+    delete_managed_memory: bool | None
+    """What the last accepted DeleteHarness said (``deleteManagedMemory``, default true)."""
+
+
+@attrs.frozen
+class ControlCall:
+    """One control-plane request that passed SigV4 (``ControlPlane.calls``)."""
+
+    operation: str
+    http_status: int
+    harness_id: str | None
+    """The path's harnessId, or the id CreateHarness made."""
+    endpoint_name: str | None
+    status: str | None
+    """The harness or endpoint status the answer showed (None for listings and errors)."""
+    error: str | None
+    """The error code of a failed request."""
+    at: float
+    """On the lifecycle clock."""
+
+
+@attrs.frozen
+class _Plan:
+    create: str
+    endpoint: str
+    update: str
+    delete: str
+    ready_after_s: float
+    endpoint_appear_after_s: float
+    endpoint_ready_after_s: float
+    update_after_s: float
+    delete_after_s: float
+    failure_reason: str | None
+
+
+_ALWAYS_READY = _Plan(
+    create="READY",
+    endpoint="READY",
+    update="READY",
+    delete=GONE,
+    ready_after_s=0.0,
+    endpoint_appear_after_s=0.0,
+    endpoint_ready_after_s=0.0,
+    update_after_s=0.0,
+    delete_after_s=0.0,
+    failure_reason=None,
+)
+
+
+@attrs.frozen
+class _EpState:
+    status: str
+    since: float
+    created: float
+    live: str | None
+    target: str | None
+
+
+@attrs.define
+class _Version:
+    number: int
+    config: JSONDict
+    started: float
+    after: float = 0.0
+    outcome: str = "READY"
+    endpoint_after: float = 0.0
+
+
+@attrs.define
+class _NamedEndpoint:
+    name: str
+    seq: int
+    created: float
+    target: str
+    plan: _Plan
+    description: str | None = None
+    deleting: float | None = None
+    delete_after: float = 0.0
+
+    def _base(self, t: float) -> _EpState:
+        done = self.created + self.plan.endpoint_ready_after_s
+        if t < done:
+            return _EpState("CREATING", self.created, self.created, None, self.target)
+        outcome = self.plan.endpoint
+        if outcome != "READY":
+            since = self.created if outcome == "CREATING" else done
+            return _EpState(outcome, since, self.created, None, self.target)
+        return _EpState("READY", done, self.created, self.target, self.target)
+
+    def state(self, t: float) -> _EpState | None:
+        if self.deleting is not None and t >= self.deleting:
+            if t >= self.deleting + self.delete_after:
+                return None
+            before = self._base(self.deleting)
+            return _EpState("DELETING", self.deleting, self.created, before.live, before.target)
+        return self._base(t)
+
+
+@attrs.define
+class _Harness:
+    seq: int
+    id: str
+    name: str
+    arn: str
+    runtime_id: str
+    runtime_arn: str
+    created: float
+    plan: _Plan
+    versions: list[_Version]
+    has_default: bool = True
+    endpoints: dict[str, _NamedEndpoint] = attrs.Factory(dict)
+    failure_reason: str | None = None
+    deleting: float | None = None
+    delete_outcome: str = GONE
+    delete_after: float = 0.0
+    delete_managed_memory: bool | None = None
+
+    def state(self, t: float) -> tuple[str | None, float]:
+        """(status, since when) at ``t``; status None once the harness is gone."""
+        if self.deleting is not None and t >= self.deleting:
+            end = self.deleting + self.delete_after
+            if t < end:
+                return "DELETING", self.deleting
+            return (None if self.delete_outcome == GONE else self.delete_outcome), end
+        plan = self.plan
+        ready_at = self.created + plan.ready_after_s
+        if t < ready_at:
+            return "CREATING", self.created
+        if plan.create != "READY":
+            return plan.create, (self.created if plan.create == "CREATING" else ready_at)
+        status, since = "READY", ready_at
+        for version in self.versions[1:]:
+            if t < version.started:
+                break
+            done = version.started + version.after
+            if t < done:
+                return "UPDATING", version.started
+            status, since = version.outcome, done
+        return status, since
+
+    def _default(self, t: float) -> _EpState | None:
+        plan = self.plan
+        if not self.has_default or plan.create != "READY":
+            return None
+        ready_at = self.created + plan.ready_after_s
+        appear = ready_at + plan.endpoint_appear_after_s
+        if t < appear:
+            return None
+        done = max(appear, ready_at + plan.endpoint_ready_after_s)
+        if t < done:
+            return _EpState("CREATING", appear, appear, None, "1")
+        if plan.endpoint != "READY":
+            since = appear if plan.endpoint == "CREATING" else done
+            return _EpState(plan.endpoint, since, appear, None, "1")
+        state = _EpState("READY", done, appear, "1", "1")
+        for version in self.versions[1:]:
+            if t < version.started:
+                break
+            number = str(version.number)
+            if version.outcome == "READY":
+                finish = version.started + version.after + version.endpoint_after
+                if t < finish:
+                    return _EpState("UPDATING", version.started, appear, state.live, number)
+                state = _EpState("READY", finish, appear, number, number)
+            else:
+                finish = version.started + version.after
+                if t < finish:
+                    return _EpState("UPDATING", version.started, appear, state.live, number)
+                state = _EpState("READY", finish, appear, state.live, state.live)
+        return state
+
+    def endpoint(self, name: str, t: float) -> _EpState | None:
+        """The endpoint at ``t`` (None: it does not exist). While the harness is being deleted
+        its endpoints show the harness's status."""
+        named = self.endpoints.get(name)
+        if name == DEFAULT_ENDPOINT:
+            base: Callable[[float], _EpState | None] = self._default
+        elif named is not None:
+            base = named.state
+        else:
+            return None
+        if self.deleting is None or t < self.deleting:
+            return base(t)
+        before = base(self.deleting)
+        status, since = self.state(t)
+        if before is None or status is None:
+            return None
+        return _EpState(status, since, before.created, before.live, before.target)
+
+    def endpoint_names(self) -> list[str]:
+        names = [DEFAULT_ENDPOINT] if self.has_default else []
+        return names + sorted(self.endpoints, key=lambda n: self.endpoints[n].seq)
+
+
+def _not_ready(message: str) -> _AwsError:
+    # The service's answer to an invoke of a harness or endpoint that is not READY is not
+    # documented; ValidationException is modeled for InvokeHarness, and botocore does not retry it.
+    return _AwsError(400, "ValidationException", message, reason="ResourceConflict")
+
+
+def _conflict(message: str) -> _AwsError:
+    return _AwsError(409, "ConflictException", message)
+
+
+_HARNESS_PATH = r"/harnesses/(?P<harnessId>[^/]+)"
+_ENDPOINT_PATH = _HARNESS_PATH + r"/endpoints/(?P<endpointName>[^/]+)"
+_CONTROL_ROUTES: tuple[tuple[str, re.Pattern[str], ControlOperation], ...] = (
+    ("POST", re.compile(r"/harnesses"), "CreateHarness"),
+    ("GET", re.compile(r"/harnesses"), "ListHarnesses"),
+    ("GET", re.compile(_HARNESS_PATH), "GetHarness"),
+    ("PATCH", re.compile(_HARNESS_PATH), "UpdateHarness"),
+    ("DELETE", re.compile(_HARNESS_PATH), "DeleteHarness"),
+    ("POST", re.compile(_HARNESS_PATH + "/endpoints"), "CreateHarnessEndpoint"),
+    ("GET", re.compile(_HARNESS_PATH + "/endpoints"), "ListHarnessEndpoints"),
+    ("GET", re.compile(_ENDPOINT_PATH), "GetHarnessEndpoint"),
+    ("DELETE", re.compile(_ENDPOINT_PATH), "DeleteHarnessEndpoint"),
+)
+
+
+def _control_route(method: str, path: str) -> tuple[ControlOperation, dict[str, str]] | None:
+    for route_method, pattern, operation in _CONTROL_ROUTES:
+        match = pattern.fullmatch(path)
+        if method == route_method and match:
+            return operation, {k: unquote(v) for k, v in match.groupdict().items()}
+    return None
+
+
+def _check_timing(name: str, value: float | None) -> None:
+    if value is not None and (math.isnan(value) or value < 0):
+        raise ValueError(f"{name} must be a non-negative number of seconds (math.inf: never), got {value!r}")
+
+
+class ControlPlane:
+    """The control plane's state and test controls: ``emu.control``.
+
+    Thread-safe (it shares the emulator's lock). Statuses are computed from the lifecycle
+    clock whenever something asks, so reading a view or calling ``script_harness`` never
+    moves anything along.
+    """
+
+    def __init__(
+        self,
+        emulator: AgentCoreEmulator,
+        *,
+        lifecycle_clock: Callable[[], float],
+        ready_after_s: float,
+        endpoint_appear_after_s: float,
+        endpoint_ready_after_s: float,
+        update_after_s: float,
+        delete_after_s: float,
+        page_size: int,
+        harness_name: str,
+        endpoints: frozenset[str],
+    ) -> None:
+        for name, value in (
+            ("ready_after_s", ready_after_s),
+            ("endpoint_appear_after_s", endpoint_appear_after_s),
+            ("endpoint_ready_after_s", endpoint_ready_after_s),
+            ("update_after_s", update_after_s),
+            ("delete_after_s", delete_after_s),
+        ):
+            _check_timing(name, value)
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, got {page_size}")
+        self._emu = emulator
+        self._lifecycle_clock = lifecycle_clock
+        self._defaults = attrs.evolve(
+            _ALWAYS_READY,
+            ready_after_s=ready_after_s,
+            endpoint_appear_after_s=endpoint_appear_after_s,
+            endpoint_ready_after_s=endpoint_ready_after_s,
+            update_after_s=update_after_s,
+            delete_after_s=delete_after_s,
+        )
+        self.page_size = page_size
+        self._scripts: dict[str, dict[str, Any]] = {}
+        self._seq = itertools.count(1)
+        self._harnesses: dict[str, _Harness] = {}
+        self._gone: list[str] = []
+        self._calls: list[ControlCall] = []
+        self._create_bodies: list[JSONDict] = []
+        self._tokens: dict[tuple[str, str], tuple[str, JSONDict, str | None, str | None]] = {}
+        self._page_tokens: dict[str, tuple[str, str, int]] = {}
+        self._anchor: tuple[datetime, float] | None = None
+        partition = _partition(emulator.region)
+        role = f"arn:{partition}:iam::{emulator.account}:role/emulated_harness_role"
+        existing = _Harness(
+            seq=0,
+            id=emulator.harness_id,
+            name=harness_name,
+            arn=emulator.harness_arn,
+            runtime_id=emulator.runtime_id,
+            runtime_arn=emulator.runtime_arn,
+            created=-math.inf,
+            plan=_ALWAYS_READY,
+            versions=[_Version(1, {"executionRoleArn": role}, -math.inf)],
+            has_default=DEFAULT_ENDPOINT in endpoints,
+        )
+        for name in sorted(endpoints - {DEFAULT_ENDPOINT}):
+            existing.endpoints[name] = _NamedEndpoint(name, next(self._seq), -math.inf, "1", _ALWAYS_READY)
+        self._harnesses[existing.id] = existing
+
+    # -- test controls --
+
+    def now(self) -> float:
+        """The lifecycle clock's reading."""
+        return float(self._lifecycle_clock())
+
+    def script_harness(
+        self,
+        name: str,
+        *,
+        create: str = "READY",
+        endpoint: str = "READY",
+        update: str = "READY",
+        delete: str = GONE,
+        ready_after_s: float | None = None,
+        endpoint_appear_after_s: float | None = None,
+        endpoint_ready_after_s: float | None = None,
+        update_after_s: float | None = None,
+        delete_after_s: float | None = None,
+        failure_reason: str | None = None,
+    ) -> None:
+        """Script the harnesses named ``name``: each phase ends in the status given instead
+        of the normal one, after the given time (the emulator's default when None;
+        ``math.inf`` never ends it).
+
+        ``create``: the harness's status once ``ready_after_s`` has passed ("CREATE_FAILED";
+        "CREATING" stays CREATING for ever; any other string is shown as it is — only
+        "READY" brings the DEFAULT endpoint). ``endpoint``: every endpoint's status once
+        created ("CREATE_FAILED", "CREATING" for ever, any string); ``endpoint_appear_after_s``
+        = ``math.inf`` keeps DEFAULT absent (404) for ever. ``update``: "UPDATE_FAILED"
+        keeps DEFAULT on its live version. ``delete``: "GONE" (removed), "DELETE_FAILED"
+        (stays listed; a new DeleteHarness may be accepted), "DELETING" for ever, any string.
+        ``failure_reason`` is the ``failureReason`` a ``*_FAILED`` status carries.
+
+        A phase takes the script in force when it starts: creation (``create``,
+        ``endpoint``, ``ready_after_s``, the endpoint timings) at CreateHarness, an update
+        at UpdateHarness, a deletion at DeleteHarness. Calling again replaces the script;
+        ``script_harness(name)`` restores the defaults.
+        """
+        for label, outcome in (
+            ("create", create),
+            ("endpoint", endpoint),
+            ("update", update),
+            ("delete", delete),
+        ):
+            if not isinstance(outcome, str) or not outcome:
+                raise ValueError(f"{label} must be a non-empty status string, got {outcome!r}")
+        for label, value in (
+            ("ready_after_s", ready_after_s),
+            ("endpoint_appear_after_s", endpoint_appear_after_s),
+            ("endpoint_ready_after_s", endpoint_ready_after_s),
+            ("update_after_s", update_after_s),
+            ("delete_after_s", delete_after_s),
+        ):
+            _check_timing(label, value)
+        script = {
+            "create": create,
+            "endpoint": endpoint,
+            "update": update,
+            "delete": delete,
+            "ready_after_s": ready_after_s,
+            "endpoint_appear_after_s": endpoint_appear_after_s,
+            "endpoint_ready_after_s": endpoint_ready_after_s,
+            "update_after_s": update_after_s,
+            "delete_after_s": delete_after_s,
+            "failure_reason": failure_reason,
+        }
+        with self._emu._lock:
+            self._scripts[name] = {k: v for k, v in script.items() if v is not None}
+
+    def add_harness(self, name: str, *, execution_role_arn: str | None = None, **config: Any) -> HarnessView:
+        """A harness created as if CreateHarness had just arrived (``config``: its other
+        members, e.g. ``model=…``), without a request: for a harness "someone else" made.
+        Raises ``ValueError`` when the name is invalid or taken."""
+        if not re.fullmatch(r"[a-zA-Z][a-zA-Z0-9_]{0,39}", name):
+            raise ValueError(f"invalid harness name {name!r}")
+        emu = self._emu
+        role = (
+            execution_role_arn
+            or f"arn:{_partition(emu.region)}:iam::{emu.account}:role/emulated_harness_role"
+        )
+        with emu._lock:
+            now = self.now()
+            self._prune(now)
+            if self._by_name(name) is not None:
+                raise ValueError(f"a harness named {name!r} exists")
+            harness = self._new(name, {"executionRoleArn": role, **copy.deepcopy(config)}, now)
+            return self._view(harness, now)
+
+    @property
+    def harnesses(self) -> dict[str, HarnessView]:
+        """Every harness that exists now (gone ones are not), by id, in creation order."""
+        with self._emu._lock:
+            now = self.now()
+            self._prune(now)
+            return {h.id: self._view(h, now) for h in self._ordered()}
+
+    def harness(self, id_or_name: str) -> HarnessView | None:
+        """The harness with this id (or else this name) that exists now."""
+        with self._emu._lock:
+            now = self.now()
+            self._prune(now)
+            found = self._harnesses.get(id_or_name) or self._by_name(id_or_name)
+            return self._view(found, now) if found is not None else None
+
+    @property
+    def deleted(self) -> tuple[str, ...]:
+        """Ids of the harnesses whose deletion completed, in the order they went."""
+        with self._emu._lock:
+            self._prune(self.now())
+            return tuple(self._gone)
+
+    @property
+    def calls(self) -> tuple[ControlCall, ...]:
+        """Every control-plane request that passed SigV4, in arrival order."""
+        with self._emu._lock:
+            return tuple(self._calls)
+
+    def count(
+        self,
+        operation: str,
+        *,
+        harness_id: str | None = None,
+        endpoint_name: str | None = None,
+        status: str | None = None,
+        http_status: int | None = None,
+    ) -> int:
+        """How many ``operation`` requests arrived (e.g. GetHarness polls), optionally only
+        those for one harness or endpoint, showing one status, or answered with one HTTP
+        status (404: a GetHarnessEndpoint before the endpoint existed)."""
+        return sum(
+            1
+            for call in self.calls
+            if call.operation == operation
+            and (harness_id is None or call.harness_id == harness_id)
+            and (endpoint_name is None or call.endpoint_name == endpoint_name)
+            and (status is None or call.status == status)
+            and (http_status is None or call.http_status == http_status)
+        )
+
+    @property
+    def create_bodies(self) -> tuple[JSONDict, ...]:
+        """The JSON body of every CreateHarness request that passed SigV4 (valid or not)."""
+        with self._emu._lock:
+            return tuple(copy.deepcopy(self._create_bodies))
+
+    # -- the data plane asks --
+
+    def _serving(
+        self,
+        matches: Callable[[_Harness], bool],
+        missing: str,
+        qualifier: str | None,
+        where: Callable[[_Harness], str],
+    ) -> _Harness:
+        """The harness a data-plane request targets, if it and its endpoint can serve it."""
+        with self._emu._lock:
+            now = self.now()
+            self._prune(now)
+            harness = next((h for h in self._ordered() if matches(h)), None)
+            if harness is None:
+                raise _not_found(missing)
+            status, _ = harness.state(now)
+            if status not in INVOKABLE_STATUSES:
+                raise _not_ready(f"Harness {harness.id} is {status}; it can be invoked once it is READY.")
+            name = qualifier or DEFAULT_ENDPOINT
+            endpoint = harness.endpoint(name, now)
+            if endpoint is None:
+                raise _not_found(f"Endpoint '{name}' not found for {where(harness)}")
+            if endpoint.status not in INVOKABLE_STATUSES:
+                raise _not_ready(
+                    f"Endpoint '{name}' of harness {harness.id} is {endpoint.status}; "
+                    "it can be invoked once it is READY."
+                )
+            return harness
+
+    # -- request handling (server threads) --
+
+    def _serve(
+        self,
+        h: LoopbackHandler,
+        operation: ControlOperation,
+        labels: dict[str, str],
+        query: list[tuple[str, str]],
+        raw: bytes,
+        request_id: str,
+    ) -> None:
+        emu = self._emu
+        harness_id, endpoint_name = labels.get("harnessId"), labels.get("endpointName")
+        try:
+            body = emu._json_object(raw)
+            if operation == "CreateHarness":
+                with emu._lock:
+                    self._create_bodies.append(copy.deepcopy(body))
+            params = emu._params(operation, h, query, body, labels, service=CONTROL_SERVICE)
+            if operation == "CreateHarnessEndpoint" and isinstance(params.get("endpointName"), str):
+                endpoint_name = params["endpointName"]
+            emu._validate(operation, params, service=CONTROL_SERVICE)
+            with emu._lock:
+                injected = emu._take(("status",), None, operation)
+                if injected:
+                    fault = injected[0]
+                    raise _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+                now = self.now()
+                self._prune(now)
+                status, payload = self._dispatch(operation, params, now)
+        except _AwsError as error:
+            self._record(operation, error.status, harness_id, endpoint_name, None, error.code)
+            raise
+        resource = payload.get("harness") or payload.get("endpoint")
+        shown = None
+        if isinstance(resource, dict):
+            harness_id, shown = resource.get("harnessId"), resource.get("status")
+        self._record(operation, status, harness_id, endpoint_name, shown, None)
+        data = json.dumps(payload).encode()
+        try:
+            h.send_response(status)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(data)))
+            h.send_header("x-amzn-RequestId", request_id)
+            h.end_headers()
+            h.wfile.write(data)
+        except _DISCONNECTS:
+            h.close_connection = True
+
+    def _record(
+        self,
+        operation: str,
+        http_status: int,
+        harness_id: str | None,
+        endpoint_name: str | None,
+        status: str | None,
+        error: str | None,
+    ) -> None:
+        with self._emu._lock:
+            self._calls.append(
+                ControlCall(operation, http_status, harness_id, endpoint_name, status, error, self.now())
+            )
+
+    def _dispatch(self, operation: ControlOperation, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        token = params.get("clientToken")
+        fingerprint = json.dumps({k: v for k, v in params.items() if k != "clientToken"}, sort_keys=True)
+        if isinstance(token, str):
+            seen = self._tokens.get((operation, token))
+            if seen is not None:
+                return self._replay(operation, token, fingerprint, seen, now)
+        handler = {
+            "CreateHarness": self._create_harness,
+            "GetHarness": self._get_harness,
+            "ListHarnesses": self._list_harnesses,
+            "UpdateHarness": self._update_harness,
+            "DeleteHarness": self._delete_harness,
+            "CreateHarnessEndpoint": self._create_endpoint,
+            "GetHarnessEndpoint": self._get_endpoint,
+            "ListHarnessEndpoints": self._list_endpoints,
+            "DeleteHarnessEndpoint": self._delete_endpoint,
+        }[operation]
+        status, payload = handler(params, now)
+        if isinstance(token, str):
+            resource = payload.get("harness") or payload.get("endpoint") or {}
+            self._tokens[(operation, token)] = (
+                fingerprint,
+                copy.deepcopy(payload),
+                resource.get("harnessId"),
+                resource.get("endpointName"),
+            )
+        return status, payload
+
+    def _replay(
+        self,
+        operation: str,
+        token: str,
+        fingerprint: str,
+        seen: tuple[str, JSONDict, str | None, str | None],
+        now: float,
+    ) -> tuple[int, JSONDict]:
+        first, payload, harness_id, endpoint_name = seen
+        if first != fingerprint:
+            raise _AwsError(
+                400,
+                "ValidationException",
+                f"The client token {token} was already used for a {operation} request with different "
+                "parameters.",
+                reason="IdempotentParameterMismatchException",
+            )
+        status = 201 if operation.startswith("Create") else 200
+        harness = self._harnesses.get(harness_id or "")
+        if harness is None:
+            return status, copy.deepcopy(payload)  # gone since: the first answer
+        if endpoint_name is not None:
+            state = harness.endpoint(endpoint_name, now)
+            if state is None:
+                return status, copy.deepcopy(payload)
+            return status, {"endpoint": self._endpoint_json(harness, endpoint_name, state)}
+        return status, {"harness": self._harness_json(harness, now)}
+
+    # -- operations (under the lock) --
+
+    def _create_harness(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        name: str = params["harnessName"]
+        clash = self._by_name(name)
+        if clash is not None:
+            status, _ = clash.state(now)
+            raise _conflict(f"Harness with name '{name}' already exists ({clash.id}, status {status}).")
+        config = {k: copy.deepcopy(v) for k, v in params.items() if k not in _REQUEST_ONLY}
+        harness = self._new(name, config, now)
+        return 201, {"harness": self._harness_json(harness, now, status="CREATING", since=now)}
+
+    def _get_harness(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        harness = self._find(params["harnessId"])
+        wanted = params.get("harnessVersion")
+        version = None
+        if wanted is not None:
+            version = next((v for v in harness.versions if str(v.number) == wanted), None)
+            if version is None:
+                raise _not_found(f"Version {wanted} of harness {harness.id} not found")
+        return 200, {"harness": self._harness_json(harness, now, version=version)}
+
+    def _list_harnesses(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        items = [(h.seq, self._summary_json(h, now)) for h in self._ordered()]
+        page, token = self._page("ListHarnesses", "", items, params)
+        payload: JSONDict = {"harnesses": page}
+        if token is not None:
+            payload["nextToken"] = token
+        return 200, payload
+
+    def _update_harness(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        harness = self._find(params["harnessId"])
+        status, _ = harness.state(now)
+        if status not in ("READY", "UPDATE_FAILED"):
+            raise _conflict(f"Harness {harness.id} cannot be updated while it is {status}.")
+        config = copy.deepcopy(harness.versions[-1].config)
+        for key, value in params.items():
+            if key in _REQUEST_ONLY:
+                continue
+            if key in _OPTIONAL_VALUE:
+                if isinstance(value, dict) and "optionalValue" in value:
+                    config[key] = copy.deepcopy(value["optionalValue"])
+                else:
+                    config.pop(key, None)
+            else:
+                config[key] = copy.deepcopy(value)
+        plan = self._plan(harness.name)
+        harness.versions.append(
+            _Version(
+                len(harness.versions) + 1,
+                config,
+                now,
+                plan.update_after_s,
+                plan.update,
+                plan.endpoint_ready_after_s,
+            )
+        )
+        harness.failure_reason = plan.failure_reason
+        return 200, {"harness": self._harness_json(harness, now, status="UPDATING", since=now)}
+
+    def _delete_harness(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        harness = self._find(params["harnessId"])
+        status, _ = harness.state(now)
+        if status == "DELETING":
+            raise _conflict(f"Harness {harness.id} is already being deleted.")
+        plan = self._plan(harness.name)
+        harness.deleting = now
+        harness.delete_after = plan.delete_after_s
+        harness.delete_outcome = plan.delete
+        harness.failure_reason = plan.failure_reason
+        harness.delete_managed_memory = bool(params.get("deleteManagedMemory", True))
+        return 200, {"harness": self._harness_json(harness, now, status="DELETING", since=now)}
+
+    def _create_endpoint(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        harness = self._find(params["harnessId"])
+        status, _ = harness.state(now)
+        if status != "READY":
+            raise _conflict(f"Harness {harness.id} is {status}; endpoints can be created once it is READY.")
+        name: str = params["endpointName"]
+        if name == DEFAULT_ENDPOINT or harness.endpoint(name, now) is not None:
+            raise _conflict(f"Endpoint '{name}' already exists for harness {harness.id}.")
+        target = params.get("targetVersion") or str(harness.versions[-1].number)
+        if int(target) > len(harness.versions):
+            message = (
+                f"Value '{target}' at 'targetVersion' failed to satisfy constraint: no such harness version"
+            )
+            raise _AwsError(
+                400,
+                "ValidationException",
+                f"1 validation error detected: {message}",
+                reason="FieldValidationFailed",
+                fieldList=[{"name": "targetVersion", "message": message}],
+            )
+        endpoint = _NamedEndpoint(
+            name, next(self._seq), now, target, self._plan(harness.name), params.get("description")
+        )
+        harness.endpoints[name] = endpoint
+        state = harness.endpoint(name, now)
+        assert state is not None
+        return 201, {"endpoint": self._endpoint_json(harness, name, state, status="CREATING", since=now)}
+
+    def _get_endpoint(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        harness = self._find(params["harnessId"])
+        name: str = params["endpointName"]
+        state = harness.endpoint(name, now)
+        if state is None:
+            raise _not_found(f"Endpoint '{name}' not found for harness {harness.id}")
+        return 200, {"endpoint": self._endpoint_json(harness, name, state)}
+
+    def _list_endpoints(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        harness = self._find(params["harnessId"])
+        items = []
+        for name in harness.endpoint_names():
+            state = harness.endpoint(name, now)
+            if state is not None:
+                seq = 0 if name == DEFAULT_ENDPOINT else harness.endpoints[name].seq
+                items.append((seq, self._endpoint_json(harness, name, state)))
+        page, token = self._page("ListHarnessEndpoints", harness.id, items, params)
+        payload: JSONDict = {"endpoints": page}
+        if token is not None:
+            payload["nextToken"] = token
+        return 200, payload
+
+    def _delete_endpoint(self, params: JSONDict, now: float) -> tuple[int, JSONDict]:
+        harness = self._find(params["harnessId"])
+        name: str = params["endpointName"]
+        state = harness.endpoint(name, now)
+        if state is None:
+            raise _not_found(f"Endpoint '{name}' not found for harness {harness.id}")
+        if name == DEFAULT_ENDPOINT:
+            raise _conflict(
+                f"The DEFAULT endpoint of harness {harness.id} goes with the harness; delete the harness."
+            )
+        if state.status == "DELETING":
+            raise _conflict(f"Endpoint '{name}' of harness {harness.id} is already being deleted.")
+        endpoint = harness.endpoints[name]
+        endpoint.deleting = now
+        endpoint.delete_after = self._plan(harness.name).delete_after_s
+        return 200, {"endpoint": self._endpoint_json(harness, name, state, status="DELETING", since=now)}
+
+    # -- helpers (under the lock) --
+
+    def _plan(self, name: str) -> _Plan:
+        return attrs.evolve(self._defaults, **self._scripts.get(name, {}))
+
+    def _new(self, name: str, config: JSONDict, now: float) -> _Harness:
+        emu = self._emu
+        seq = next(self._seq)
+        partition = _partition(emu.region)
+        harness_id = f"{name}-{_suffix(f'{name}#{seq}')}"
+        runtime_id = f"harness_{name}-{_suffix(f'runtime:{name}#{seq}')}"
+        plan = self._plan(name)
+        harness = _Harness(
+            seq=seq,
+            id=harness_id,
+            name=name,
+            arn=f"arn:{partition}:bedrock-agentcore:{emu.region}:{emu.account}:harness/{harness_id}",
+            runtime_id=runtime_id,
+            runtime_arn=f"arn:{partition}:bedrock-agentcore:{emu.region}:{emu.account}:runtime/{runtime_id}",
+            created=now,
+            plan=plan,
+            versions=[_Version(1, config, now)],
+            failure_reason=plan.failure_reason,
+        )
+        self._harnesses[harness_id] = harness
+        return harness
+
+    def _ordered(self) -> list[_Harness]:
+        return sorted(self._harnesses.values(), key=lambda h: h.seq)
+
+    def _by_name(self, name: str) -> _Harness | None:
+        return next((h for h in self._ordered() if h.name == name), None)
+
+    def _find(self, harness_id: str) -> _Harness:
+        harness = self._harnesses.get(harness_id)
+        if harness is None:
+            raise _not_found(f"Harness not found: {harness_id}")
+        return harness
+
+    def _prune(self, now: float) -> None:
+        for harness in self._ordered():
+            if harness.state(now)[0] is None:
+                del self._harnesses[harness.id]
+                self._gone.append(harness.id)
+                continue
+            for name, endpoint in list(harness.endpoints.items()):
+                if endpoint.state(now) is None:
+                    del harness.endpoints[name]
+
+    def _page(
+        self, operation: str, scope: str, items: list[tuple[int, JSONDict]], params: JSONDict
+    ) -> tuple[list[JSONDict], str | None]:
+        after = -1
+        token = params.get("nextToken")
+        if token is not None:
+            entry = self._page_tokens.get(token)
+            if entry is None or entry[:2] != (operation, scope):
+                message = (
+                    f"Value '{_show(token)}' at 'nextToken' failed to satisfy constraint: "
+                    "unknown pagination token"
+                )
+                raise _AwsError(
+                    400,
+                    "ValidationException",
+                    f"1 validation error detected: {message}",
+                    reason="FieldValidationFailed",
+                    fieldList=[{"name": "nextToken", "message": message}],
+                )
+            after = entry[2]
+        wanted = params.get("maxResults")
+        size = self.page_size if wanted is None else min(int(wanted), self.page_size)
+        rest = [(seq, item) for seq, item in items if seq > after]
+        page = rest[:size]
+        if len(rest) <= size:
+            return [item for _, item in page], None
+        issued = base64.urlsafe_b64encode(uuid.uuid4().bytes + uuid.uuid4().bytes).decode().rstrip("=")
+        self._page_tokens[issued] = (operation, scope, page[-1][0])
+        return [item for _, item in page], issued
+
+    def _iso(self, t: float) -> str:
+        if self._anchor is None:
+            wall = self._emu._clock()
+            self._anchor = (wall if wall.tzinfo else wall.replace(tzinfo=UTC), self.now())
+        wall, at = self._anchor
+        stamp = wall + timedelta(seconds=t - at) if math.isfinite(t) else wall - timedelta(days=1)
+        return stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+    def _harness_json(
+        self,
+        harness: _Harness,
+        now: float,
+        *,
+        status: str | None = None,
+        since: float | None = None,
+        version: _Version | None = None,
+    ) -> JSONDict:
+        current, changed = harness.state(now)
+        shown = status or current or "DELETING"
+        chosen = version or harness.versions[-1]
+        config = chosen.config
+        requested = (config.get("environment") or {}).get("agentCoreRuntimeEnvironment") or {}
+        runtime: JSONDict = {
+            "agentRuntimeArn": harness.runtime_arn,
+            "agentRuntimeName": harness.runtime_id.rsplit("-", 1)[0],
+            "agentRuntimeId": harness.runtime_id,
+            "lifecycleConfiguration": {
+                **_DEFAULT_LIFECYCLE,
+                **(requested.get("lifecycleConfiguration") or {}),
+            },
+            "networkConfiguration": requested.get("networkConfiguration") or {"networkMode": "PUBLIC"},
+        }
+        if "filesystemConfigurations" in requested:
+            runtime["filesystemConfigurations"] = requested["filesystemConfigurations"]
+        out: JSONDict = {
+            "harnessId": harness.id,
+            "harnessName": harness.name,
+            "arn": harness.arn,
+            "status": shown,
+            "harnessVersion": str(chosen.number),
+            "executionRoleArn": config["executionRoleArn"],
+            "createdAt": self._iso(harness.created),
+            "updatedAt": self._iso(since if since is not None else changed),
+            "model": config.get("model", _DEFAULT_MODEL),
+            "systemPrompt": config.get("systemPrompt", []),
+            "tools": config.get("tools", []),
+            "skills": config.get("skills", []),
+            "allowedTools": config.get("allowedTools", ["*"]),
+            "truncation": config.get("truncation", {"strategy": "sliding_window"}),
+            "environment": {"agentCoreRuntimeEnvironment": runtime},
+        }
+        for key in _ECHOED:
+            if key in config:
+                out[key] = config[key]
+        if shown.endswith("_FAILED"):
+            out["failureReason"] = harness.failure_reason or f"agentcore emulator: scripted {shown}"
+        return copy.deepcopy(out)
+
+    def _summary_json(self, harness: _Harness, now: float) -> JSONDict:
+        status, since = harness.state(now)
+        return {
+            "harnessId": harness.id,
+            "harnessName": harness.name,
+            "arn": harness.arn,
+            "status": status or "DELETING",
+            "createdAt": self._iso(harness.created),
+            "updatedAt": self._iso(since),
+            "harnessVersion": str(harness.versions[-1].number),
+        }
+
+    def _endpoint_json(
+        self,
+        harness: _Harness,
+        name: str,
+        state: _EpState,
+        *,
+        status: str | None = None,
+        since: float | None = None,
+    ) -> JSONDict:
+        shown = status or state.status
+        out: JSONDict = {
+            "harnessId": harness.id,
+            "harnessName": harness.name,
+            "endpointName": name,
+            "arn": f"{harness.arn}/harness-endpoint/{name}",
+            "status": shown,
+            "createdAt": self._iso(state.created),
+            "updatedAt": self._iso(since if since is not None else state.since),
+        }
+        if state.live is not None:
+            out["liveVersion"] = state.live
+        if state.target is not None:
+            out["targetVersion"] = state.target
+        named = harness.endpoints.get(name)
+        if named is not None and named.description is not None:
+            out["description"] = named.description
+        if shown.endswith("_FAILED"):
+            out["failureReason"] = harness.failure_reason or f"agentcore emulator: scripted {shown}"
+        return out
+
+    def _view(self, harness: _Harness, now: float) -> HarnessView:
+        status, _ = harness.state(now)
+        endpoints: dict[str, str] = {}
+        for name in harness.endpoint_names():
+            state = harness.endpoint(name, now)
+            if state is not None:
+                endpoints[name] = state.status
+        return HarnessView(
+            id=harness.id,
+            name=harness.name,
+            arn=harness.arn,
+            runtime_arn=harness.runtime_arn,
+            status=status or GONE,
+            version=str(harness.versions[-1].number),
+            endpoints=endpoints,
+            config=copy.deepcopy(harness.versions[-1].config),
+            created_at=harness.created,
+            deleting_since=harness.deleting,
+            delete_managed_memory=harness.delete_managed_memory,
+        )
+
+
+# --------------------------------------------------------------------------------------------
 # The emulator
 # --------------------------------------------------------------------------------------------
 
 
 class _Handler(LoopbackHandler):
+    def do_PATCH(self) -> None:
+        self.server.emulator._handle(self)
+
     def handle_one_request(self) -> None:
         # A client that gave up on a stream (an exception, a bad CRC) resets the connection;
         # that is the test's business, not a server error worth a traceback.
@@ -852,12 +1936,26 @@ class AgentCoreEmulator(LoopbackEmulator):
         harness_id: str | None = None,
         runtime_id: str | None = None,
         endpoints: Iterable[str] = ("DEFAULT",),
+        lifecycle_clock: Callable[[], float] | None = None,
+        ready_after_s: float = 10.0,
+        endpoint_appear_after_s: float = 0.0,
+        endpoint_ready_after_s: float = 20.0,
+        update_after_s: float = 10.0,
+        delete_after_s: float = 10.0,
+        page_size: int = 5,
     ) -> None:
         """``clock`` (returning an aware UTC datetime) is what ``X-Amz-Date`` is checked
         against (default: the wall clock). ``harness_name`` names the one pre-existing READY
         harness, whose id is ``{harness_name}-{10 alphanumerics}`` unless ``harness_id`` pins it
         (``runtime_id`` likewise pins the runtime behind it); ``endpoints`` are its endpoint
-        names (the valid ``qualifier`` values)."""
+        names (the valid ``qualifier`` values), all READY.
+
+        The control plane's lifecycles run on ``lifecycle_clock`` (seconds; default
+        ``time.monotonic``): a created harness is CREATING for ``ready_after_s``; its DEFAULT
+        endpoint appears ``endpoint_appear_after_s`` after the harness is READY and is READY
+        ``endpoint_ready_after_s`` after the harness is; an update takes ``update_after_s``
+        (DEFAULT follows ``endpoint_ready_after_s`` later); a deletion ``delete_after_s``.
+        Listings return at most ``page_size`` items a page."""
         if not re.fullmatch(r"[a-zA-Z][a-zA-Z0-9_]{0,39}", harness_name):
             raise ValueError(f"invalid harness name {harness_name!r}")
         self._script = list(script)
@@ -886,6 +1984,20 @@ class AgentCoreEmulator(LoopbackEmulator):
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._root: Path | None = None
         self.requests: list[RecordedRequest] = []
+        self.harness_name = harness_name
+        self.control = ControlPlane(
+            self,
+            lifecycle_clock=lifecycle_clock or time.monotonic,
+            ready_after_s=ready_after_s,
+            endpoint_appear_after_s=endpoint_appear_after_s,
+            endpoint_ready_after_s=endpoint_ready_after_s,
+            update_after_s=update_after_s,
+            delete_after_s=delete_after_s,
+            page_size=page_size,
+            harness_name=harness_name,
+            endpoints=self.endpoints,
+        )
+        """The control plane: its harnesses, scripts and the calls it received."""
 
     # -- lifecycle --
 
@@ -924,6 +2036,7 @@ class AgentCoreEmulator(LoopbackEmulator):
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
             "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE": self.base_url,
+            "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE_CONTROL": self.base_url,
             "AWS_EC2_METADATA_DISABLED": "true",
         }
         if self.session_token is not None:
@@ -1064,6 +2177,10 @@ class AgentCoreEmulator(LoopbackEmulator):
         match = re.fullmatch(r"/runtimes/([^/]+)/commands", path)
         if h.command == "POST" and match:
             self._invoke_command(h, match.group(1), query, raw, request_id)
+            return
+        control = _control_route(h.command, path)
+        if control is not None:
+            self.control._serve(h, control[0], control[1], query, raw, request_id)
             return
         raise _AwsError(404, "UnknownOperationException", f"Unknown operation: {h.command} {path}")
 
@@ -1216,9 +2333,13 @@ class AgentCoreEmulator(LoopbackEmulator):
         h: LoopbackHandler,
         query: list[tuple[str, str]],
         body: JSONDict,
-        label: str | None,
+        label: str | Mapping[str, str] | None,
+        service: str = SERVICE,
     ) -> JSONDict:
-        shape = _model().operation_model(operation).input_shape
+        """The operation's input as botocore would have built it. ``label`` is the path label
+        (a mapping by member name when the path has several); query strings are typed for
+        integer and boolean members when they parse, so the validator judges the value."""
+        shape = _model(service).operation_model(operation).input_shape
         params: JSONDict = {}
         payload_member = shape.serialization.get("payload")
         if payload_member:
@@ -1234,15 +2355,17 @@ class AgentCoreEmulator(LoopbackEmulator):
             if location == "header" and h.headers.get(wire_name) is not None:
                 params[name] = h.headers.get(wire_name)
             elif location == "querystring" and wire_name in query_map:
-                params[name] = query_map[wire_name]
-            elif location == "uri" and label is not None:
+                params[name] = _typed_query(query_map[wire_name], member.type_name)
+            elif location == "uri" and isinstance(label, str):
                 params[name] = label
+            elif location == "uri" and label is not None and name in label:
+                params[name] = label[name]
         return params
 
-    def _validate(self, operation: str, params: JSONDict) -> None:
+    def _validate(self, operation: str, params: JSONDict, service: str = SERVICE) -> None:
         from botocore.validate import ParamValidator  # type: ignore[import-untyped]
 
-        shape = _model().operation_model(operation).input_shape
+        shape = _model(service).operation_model(operation).input_shape
         payload_member = shape.serialization.get("payload")
         problems: list[tuple[str, str]] = []
         _constraints(params, shape, "", problems)
@@ -1274,6 +2397,8 @@ class AgentCoreEmulator(LoopbackEmulator):
                         f"Member must have value {side}",
                     )
                 )
+        if operation in ("CreateHarness", "UpdateHarness"):
+            problems.extend(_harness_lifecycle_problems(params))
         if not problems:
             return
         if payload_member:
@@ -1320,11 +2445,13 @@ class AgentCoreEmulator(LoopbackEmulator):
         body = self._json_object(raw)
         params = self._params("InvokeHarness", h, query, body, None)
         self._validate("InvokeHarness", params)
-        if params["harnessArn"] != self.harness_arn:
-            raise _not_found(f"Harness not found: {params['harnessArn']}")
-        qualifier = params.get("qualifier")
-        if qualifier is not None and qualifier not in self.endpoints:
-            raise _not_found(f"Endpoint '{qualifier}' not found for harness {self.harness_id}")
+        arn = params["harnessArn"]
+        self.control._serving(
+            lambda harness: harness.arn == arn,
+            f"Harness not found: {arn}",
+            params.get("qualifier"),
+            lambda harness: f"harness {harness.id}",
+        )
         session_id: str = params["runtimeSessionId"]
         messages: list[JSONDict] = copy.deepcopy(body["messages"])
         with self._lock:
@@ -1423,15 +2550,16 @@ class AgentCoreEmulator(LoopbackEmulator):
         label = unquote(raw_label)
         params = self._params("InvokeAgentRuntimeCommand", h, query, body, label)
         self._validate("InvokeAgentRuntimeCommand", params)
-        account = params.get("accountId")
-        targets = {self.harness_arn, self.runtime_arn}
-        if account is None or account == self.account:
-            targets |= {self.harness_id, self.runtime_id}
-        if label not in targets:
-            raise _not_found(f"Agent runtime not found: {label}")
-        qualifier = params.get("qualifier")
-        if qualifier is not None and qualifier not in self.endpoints:
-            raise _not_found(f"Endpoint '{qualifier}' not found for {label}")
+        by_id = params.get("accountId") in (None, self.account)
+        self.control._serving(
+            lambda harness: (
+                label in (harness.arn, harness.runtime_arn)
+                or (by_id and label in (harness.id, harness.runtime_id))
+            ),
+            f"Agent runtime not found: {label}",
+            params.get("qualifier"),
+            lambda harness: label,
+        )
         session_id: str = params.get("runtimeSessionId") or str(uuid.uuid4())
         command: str = body["command"]
         timeout = int(body.get("timeout", _DEFAULT_COMMAND_TIMEOUT))
@@ -1946,3 +3074,48 @@ def _length(value: Sized, meta: Mapping[str, Any], fail: Callable[[str], None]) 
         fail(f"Member must have length greater than or equal to {meta['min']}")
     if "max" in meta and len(value) > meta["max"]:
         fail(f"Member must have length less than or equal to {meta['max']}")
+
+
+def _typed_query(value: str, type_name: str) -> Any:
+    """A query-string value as the member's type, when it parses (else left for the validator)."""
+    if type_name in ("integer", "long") and re.fullmatch(r"-?[0-9]+", value):
+        return int(value)
+    if type_name == "boolean" and value in ("true", "false"):
+        return value == "true"
+    return value
+
+
+def _harness_lifecycle_problems(params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The harness's own lifecycle limits (wire §8.2): each value 60–28800 s, idle <= max
+    (the shape itself allows up to 1209600)."""
+    environment = params.get("environment")
+    runtime = environment.get("agentCoreRuntimeEnvironment") if isinstance(environment, dict) else None
+    lifecycle = runtime.get("lifecycleConfiguration") if isinstance(runtime, dict) else None
+    if not isinstance(lifecycle, dict):
+        return []
+    base = "environment.agentCoreRuntimeEnvironment.lifecycleConfiguration"
+    problems: list[tuple[str, str]] = []
+    values: dict[str, int] = {}
+    for key in ("idleRuntimeSessionTimeout", "maxLifetime"):
+        value = lifecycle.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        values[key] = value
+        if _HARNESS_LIFECYCLE_MAX < value <= _LIFECYCLE_SHAPE_MAX:
+            problems.append(
+                (
+                    f"{base}.{key}",
+                    f"Value '{value}' at '{base}.{key}' failed to satisfy constraint: Member must have value "
+                    f"less than or equal to {_HARNESS_LIFECYCLE_MAX}",
+                )
+            )
+    idle, most = values.get("idleRuntimeSessionTimeout"), values.get("maxLifetime", _HARNESS_LIFECYCLE_MAX)
+    if idle is not None and idle > most and not problems:
+        problems.append(
+            (
+                f"{base}.idleRuntimeSessionTimeout",
+                f"Value '{idle}' at '{base}.idleRuntimeSessionTimeout' failed to satisfy constraint: Member "
+                f"must have value less than or equal to maxLifetime ({most})",
+            )
+        )
+    return problems
