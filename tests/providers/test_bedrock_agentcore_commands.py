@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import trio
 from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts, NotFound, ProviderError
 from rma.providers.agentcore_commands import PUT_CHUNK_CHARS, CommandAssembler, shell_quote
+from rma_shell.artifacts import SessionStorage
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
@@ -97,10 +99,13 @@ class TestSessionStorage:
         emu, p = emu_provider
         store = p.storage(SID)
         data = os.urandom(PUT_CHUNK_CHARS)  # its base64 needs two put commands
-        assert await store.put("report.bin", data) == Success(None)
-        assert await store.put("notes.md", b"# hi\n") == Success(None)
+        put = (await store.put("report.bin", data)).unwrap()
+        assert (put.name, put.size, put.ref) == ("report.bin", len(data), "/mnt/data/report.bin")
+        assert (await store.put("notes.md", b"# hi\n")).unwrap().size == 5
         listed = (await store.list()).unwrap()
         assert [(a.name, a.size) for a in listed] == [("notes.md", 5), ("report.bin", len(data))]
+        assert [a.ref for a in listed] == ["/mnt/data/notes.md", "/mnt/data/report.bin"]
+        assert all(a.created_at is not None and a.created_at.tzinfo is not None for a in listed)
         assert (await store.fetch("report.bin")).unwrap() == data
         assert (emu.storage_dir(SID) / "report.bin").read_bytes() == data  # really in the mount
         assert await store.delete("notes.md") == Success(None)
@@ -116,7 +121,7 @@ class TestSessionStorage:
     async def test_an_empty_file_round_trips(self, emu_provider: Any) -> None:
         _, p = emu_provider
         store = p.storage(SID)
-        assert await store.put("empty", b"") == Success(None)
+        assert (await store.put("empty", b"")).unwrap().size == 0
         assert (await store.fetch("empty")).unwrap() == b""
 
     @pytest.mark.parametrize("name", ["../etc", "a/b", "", ".", "..", "x y", "it's", "x.rma_b64_part"])
@@ -132,6 +137,36 @@ class TestSessionStorage:
         other = "rma-session-other-0123456789abcdef01234"
         await p.storage(SID).put("mine.txt", b"1")
         assert (await p.storage(other).list()).unwrap() == ()
+
+    async def test_A13_a_failed_put_leaves_no_part_file(self, emu_provider: Any) -> None:
+        emu, p = emu_provider
+        broken = ProviderError(detail="vm gone", error_type="runtimeClientError")
+        seen: list[str] = []
+
+        async def run(command: str) -> Any:
+            if "os.replace" in command:  # the finishing command fails after every part was written
+                seen.extend(f.name for f in emu.storage_dir(SID).iterdir())
+                return Failure(broken)
+            return await p.run_command(command, runtime_session_id=SID)
+
+        store = SessionStorage(run)
+        assert (await store.put("big.bin", os.urandom(PUT_CHUNK_CHARS))).failure() == broken
+        assert seen == ["big.bin.rma_b64_part"]
+        assert sorted(f.name for f in emu.storage_dir(SID).iterdir()) == []
+
+    async def test_A13_a_cancelled_put_leaves_no_part_file(self, emu_provider: Any) -> None:
+        emu, p = emu_provider
+        with trio.CancelScope() as scope:
+
+            async def run(command: str) -> Any:
+                if "os.replace" in command:  # cancelled while finishing
+                    scope.cancel()
+                    await trio.sleep_forever()
+                return await p.run_command(command, runtime_session_id=SID)
+
+            await SessionStorage(run).put("big.bin", b"x" * 10)
+        assert scope.cancelled_caught
+        assert sorted(f.name for f in emu.storage_dir(SID).iterdir()) == []
 
     async def test_base_path_with_a_quote_is_refused(self, emu_provider: Any) -> None:
         _, p = emu_provider
