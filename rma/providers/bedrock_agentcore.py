@@ -557,7 +557,6 @@ AUTH_CODES: Final = frozenset(
         "MissingAuthenticationTokenException",
         "InvalidClientTokenId",
         "SignatureDoesNotMatch",
-        "AccessDeniedException",
     }
 )
 

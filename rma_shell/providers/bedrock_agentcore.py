@@ -254,8 +254,13 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         opts.update({k: v for k, v in request.extra.items() if k in self.defaults and v is not None})
         handle = opts.get("harness")
         arn_value = opts.get("harness_arn")
-        if arn_value is None and isinstance(handle, Mapping):
-            arn_value = handle.get("harness_arn")
+        if arn_value is None and handle is not None:
+            # B-4: a provision handle — a mapping or an object with ``harness_arn``.
+            arn_value = (
+                handle.get("harness_arn")
+                if isinstance(handle, Mapping)
+                else getattr(handle, "harness_arn", None)
+            )
         if arn_value is None:
             return Failure(InvalidOpts(option="harness_arn", detail="Bedrock AgentCore needs harness_arn="))
         arn = parse_harness_arn(arn_value)

@@ -1,0 +1,302 @@
+"""AgentCore harness provisioning against the emulator's control plane, in trio's virtual time.
+
+The flow reads ``trio.current_time`` (a ``MockClock``) and sleeps by jumping it, and the emulator's
+lifecycles read the same clock, so a 365-second budget costs milliseconds (B-47…B-84, M-3, M-9).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from returns.result import Failure, Success
+
+from rma.errors import InvalidOpts
+from rma.provisioning.harness import HarnessError, HarnessHandle, Phase
+from rma.provisioning.identity import harness_name
+from rma.provisioning.spec import AgentSpec, EnvironmentSpec
+from rma.vocabulary import Terminal
+from rma_shell import run
+from rma_shell.providers.agentcore_client import AgentCoreClient
+from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.provisioning.agentcore import list_harnesses, provision_harness, teardown_harness
+from rma_shell.telemetry import Telemetry
+from rma_shell.testing import agentcore_emulator as ace
+from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+
+ROLE = "arn:aws:iam::123456789012:role/harness-role"
+SID = "rma-session-0123456789abcdef0123456789"
+AGENT = AgentSpec.create(
+    "support",
+    system_prompt="Answer support questions.",
+    tools=[{"name": "lookup", "description": "Find a customer", "input_schema": {"type": "object"}}],
+).unwrap()
+STORAGE = EnvironmentSpec.create(
+    config={
+        "agentCoreRuntimeEnvironment": {
+            "filesystemConfigurations": [{"sessionStorage": {"mountPath": "/mnt/data"}}]
+        }
+    }
+).unwrap()
+NAME = harness_name(AGENT, STORAGE)
+
+
+class World:
+    """The emulator, a client, and a virtual clock both read."""
+
+    def __init__(
+        self, emu: AgentCoreEmulator, client: AgentCoreClient, clock: trio.testing.MockClock
+    ) -> None:
+        self.emu, self.client, self.clock = emu, client, clock
+        self.telemetry = Telemetry()
+        self.events: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        self.telemetry.attach(
+            "w", "rma.agent_core.provision.*", lambda n, m, md: self.events.append((n, dict(m), dict(md)))
+        )
+
+    async def sleep(self, seconds: float) -> None:
+        self.clock.jump(seconds)
+        await trio.lowlevel.checkpoint()
+
+    async def provision(self, **kw: Any) -> Any:
+        kw.setdefault("execution_role_arn", ROLE)
+        kw.setdefault("environment", STORAGE)
+        environment = kw.pop("environment")
+        return await provision_harness(
+            self.client, AGENT, environment, sleep=self.sleep, telemetry=self.telemetry, **kw
+        )
+
+    def calls(self, operation: str, **kw: Any) -> int:
+        return int(self.emu.control.count(operation, **kw))
+
+
+@pytest.fixture
+async def world(mock_clock: trio.testing.MockClock) -> AsyncIterator[World]:
+    mock_clock.jump(1000.0)
+    with AgentCoreEmulator(lifecycle_clock=mock_clock.current_time, page_size=2) as emu:
+        provider = BedrockAgentCore(
+            harness_arn=emu.harness_arn,
+            data_url=emu.base_url,
+            control_url=emu.base_url,
+            env=emu.credentials_env(),
+        )
+        client = (await provider.client_for(emu.region)).unwrap()
+        yield World(emu, client, mock_clock)
+        await provider.close()
+
+
+def error_of(got: Any) -> HarnessError:
+    assert isinstance(got, Failure), got
+    error = got.failure()
+    assert isinstance(error, HarnessError), error
+    return error
+
+
+async def test_B51_B64_B79_create_then_wait_for_ready_and_the_endpoint(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    started = trio.current_time()
+    handle = (await world.provision()).unwrap()
+    assert isinstance(handle, HarnessHandle) and handle.created and handle.name == NAME
+    assert world.emu.control.harness(handle.harness_id).status == "READY"
+    assert world.emu.control.harness(handle.harness_id).endpoints["DEFAULT"] == "READY"
+    # Default lifecycles: READY after 10 s, the DEFAULT endpoint 20 s after that, at a 5 s cadence.
+    assert 30 <= trio.current_time() - started <= 40
+    assert world.calls("CreateHarness") == 1 and world.calls("DeleteHarness") == 0
+    body = world.emu.control.create_bodies[0]
+    assert body["harnessName"] == NAME and len(body["clientToken"]) >= 33
+    assert body["environment"] == STORAGE.config and body["tools"][0]["type"] == "inline_function"
+    polls = [md for n, _, md in world.events if n.endswith(".poll")]
+    assert {p["phase"] for p in polls} == {"ready", "endpoint"}
+    stops = [md for n, _, md in world.events if n.endswith(".stop")]
+    assert [s["result"] for s in stops] == ["ok", "ok"]
+
+
+async def test_B4_a_provisioned_harness_runs_a_session(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    handle = (await world.provision()).unwrap()
+    world.emu.script_session(SID, [ace.text_turn("hello from a new harness")])
+    provider = BedrockAgentCore(harness=handle, data_url=world.emu.base_url, env=world.emu.credentials_env())
+    try:
+        got = await run(
+            provider, handler=lambda name, input, ctx: "unused", prompt="hi", runtime_session_id=SID
+        )
+    finally:
+        await provider.close()
+    assert isinstance(got, Success), got
+    assert got.unwrap().terminal is Terminal.END_TURN
+
+
+async def test_B64_B72_a_harness_that_never_gets_ready_times_out_and_is_rolled_back(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.script_harness(NAME, create="CREATING")
+    error = error_of(await world.provision(timeout=60))
+    assert error.tag == "harness_ready_timeout"
+    assert error.context is not None and error.context.phase is Phase.READY
+    assert error.context.last_status == "CREATING" and error.context.polls and error.context.polls > 2
+    assert world.calls("GetHarnessEndpoint") == 0  # B-79: no endpoint calls before READY
+    assert world.calls("DeleteHarness") == 1  # B-72
+
+
+@pytest.mark.parametrize(
+    ("script", "tag"),
+    [
+        ({"create": "CREATE_FAILED"}, "harness_failed"),
+        ({"create": "MIGRATING"}, "harness_unknown_status"),
+        ({"endpoint": "CREATE_FAILED"}, "endpoint_failed"),
+        ({"endpoint_appear_after_s": math.inf}, "endpoint_ready_timeout"),
+        ({"endpoint": "CREATING"}, "endpoint_ready_timeout"),
+    ],
+)
+async def test_B64_B81_B83_named_failures_roll_back_what_this_call_created(
+    mock_clock: trio.testing.MockClock, world: World, script: dict[str, Any], tag: str
+) -> None:
+    world.emu.control.script_harness(NAME, **script)
+    error = error_of(await world.provision(timeout=120))
+    assert error.tag == tag
+    assert error.context is not None and error.context.harness_id
+    if tag.startswith("endpoint"):
+        assert error.context.phase is Phase.ENDPOINT and error.context.endpoint_name == "DEFAULT"
+    if "appear" in str(script):
+        assert error.context.last_status is None  # every endpoint poll was a 404
+    assert world.calls("DeleteHarness") == 1
+
+
+async def test_B52_a_live_same_name_harness_is_adopted_and_never_rolled_back(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    for filler in range(5):  # push the harness to a later listing page (page size 2)
+        world.emu.control.add_harness(f"filler_{filler}")
+    world.emu.control.script_harness(NAME, endpoint="CREATE_FAILED")
+    existing = world.emu.control.add_harness(NAME)
+    got = await world.provision(timeout=120)
+    # Adopted (its endpoint failed, so the wait reports it) but not deleted: someone else owns it.
+    assert error_of(got).tag == "endpoint_failed" and error_of(got).context.harness_id == existing.id
+    assert world.calls("DeleteHarness") == 0 and world.calls("ListHarnesses") >= 3
+
+
+async def test_B52_adopting_a_ready_harness_returns_it(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    existing = world.emu.control.add_harness(NAME)
+    world.clock.jump(100)
+    handle = (await world.provision()).unwrap()
+    assert handle.harness_id == existing.id and not handle.created
+    assert world.calls("CreateHarness") == 1  # the 409
+
+
+async def test_B53_B70_a_deleting_same_name_harness_is_waited_out_then_recreated_on_one_budget(
+    world: World,
+) -> None:
+    world.emu.control.script_harness(NAME, delete_after_s=40)
+    old = world.emu.control.add_harness(NAME)
+    assert isinstance(await teardown_harness(world.client, old.id), Success)
+    started = trio.current_time()
+    handle = (await world.provision(timeout=200)).unwrap()
+    assert handle.harness_id != old.id and handle.created
+    assert world.calls("CreateHarness") == 2  # the 409, then the re-create
+    assert trio.current_time() - started <= 200
+
+
+async def test_B68_a_deletion_that_outlasts_the_budget_is_harness_still_deleting(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.script_harness(NAME, delete="DELETING")
+    old = world.emu.control.add_harness(NAME)
+    await teardown_harness(world.client, old.id)
+    error = error_of(await world.provision(timeout=30))
+    assert error.tag == "harness_still_deleting"
+    assert error.context is not None and error.context.phase is Phase.DELETED
+    assert error.context.harness_id == NAME and error.context.last_status == "DELETING"
+    assert world.calls("CreateHarness") == 1
+
+
+async def test_B54_a_failed_same_name_harness_is_a_name_conflict(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.script_harness(NAME, create="CREATE_FAILED")
+    world.emu.control.add_harness(NAME)
+    world.clock.jump(100)
+    error = error_of(await world.provision())
+    assert error.tag == "harness_name_conflict" and world.calls("DeleteHarness") == 0
+
+
+async def test_B80_B47_options_are_checked_before_any_harness_exists(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    got = await world.provision(endpoint_name="bad-name")
+    assert isinstance(got, Failure) and got.failure() == InvalidOpts("endpoint_name", got.failure().detail)
+    got = await world.provision(execution_role_arn="  ")
+    assert isinstance(got, Failure) and got.failure().option == "execution_role_arn"
+    got = await world.provision(timeout=-5)
+    assert isinstance(got, Failure) and got.failure().option == "timeout"
+    assert world.calls("CreateHarness") == 0
+
+
+async def test_B79_a_named_endpoint_is_waited_for(mock_clock: trio.testing.MockClock, world: World) -> None:
+    handle = (await world.provision()).unwrap()
+    # A second provision of the same spec adopts it and waits for a named endpoint that never exists.
+    error = error_of(await world.provision(endpoint_name="canary", timeout=30))
+    assert error.tag == "endpoint_ready_timeout" and error.context.endpoint_name == "canary"
+    assert error.context.harness_id == handle.harness_id
+
+
+async def test_B72_cancellation_mid_wait_still_rolls_back(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.script_harness(NAME, create="CREATING")
+    with trio.move_on_after(50):  # virtual seconds: the wait is cancelled mid-poll
+        await world.provision(timeout=300)
+    assert world.calls("DeleteHarness") == 1
+    harness = world.emu.control.harness(NAME)
+    assert harness is None or harness.status == "DELETING"
+
+
+async def test_B73_a_failed_rollback_never_masks_the_error(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.emu.control.script_harness(NAME, create="CREATE_FAILED")
+    world.emu.inject(ace.error_once(403, "AccessDeniedException", "no delete", operation="DeleteHarness"))
+    with caplog.at_level(logging.ERROR, logger="rma.provisioning.agentcore"):
+        error = error_of(await world.provision())
+    assert error.tag == "harness_failed"
+    assert any("could not roll back" in r.getMessage() for r in caplog.records)
+
+
+async def test_B66_a_poll_error_with_budget_left_is_returned_unchanged(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.inject(ace.error_once(403, "AccessDeniedException", "nope", operation="GetHarness"))
+    got = await world.provision()
+    assert isinstance(got, Failure) and got.failure().kind == "http_error"
+    assert world.calls("DeleteHarness") == 1
+
+
+async def test_M9_every_wait_logs_a_diagnosable_line(
+    mock_clock: trio.testing.MockClock, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.emu.control.script_harness(NAME, create="CREATE_FAILED")
+    with caplog.at_level(logging.DEBUG, logger="rma.provisioning.agentcore"):
+        await world.provision()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "harness poll" in text and "phase=ready" in text and "status=CREATE_FAILED" in text
+    assert "harness wait error:harness_failed" in text
+
+
+async def test_B58_teardown_deletes_and_a_gone_harness_is_fine(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    handle = (await world.provision()).unwrap()
+    assert await teardown_harness(world.client, handle, delete_managed_memory=False) == Success(None)
+    assert world.emu.control.harness(handle.harness_id).status == "DELETING"
+    world.clock.jump(60)
+    assert await teardown_harness(world.client, handle) == Success(None)  # 404 now: already gone
+    names = [h["harnessName"] for h in (await list_harnesses(world.client)).unwrap()]
+    assert NAME not in names
