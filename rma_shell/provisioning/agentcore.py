@@ -21,6 +21,7 @@ Time and sleeping are trio's (``trio.current_time``, ``trio.sleep``), so tests r
 
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 import uuid
@@ -46,10 +47,18 @@ from rma.provisioning.harness import (
     create_body,
     tag_for,
 )
-from rma.provisioning.identity import combined_digest, harness_name
+from rma.provisioning.identity import (
+    AGENTCORE_HARNESS_NAMES,
+    combined_digest,
+    digest_of_name,
+    harness_base,
+    harness_name,
+    short_digest,
+)
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.vocabulary import JSON
 from rma_shell.providers.agentcore_client import AgentCoreClient
+from rma_shell.stores import Entry, Record, Store, StoreKey, ensure_record
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -501,3 +510,141 @@ async def _wait_deleted(run: _Run, name: str) -> Result[None, SessionError]:
 def wall_clock() -> float:
     """A clock for provisioning outside trio's virtual time (scripts, the CLI)."""
     return time.monotonic()
+
+
+# --- through a store: create-or-reuse, tags, prune, teardown ------------------------------------
+
+PROVIDER = "bedrock_agent_core"
+KIND = "harness"
+
+
+def harness_key(agent: AgentSpec, prefix: str | None = None) -> StoreKey:
+    return StoreKey(provider=PROVIDER, kind=KIND, base=harness_base(agent, prefix) or "a")
+
+
+def _handle(record: Record) -> HarnessHandle:
+    arn = record.data.get("harness_arn")
+    return HarnessHandle(str(arn or ""), record.remote_id, record.name, record.digest, created=False)
+
+
+async def ensure_harness(
+    client: AgentCoreClient,
+    agent: AgentSpec,
+    environment: EnvironmentSpec | None = None,
+    *,
+    store: Store,
+    execution_role_arn: str,
+    prefix: str | None = None,
+    **options: Any,
+) -> Result[HarnessHandle, SessionError]:
+    """V-10 for harnesses: the stored handle for (agent, environment) if there is one, else
+    ``provision_harness`` once — across tasks and processes sharing ``store`` — and store it.
+    The endpoint is a call-time choice (B-84): a stored hit does not wait for it again."""
+    key = harness_key(agent, prefix)
+    digest = combined_digest(agent, environment)
+    made: list[HarnessHandle] = []
+
+    async def build() -> Result[Entry, SessionError]:
+        got = await provision_harness(
+            client, agent, environment, execution_role_arn=execution_role_arn, prefix=prefix, **options
+        )
+        if isinstance(got, Failure):
+            return Failure(got.failure())
+        handle = got.unwrap()
+        made.append(handle)
+        return Success(Entry(handle.harness_id, handle.name, data={"harness_arn": handle.harness_arn}))
+
+    ensured = await ensure_record(store, key, digest, build)
+    if isinstance(ensured, Failure):
+        return Failure(ensured.failure())
+    handle = _handle(ensured.unwrap().record)
+    return Success(attrs.evolve(handle, created=bool(made and made[0].created)))
+
+
+async def release_harness(
+    client: AgentCoreClient, handle: HarnessHandle, *, store: Store, **options: Any
+) -> Result[None, SessionError]:
+    """Teardown through the store: DeleteHarness, then evict every record holding it (V-15)."""
+    deleted = await teardown_harness(client, handle, **options)
+    if isinstance(deleted, Failure):
+        return deleted
+    await trio.to_thread.run_sync(store.delete_remote, PROVIDER, handle.harness_id)
+    return Success(None)
+
+
+def tag_harness(
+    store: Store, agent_or_base: AgentSpec | str, tag: str, digest: str
+) -> Result[None, SessionError]:
+    base = agent_or_base if isinstance(agent_or_base, str) else harness_base(agent_or_base)
+    got = store.set_tag(StoreKey(provider=PROVIDER, kind=KIND, base=base), tag, digest)
+    return Success(None) if isinstance(got, Success) else Failure(got.failure())
+
+
+def resolve_harness(store: Store, ref: str) -> Result[HarnessHandle, SessionError]:
+    """``base:tag`` → the tagged harness; UnknownTag / UntrackedDigest, never a fallback."""
+    got = store.resolve(ref, provider=PROVIDER, kind=KIND)
+    if isinstance(got, Failure):
+        return Failure(got.failure())
+    return Success(_handle(got.unwrap()))
+
+
+@attrs.frozen
+class Pruned:
+    deleted: tuple[str, ...]
+    kept: tuple[str, ...]
+
+
+async def prune_harnesses(
+    client: AgentCoreClient, store: Store, base: str, *, keep: int
+) -> Result[Pruned, SessionError]:
+    """V-35…V-38 for harnesses: keep the newest ``keep`` named ``<base>_<8 hex>`` and every
+    tagged digest; delete the rest oldest first (over the complete listing); stop at the first
+    failure and report what was deleted."""
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        return Failure(PruneError(tag="keep_required", detail=f"keep must be an integer > 0, got {keep!r}"))
+    listed = await list_harnesses(client)
+    if isinstance(listed, Failure):
+        return Failure(listed.failure())
+    key = StoreKey(provider=PROVIDER, kind=KIND, base=base)
+    tagged = {short_digest(d) for d in (await trio.to_thread.run_sync(store.tags, key)).values()}
+    candidates: list[tuple[Mapping[str, Any], str]] = []
+    for h in listed.unwrap():
+        name = h.get("harnessName") if isinstance(h, Mapping) else None
+        short = digest_of_name(name, base, AGENTCORE_HARNESS_NAMES) if isinstance(name, str) else None
+        if short is not None and h.get("status") != "DELETING":
+            candidates.append((h, short))
+    candidates.sort(key=lambda pair: _when(pair[0].get("createdAt")), reverse=True)
+    kept = [str(h["harnessName"]) for h, _ in candidates[:keep]]
+    rest = candidates[keep:]
+    kept += [str(h["harnessName"]) for h, short in rest if short in tagged]
+    doomed = [h for h, short in reversed(rest) if short not in tagged]
+    deleted: list[str] = []
+    for harness in doomed:
+        got = await teardown_harness(client, str(harness.get("harnessId")))
+        if isinstance(got, Failure):
+            return Failure(
+                PruneError(
+                    tag="partial",
+                    detail=f"deleted {len(deleted)} of {len(doomed)}; {harness.get('harnessName')} failed: "
+                    f"{got.failure().message}",
+                    payload={"deleted": deleted, "failed": harness.get("harnessName")},
+                )
+            )
+        await trio.to_thread.run_sync(store.delete_remote, PROVIDER, str(harness.get("harnessId")))
+        deleted.append(str(harness["harnessName"]))
+    return Success(Pruned(tuple(deleted), tuple(kept)))
+
+
+def _when(value: object) -> datetime.datetime:
+    if isinstance(value, str):
+        try:
+            parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return datetime.datetime.min.replace(tzinfo=datetime.UTC)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+    return datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+@attrs.frozen
+class PruneError(HarnessError):
+    """``keep_required`` (keep missing or < 1) or ``partial`` (a delete failed midway)."""

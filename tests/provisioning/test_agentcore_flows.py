@@ -24,7 +24,18 @@ from rma.vocabulary import Terminal
 from rma_shell import run
 from rma_shell.providers.agentcore_client import AgentCoreClient
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.provisioning.agentcore import list_harnesses, provision_harness, teardown_harness
+from rma_shell.provisioning.agentcore import (
+    ensure_harness,
+    harness_key,
+    list_harnesses,
+    provision_harness,
+    prune_harnesses,
+    release_harness,
+    resolve_harness,
+    tag_harness,
+    teardown_harness,
+)
+from rma_shell.stores import MemoryStore
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
@@ -300,3 +311,92 @@ async def test_B58_teardown_deletes_and_a_gone_harness_is_fine(
     assert await teardown_harness(world.client, handle) == Success(None)  # 404 now: already gone
     names = [h["harnessName"] for h in (await list_harnesses(world.client)).unwrap()]
     assert NAME not in names
+
+
+# --- through a store ------------------------------------------------------------------------------
+
+
+async def test_V10_ensure_harness_creates_once_then_reuses(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    store = MemoryStore()
+    first = (
+        await ensure_harness(
+            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        )
+    ).unwrap()
+    again = (
+        await ensure_harness(
+            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        )
+    ).unwrap()
+    assert first.created and not again.created and again.harness_id == first.harness_id
+    assert again.harness_arn == first.harness_arn and world.calls("CreateHarness") == 1
+    other = AgentSpec.create("support", system_prompt="Different prompt.").unwrap()
+    changed = (
+        await ensure_harness(
+            world.client, other, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        )
+    ).unwrap()
+    assert changed.harness_id != first.harness_id and world.calls("CreateHarness") == 2
+
+
+async def test_V11_a_failed_provision_is_not_cached(mock_clock: trio.testing.MockClock, world: World) -> None:
+    store = MemoryStore()
+    world.emu.control.script_harness(NAME, create="CREATE_FAILED")
+    got = await ensure_harness(
+        world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+    )
+    assert error_of(got).tag == "harness_failed"
+    assert store.records(harness_key(AGENT)) == []
+
+
+async def test_V15_release_deletes_and_evicts(mock_clock: trio.testing.MockClock, world: World) -> None:
+    store = MemoryStore()
+    handle = (
+        await ensure_harness(
+            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        )
+    ).unwrap()
+    assert await release_harness(world.client, handle, store=store) == Success(None)
+    assert store.records(harness_key(AGENT)) == [] and world.calls("DeleteHarness") == 1
+
+
+async def test_V32_V34_tags_resolve_to_the_tagged_harness_and_never_fall_back(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    store = MemoryStore()
+    handle = (
+        await ensure_harness(
+            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        )
+    ).unwrap()
+    assert tag_harness(store, AGENT, "stable", handle.digest) == Success(None)
+    assert resolve_harness(store, "support:stable").unwrap().harness_id == handle.harness_id
+    assert resolve_harness(store, "support:canary").failure().kind == "unknown_tag"
+
+
+async def test_V35_V38_prune_keeps_the_newest_and_the_tagged(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    store = MemoryStore()
+    made = []
+    for n in range(4):
+        spec = AgentSpec.create("support", system_prompt=f"version {n}").unwrap()
+        made.append(
+            (
+                await ensure_harness(
+                    world.client, spec, None, store=store, execution_role_arn=ROLE, sleep=world.sleep
+                )
+            ).unwrap()
+        )
+        world.clock.jump(60)
+    world.emu.control.add_harness("support_data_1a2b3c4d")  # another base: never a candidate
+    assert tag_harness(store, "support", "stable", made[0].digest) == Success(None)
+    assert (await prune_harnesses(world.client, store, "support", keep=0)).failure().tag == "keep_required"
+    pruned = (await prune_harnesses(world.client, store, "support", keep=2)).unwrap()
+    assert pruned.deleted == (made[1].name,)
+    assert set(pruned.kept) == {made[3].name, made[2].name, made[0].name}
+    assert [r.remote_id for r in store.records(harness_key(AGENT))] == [
+        m.harness_id for m in (made[3], made[2], made[0])
+    ]
