@@ -61,6 +61,7 @@ import mimetypes
 import queue
 import re
 import select
+import selectors
 import socket
 import threading
 import time
@@ -591,10 +592,64 @@ class _Subscriber:
         self.deltas = deltas
         self.drop_after: int | None = None
         self.error: CMAFault | None = None
+        self.watched = False
+        """Whether ``_HangupWatch`` tells this stream when its client hangs up."""
 
 
 _DROP = object()
 _END = object()
+_GONE = object()
+_WAKE = object()
+
+
+class _HangupWatch:
+    """One thread that notices clients hanging up on their event streams.
+
+    Without it every stream thread would wake up ten times a second to look at its socket;
+    with thousands of streams open those wake-ups alone saturate the GIL. The watcher waits on
+    all stream sockets at once and puts ``_GONE`` in a stream's queue when its client has closed
+    the connection, so stream threads block on their queues until there is something to do.
+    A socket that turns readable with data instead (a client writing on its stream) is handed
+    back to its stream thread (``_WAKE``), which then polls it itself as before.
+    """
+
+    def __init__(self, stopping: threading.Event) -> None:
+        self._stopping = stopping
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, sub: _Subscriber) -> None:
+        with self._lock:
+            try:
+                self._selector.register(sub.connection, selectors.EVENT_READ, sub)
+            except (KeyError, ValueError, OSError):
+                return  # not watchable: the stream thread keeps polling its socket
+            sub.watched = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="cma-emulator-hangups", daemon=True)
+                self._thread.start()
+
+    def unwatch(self, sub: _Subscriber) -> None:
+        with self._lock:
+            if sub.watched:
+                sub.watched = False
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    self._selector.unregister(sub.connection)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                ready = self._selector.select(timeout=0.1)
+            except (OSError, ValueError):
+                continue
+            for key, _ in ready:
+                sub: _Subscriber = key.data
+                if not sub.watched:
+                    continue
+                gone = _client_gone(sub.connection)  # never raises: a broken socket is gone
+                self.unwatch(sub)
+                sub.queue.put(_GONE if gone else _WAKE)
 
 
 @attrs.define
@@ -704,6 +759,7 @@ class CMAEmulator(LoopbackEmulator):
         uploads_downloadable: bool = False,
         ping_interval: float | None = None,
         delta_chars: int = 8,
+        unique_names: bool = False,
     ) -> None:
         """``api_key``: requests must carry it as ``x-api-key`` or ``Authorization: Bearer``
         (the SDK 2.10.0 sends the latter); ``None`` disables the check. ``bearer_tokens``: extra
@@ -713,7 +769,10 @@ class CMAEmulator(LoopbackEmulator):
         ``anthropic-version``. ``uploads_downloadable``: let ``GET /v1/files/{id}/content`` serve
         uploads (the API answers 400 ``file_not_downloadable``; only agent outputs are
         downloadable — add those with ``add_output_file``). ``ping_interval``: send
-        ``event: ping`` frames on idle streams. ``delta_chars``: text per ``event_delta`` preview."""
+        ``event: ping`` frames on idle streams. ``delta_chars``: text per ``event_delta`` preview.
+        ``unique_names``: answer a create of an agent or environment whose name an existing one
+        (live or archived) already holds with 409 ``conflict_error`` — whether the real API
+        does is unverified, so this is opt-in (it makes name-collision recovery testable)."""
         self._script = list(script)
         self.api_key = api_key
         self._bearer_tokens = frozenset(bearer_tokens)
@@ -722,10 +781,12 @@ class CMAEmulator(LoopbackEmulator):
         self._uploads_downloadable = uploads_downloadable
         self._ping_interval = ping_interval
         self._delta_chars = max(1, delta_chars)
+        self._unique_names = unique_names
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._init_loopback()
         self._faults: list[_Armed] = [_Armed(f, f.times, None) for f in faults]
+        self._hangups = _HangupWatch(self._stopping)
         self._counter = 0
         self._ids: dict[str, int] = {}
         self._last_time = datetime.now(UTC)
@@ -1036,6 +1097,8 @@ class CMAEmulator(LoopbackEmulator):
             raise _invalid("name: Field required (a non-empty string)")
         if "model" not in body:
             raise _invalid("model: Field required")
+        if self._unique_names and any(a.versions[-1]["name"] == name for a in self._agents.values()):
+            raise _Rejected(409, f"An agent named {name!r} already exists.", "conflict_error")
         stamp = self._now()
         agent: JSONDict = {
             "id": self._id("agent"),
@@ -1158,6 +1221,8 @@ class CMAEmulator(LoopbackEmulator):
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise _invalid("name: Field required (a non-empty string)")
+        if self._unique_names and any(e.data["name"] == name for e in self._environments.values()):
+            raise _Rejected(409, f"An environment named {name!r} already exists.", "conflict_error")
         stamp = self._now()
         data: JSONDict = {
             "id": self._id("env"),
@@ -1812,6 +1877,8 @@ class CMAEmulator(LoopbackEmulator):
             h.send_header("Transfer-Encoding", "chunked")
             h.send_header("request-id", request_id)
             h.end_headers()
+            if self._ping_interval is None:
+                self._hangups.watch(sub)
             self._pump(h, sub)
         except OSError:
             h.close_connection = True
@@ -1821,6 +1888,7 @@ class CMAEmulator(LoopbackEmulator):
                 if session_now is not None and sub in session_now.subscribers:
                     session_now.subscribers.remove(sub)
                     self._changed.notify_all()
+            self._hangups.unwatch(sub)
 
     def _pump(self, h: LoopbackHandler, sub: _Subscriber) -> None:
         def write(data: bytes) -> None:
@@ -1841,11 +1909,14 @@ class CMAEmulator(LoopbackEmulator):
                 write(b"")
                 return
             if sub.drop_after is not None and sent >= sub.drop_after:
+                self._hangups.unwatch(sub)  # the watcher must not wake up for our own hang-up
                 self._abort(h)
                 return
             wait = 0.1 if self._ping_interval is None else min(0.1, self._ping_interval)
             try:
-                item = sub.queue.get(timeout=wait)
+                # A watched stream sleeps until its queue says something: an event, a fault,
+                # the end, or _GONE from the hang-up watcher (close() queues _END everywhere).
+                item = sub.queue.get(timeout=None if sub.watched else wait)
             except queue.Empty:
                 if self._stopping.is_set() or _client_gone(h.connection):
                     h.close_connection = True
@@ -1854,7 +1925,13 @@ class CMAEmulator(LoopbackEmulator):
                     frame("ping", {"type": "ping"})
                     last_write = time.monotonic()
                 continue
+            if item is _WAKE:
+                continue
+            if item is _GONE:
+                h.close_connection = True
+                return
             if item is _DROP:
+                self._hangups.unwatch(sub)
                 self._abort(h)
                 return
             if item is _END:
@@ -2093,9 +2170,12 @@ def _decode_cursor(page: str, kind: str) -> tuple[str, int]:
 
 def _client_gone(connection: socket.socket) -> bool:
     try:
-        readable, _, _ = select.select([connection], [], [], 0)
-        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
+        # poll, not select: select() refuses file descriptors past 1023, which a few thousand
+        # open streams reach.
+        poller = select.poll()
+        poller.register(connection, select.POLLIN)
+        return bool(poller.poll(0)) and connection.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
         return True
 
 
