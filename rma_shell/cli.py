@@ -1,4 +1,4 @@
-"""The ``rma`` command line: ``rma demo`` and ``rma replay LOG``.
+"""The ``rma`` command line: ``rma demo``, ``rma replay LOG`` and the provisioning commands.
 
 An argparse front end. ``demo`` runs the bundled agent demo (``rma_shell.demo``);
 ``replay`` folds a log recorded with ``--record`` (or ``run(record=...)``) through the
@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("log", metavar="LOG", help="the JSONL event log")
     replay.add_argument("--json", action="store_true", help="print each result as JSON (one per line)")
+    from rma_shell.cli_provision import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -109,6 +112,10 @@ def main(argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = N
         return _demo(args, environ)
     if args.command == "replay":
         return _replay(args)
+    from rma_shell.cli_provision import COMMANDS, run_command
+
+    if args.command in COMMANDS:
+        return run_command(args, environ)
     parser.print_help(sys.stderr)
     return EXIT_USAGE
 

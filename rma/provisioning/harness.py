@@ -223,6 +223,22 @@ class HarnessHandle:
         return self.to_json().get(key, default)
 
 
+MODEL_UNION_KEYS: Final = frozenset(
+    {"bedrockModelConfig", "openAiModelConfig", "geminiModelConfig", "liteLlmModelConfig"}
+)
+
+
+def model_union(model: JSON) -> JSON:
+    """The harness ``model`` union from an agent's model config: a union passes verbatim; a
+    bare model id (``"us.anthropic.claude-sonnet-4-6"``) or a config without a union key is a
+    Bedrock model (the service's default family, §8.2)."""
+    if isinstance(model, str):
+        return {"bedrockModelConfig": {"modelId": model}}
+    if isinstance(model, Mapping) and not (set(model) & MODEL_UNION_KEYS):
+        return {"bedrockModelConfig": dict(model)}
+    return model
+
+
 def create_body(
     name: str,
     execution_role_arn: str,
@@ -251,7 +267,7 @@ def create_body(
     if agent.system_prompt:
         body["systemPrompt"] = [{"text": agent.system_prompt}]
     if agent.model_config is not None:
-        body["model"] = agent.model_config
+        body["model"] = model_union(agent.model_config)
     if agent.tools:
         tools: list[JSON] = []
         for tool in agent.tools:

@@ -246,6 +246,15 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         )
         return Success(self._client)
 
+    async def control_client(self) -> Result[AgentCoreClient, SessionError]:
+        """The client for provisioning: the region is ``aws_region`` (option, app config),
+        else the harness ARN's, else ``AWS_REGION``/``AWS_DEFAULT_REGION``, else us-east-1."""
+        arn = parse_harness_arn(self.defaults.get("harness_arn") or "")
+        region = self._region(arn.unwrap().region if isinstance(arn, Success) else None)
+        if isinstance(region, Failure):
+            return Failure(region.failure())
+        return await self.client_for(region.unwrap())
+
     # -- lifecycle -----------------------------------------------------------------------
 
     async def open(self, request: OpenRequest) -> Result[AgentCoreConn, SessionError]:

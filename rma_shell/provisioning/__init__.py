@@ -1,1 +1,130 @@
-"""Provisioning flows: managed agents, environments and harnesses as content-addressed entities."""
+"""Provisioning: managed agents, environments and harnesses as content-addressed entities.
+
+``provision(provider, agent, environment, store=...)`` creates what a managed provider needs
+for a spec — or reuses what an earlier call (in any process sharing the store) created — and
+returns a handle to pass to ``run``; ``teardown(provider, handle, store=...)`` releases it and
+evicts it from the store. Per provider:
+
+- **Claude Managed Agents** (``rma_shell.provisioning.claude_managed_agents``): an agent and an
+  environment, named ``<base>_<digest8>``; tags, resolve, prune (archive).
+- **Bedrock AgentCore** (``rma_shell.provisioning.agentcore``): one harness per (agent,
+  environment), waited for until it and its endpoint are READY on one deadline; tags,
+  resolve, prune (delete).
+
+The default store is process-wide and in memory (V-41); pass ``store=SqliteStore(path)`` (or
+``open_store()``, the documented default path) for anything that outlives the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from returns.result import Failure, Result, Success
+
+from rma.errors import InvalidOpts, SessionError, Unsupported
+from rma.provisioning.harness import HarnessHandle
+from rma.provisioning.spec import AgentSpec, EnvironmentSpec
+from rma_shell.stores import MemoryStore, Store
+
+_DEFAULT_STORE: Store | None = None
+
+
+def default_store() -> Store:
+    """The process-wide in-memory store used when none is given (empty in every new process)."""
+    global _DEFAULT_STORE
+    if _DEFAULT_STORE is None:
+        _DEFAULT_STORE = MemoryStore()
+    return _DEFAULT_STORE
+
+
+def _specs(
+    agent: AgentSpec | Mapping[str, Any], environment: EnvironmentSpec | Mapping[str, Any] | None
+) -> Result[tuple[AgentSpec, EnvironmentSpec | None], SessionError]:
+    a = AgentSpec.coerce(agent)
+    if isinstance(a, Failure):
+        return Failure(a.failure())
+    e = EnvironmentSpec.coerce_optional(environment)
+    if isinstance(e, Failure):
+        return Failure(e.failure())
+    return Success((a.unwrap(), e.unwrap()))
+
+
+async def provision(
+    provider: object,
+    agent: AgentSpec | Mapping[str, Any],
+    environment: EnvironmentSpec | Mapping[str, Any] | None = None,
+    *,
+    store: Store | None = None,
+    **options: Any,
+) -> Result[Any, SessionError]:
+    """Create-or-reuse what ``provider`` needs for ``agent`` (in ``environment``).
+
+    Claude Managed Agents → a ``Provisioned`` (agent and environment handles; pass it as both
+    ``agent=`` and ``environment=`` to ``run``). Bedrock AgentCore → a ``HarnessHandle`` (pass
+    it as ``harness=``); ``execution_role_arn`` is required and ``prefix``, ``endpoint_name``,
+    ``timeout`` (default 365 s), ``poll_interval``, ``max_polls``, ``environment_variables``
+    and ``extra`` are passed to the harness flow.
+    """
+    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+
+    specs = _specs(agent, environment)
+    if isinstance(specs, Failure):
+        return Failure(specs.failure())
+    agent_spec, environment_spec = specs.unwrap()
+    chosen = store if store is not None else default_store()
+    if isinstance(provider, ClaudeManagedAgents):
+        from rma_shell.provisioning import claude_managed_agents as cma
+
+        client = provider.client()
+        if isinstance(client, Failure):
+            return Failure(client.failure())
+        return await cma.provision(
+            cma.PROVIDER, client.unwrap(), agent_spec, environment_spec, store=chosen, **options
+        )
+    if isinstance(provider, BedrockAgentCore):
+        from rma_shell.provisioning.agentcore import ensure_harness
+
+        role = options.pop("execution_role_arn", None)
+        if not isinstance(role, str):
+            return Failure(InvalidOpts(option="execution_role_arn", detail="an IAM role ARN is required"))
+        control = await provider.control_client()
+        if isinstance(control, Failure):
+            return Failure(control.failure())
+        return await ensure_harness(
+            control.unwrap(), agent_spec, environment_spec, store=chosen, execution_role_arn=role, **options
+        )
+    return Failure(Unsupported(operation=f"provision on {type(provider).__name__}"))
+
+
+async def teardown(
+    provider: object, handle: Any, *, store: Store | None = None, **options: Any
+) -> Result[Any, SessionError]:
+    """Release what ``provision`` returned and evict it from the store (V-15)."""
+    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+
+    chosen = store if store is not None else default_store()
+    if isinstance(provider, ClaudeManagedAgents):
+        from rma_shell.provisioning import claude_managed_agents as cma
+
+        client = provider.client()
+        if isinstance(client, Failure):
+            return Failure(client.failure())
+        return await cma.teardown(client.unwrap(), chosen, handle)
+    if isinstance(provider, BedrockAgentCore):
+        from rma_shell.provisioning.agentcore import release_harness
+
+        if not isinstance(handle, HarnessHandle):
+            return Failure(
+                InvalidOpts(option="handle", detail="a HarnessHandle from provision() is required")
+            )
+        control = await provider.control_client()
+        if isinstance(control, Failure):
+            return Failure(control.failure())
+        return await release_harness(control.unwrap(), handle, store=chosen, **options)
+    return Failure(Unsupported(operation=f"teardown on {type(provider).__name__}"))
+
+
+__all__ = ["default_store", "provision", "teardown"]

@@ -122,3 +122,16 @@ def test_B4_a_handle_reads_like_a_mapping() -> None:
         "arn:aws:bedrock-agentcore:us-east-1:1:harness/h-AbCdEfGhIj", "h-AbCdEfGhIj", "h", "d" * 64
     )
     assert handle.get("harness_arn") == handle.harness_arn and handle.get("missing") is None
+
+
+def test_a_bare_model_id_becomes_the_bedrock_model_union() -> None:
+    from rma.provisioning.harness import model_union
+
+    assert model_union("us.anthropic.claude-sonnet-4-6") == {
+        "bedrockModelConfig": {"modelId": "us.anthropic.claude-sonnet-4-6"}
+    }
+    assert model_union({"modelId": "m", "maxTokens": 10}) == {
+        "bedrockModelConfig": {"modelId": "m", "maxTokens": 10}
+    }
+    union = {"openAiModelConfig": {"modelId": "gpt", "apiKeyArn": "arn"}}
+    assert model_union(union) == union
