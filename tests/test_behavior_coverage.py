@@ -15,8 +15,14 @@ RANGES = {"S": 92, "T": 15, "E": 12, "R": 22, "P": 8, "L": 34}
 # Bedrock AgentCore (issue #4): the runtime, normalize, data plane, event stream, SigV4, control-plane
 # client and runtime commands. B-47…B-84 (harness provisioning) belong to the provisioning issue.
 B_IDS = [*range(1, 47), *range(85, 89)]
+# Provisioning and artifacts (issue #5): harness provisioning, specs/stores/flows, artifacts.
+PROVISIONING_IDS = [
+    *(f"B-{n}" for n in range(47, 85)),
+    *(f"V-{n}" for n in range(1, 52)),
+    *(f"A-{n}" for n in range(1, 15)),
+]
 _NAME = re.compile(r"def (test_\w+)")
-_HYPHEN = re.compile(r"\b([STERPLB])-(\d+)\b")
+_HYPHEN = re.compile(r"\b([STERPLBVA])-(\d+)\b")
 
 
 def pinned_ids() -> set[str]:
@@ -28,7 +34,7 @@ def pinned_ids() -> set[str]:
             text = path.read_text()
             for name in _NAME.findall(text):
                 for token in name.split("_"):
-                    m = re.fullmatch(r"([STERPLB])(\d+)", token)
+                    m = re.fullmatch(r"([STERPLBVA])(\d+)", token)
                     if m:
                         found.add(f"{m[1]}-{int(m[2])}")
             found.update(f"{a}-{int(b)}" for a, b in _HYPHEN.findall(text))
@@ -37,7 +43,7 @@ def pinned_ids() -> set[str]:
 
 def documented_ids() -> set[str]:
     text = (ROOT / "docs" / "behaviors-status.md").read_text()
-    return {f"{a}-{int(b)}" for a, b in re.findall(r"^\|\s*([STERPLB])-(\d+)\s*\|", text, re.M)}
+    return {f"{a}-{int(b)}" for a, b in re.findall(r"^\|\s*([STERPLBVA])-(\d+)\s*\|", text, re.M)}
 
 
 def test_every_session_tool_event_reconnect_provider_and_local_behaviour_is_accounted_for() -> None:
@@ -49,4 +55,11 @@ def test_every_session_tool_event_reconnect_provider_and_local_behaviour_is_acco
 def test_every_agentcore_runtime_behaviour_is_accounted_for() -> None:
     wanted = {f"B-{n}" for n in B_IDS}
     missing = sorted(wanted - pinned_ids() - documented_ids(), key=lambda i: int(i[2:]))
+    assert missing == [], f"pin these with a test or explain them in docs/behaviors-status.md: {missing}"
+
+
+def test_every_provisioning_and_artifact_behaviour_is_accounted_for() -> None:
+    missing = sorted(
+        set(PROVISIONING_IDS) - pinned_ids() - documented_ids(), key=lambda i: (i[0], int(i[2:]))
+    )
     assert missing == [], f"pin these with a test or explain them in docs/behaviors-status.md: {missing}"

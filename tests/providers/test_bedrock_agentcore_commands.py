@@ -95,7 +95,7 @@ async def test_invalid_command_options_fail_before_sending(emu_provider: Any) ->
 
 
 class TestSessionStorage:
-    async def test_put_list_fetch_delete_round_trip(self, emu_provider: Any) -> None:
+    async def test_A11_A12_A13_put_list_fetch_delete_round_trip(self, emu_provider: Any) -> None:
         emu, p = emu_provider
         store = p.storage(SID)
         data = os.urandom(PUT_CHUNK_CHARS)  # its base64 needs two put commands
@@ -111,7 +111,7 @@ class TestSessionStorage:
         assert await store.delete("notes.md") == Success(None)
         assert [a.name for a in (await store.list()).unwrap()] == ["report.bin"]
 
-    async def test_missing_names_are_not_found(self, emu_provider: Any) -> None:
+    async def test_A12_A14_missing_names_are_not_found(self, emu_provider: Any) -> None:
         _, p = emu_provider
         store = p.storage(SID)
         assert (await store.fetch("nope.txt")).failure() == NotFound(resource="artifact", name="nope.txt")
@@ -168,7 +168,7 @@ class TestSessionStorage:
         assert scope.cancelled_caught
         assert sorted(f.name for f in emu.storage_dir(SID).iterdir()) == []
 
-    async def test_base_path_with_a_quote_is_refused(self, emu_provider: Any) -> None:
+    async def test_A8_base_path_with_a_quote_is_refused(self, emu_provider: Any) -> None:
         _, p = emu_provider
         with pytest.raises(ValueError, match="base_path"):
             p.storage(SID, base_path="/mnt/it's")
@@ -186,5 +186,5 @@ def test_command_assembler_tolerates_bare_events_and_requires_a_stop() -> None:
     assert assembler.finish().unwrap().ok
 
 
-def test_shell_quote_survives_single_quotes() -> None:
+def test_A9_shell_quote_survives_single_quotes() -> None:
     assert shell_quote("it's") == "'it'\\''s'"

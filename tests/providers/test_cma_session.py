@@ -265,7 +265,7 @@ async def test_S67_send_event_on_a_live_cma_session(provider_closer: list[Any]) 
     assert posts[-1] == {"events": [{"type": "user.interrupt"}]}
 
 
-def test_outputs_directory_constant_and_helper() -> None:
+def test_A7_outputs_directory_constant_and_helper() -> None:
     assert OUTPUTS_DIR == "/mnt/session/outputs/"
     assert output_path("report.md") == "/mnt/session/outputs/report.md"
     with pytest.raises(ValueError):

@@ -108,7 +108,7 @@ def error_of(got: Any) -> HarnessError:
     return error
 
 
-async def test_B51_B64_B79_create_then_wait_for_ready_and_the_endpoint(
+async def test_B51_B64_B75_B76_B79_B82_create_then_wait_for_ready_and_the_endpoint(
     mock_clock: trio.testing.MockClock, world: World
 ) -> None:
     started = trio.current_time()
@@ -144,7 +144,7 @@ async def test_B4_a_provisioned_harness_runs_a_session(
     assert got.unwrap().terminal is Terminal.END_TURN
 
 
-async def test_B64_B72_a_harness_that_never_gets_ready_times_out_and_is_rolled_back(
+async def test_B64_B65_B72_a_harness_that_never_gets_ready_times_out_and_is_rolled_back(
     mock_clock: trio.testing.MockClock, world: World
 ) -> None:
     world.emu.control.script_harness(NAME, create="CREATING")
@@ -166,7 +166,7 @@ async def test_B64_B72_a_harness_that_never_gets_ready_times_out_and_is_rolled_b
         ({"endpoint": "CREATING"}, "endpoint_ready_timeout"),
     ],
 )
-async def test_B64_B81_B83_named_failures_roll_back_what_this_call_created(
+async def test_B64_B78_B81_B83_named_failures_roll_back_what_this_call_created(
     mock_clock: trio.testing.MockClock, world: World, script: dict[str, Any], tag: str
 ) -> None:
     world.emu.control.script_harness(NAME, **script)
@@ -178,6 +178,9 @@ async def test_B64_B81_B83_named_failures_roll_back_what_this_call_created(
     if "appear" in str(script):
         assert error.context.last_status is None  # every endpoint poll was a 404
     assert world.calls("DeleteHarness") == 1
+    stops = [md for n, _, md in world.events if n.endswith(".stop")]
+    assert stops[-1]["result"] == f"error:{tag}"
+    assert all("context" not in md and "last_status" not in md for md in stops)  # B-78: the tag only
 
 
 async def test_B52_a_live_same_name_harness_is_adopted_and_never_rolled_back(
@@ -259,13 +262,15 @@ async def test_B79_a_named_endpoint_is_waited_for(mock_clock: trio.testing.MockC
     assert error.context.harness_id == handle.harness_id
 
 
-async def test_B72_cancellation_mid_wait_still_rolls_back(
+async def test_B72_B77_cancellation_mid_wait_still_rolls_back(
     mock_clock: trio.testing.MockClock, world: World
 ) -> None:
     world.emu.control.script_harness(NAME, create="CREATING")
     with trio.move_on_after(50):  # virtual seconds: the wait is cancelled mid-poll
         await world.provision(timeout=300)
     assert world.calls("DeleteHarness") == 1
+    [exception] = [md for n, _, md in world.events if n.endswith(".exception")]
+    assert exception["phase"] == "ready" and exception["kind"] == "Cancelled"
     harness = world.emu.control.harness(NAME)
     assert harness is None or harness.status == "DELETING"
 
@@ -400,3 +405,102 @@ async def test_V35_V38_prune_keeps_the_newest_and_the_tagged(
     assert [r.remote_id for r in store.records(harness_key(AGENT))] == [
         m.harness_id for m in (made[3], made[2], made[0])
     ]
+
+
+class FlakyListing(AgentCoreClient):
+    """A client whose n-th ListHarnesses fails, and which records DeleteHarness timeouts."""
+
+    fail_listing_n = 0
+    listings = 0
+    delete_timeouts: list[float | None]
+
+    async def request_json(self, method: str, path: str, **kw: Any) -> Any:
+        if kw.get("operation") == "ListHarnesses":
+            self.listings += 1
+            if self.listings == self.fail_listing_n:
+                from rma.errors import TransportError
+
+                return Failure(TransportError(detail="listing broke", error_type="closed"))
+        if kw.get("operation") == "DeleteHarness":
+            self.delete_timeouts.append(kw.get("receive_timeout_s"))
+        return await super().request_json(method, path, **kw)
+
+
+def flaky(world: World, fail_listing_n: int) -> FlakyListing:
+    client = FlakyListing(
+        region=world.emu.region,
+        credentials=world.client.credentials,
+        data_url=world.emu.base_url,
+        control_url=world.emu.base_url,
+    )
+    client.fail_listing_n = fail_listing_n
+    client.delete_timeouts = []
+    return client
+
+
+async def test_B55_a_failed_recovery_listing_is_returned(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.add_harness(NAME)
+    client = flaky(world, 1)
+    try:
+        got = await provision_harness(client, AGENT, STORAGE, execution_role_arn=ROLE, sleep=world.sleep)
+    finally:
+        await client.aclose()
+    assert isinstance(got, Failure) and got.failure().kind == "transport_error"
+
+
+async def test_B69_a_failed_listing_during_the_delete_wait_proceeds_unconfirmed(
+    mock_clock: trio.testing.MockClock, world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    world.emu.control.script_harness(NAME, delete_after_s=1)
+    old = world.emu.control.add_harness(NAME)
+    await teardown_harness(world.client, old.id)
+    client = flaky(world, 2)  # the recovery listing works, the delete-wait's fails
+    try:
+        with caplog.at_level(logging.WARNING, logger="rma.provisioning.agentcore"):
+            got = await provision_harness(client, AGENT, STORAGE, execution_role_arn=ROLE, sleep=world.sleep)
+    finally:
+        await client.aclose()
+    assert any("proceeding unconfirmed" in r.getMessage() for r in caplog.records)
+    # Unconfirmed, so the next create arbitrates: the harness is still DELETING, a second 409.
+    assert isinstance(got, Failure) and got.failure().status == 409
+    assert world.calls("CreateHarness") == 2
+
+
+async def test_B74_rollback_has_its_own_small_budget(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.script_harness(NAME, create="CREATE_FAILED")
+    client = flaky(world, 0)
+    try:
+        got = await provision_harness(
+            client, AGENT, STORAGE, execution_role_arn=ROLE, sleep=world.sleep, timeout=1
+        )
+    finally:
+        await client.aclose()
+    assert error_of(got).tag == "harness_ready_timeout"  # the whole budget was 1 s
+    assert client.delete_timeouts and all(t is not None and t <= 10.0 for t in client.delete_timeouts)
+
+
+async def test_B57_other_create_errors_pass_through_unchanged(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.inject(
+        ace.error_once(402, "ServiceQuotaExceededException", "too many", operation="CreateHarness")
+    )
+    got = await world.provision()
+    assert isinstance(got, Failure) and got.failure().kind == "http_error" and got.failure().status == 402
+    assert world.calls("DeleteHarness") == 0
+
+
+async def test_B56_no_budget_left_after_the_delete_wait_is_a_ready_timeout(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.script_harness(NAME, delete_after_s=27.5)
+    old = world.emu.control.add_harness(NAME)
+    await teardown_harness(world.client, old.id)
+    error = error_of(await world.provision(timeout=30, poll_interval=2.5))
+    assert error.tag == "harness_ready_timeout"
+    assert error.context is not None and error.context.phase is Phase.DELETED and error.context.polls is None
+    assert world.calls("CreateHarness") == 1
