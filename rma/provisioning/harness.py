@@ -21,6 +21,7 @@ from returns.result import Failure, Result, Success
 from rma.errors import InvalidOpts
 from rma.providers.bedrock_agentcore import inline_function
 from rma.provisioning.errors import ProvisioningError
+from rma.provisioning.runtimes import Bootstrap
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.vocabulary import JSON
 
@@ -209,6 +210,9 @@ class HarnessHandle:
     digest: str = ""
     created: bool = False
     """True when this call created the harness (False: adopted or reused)."""
+    bootstrap: Bootstrap | None = attrs.field(default=None, eq=False)
+    """Set when the environment declares runtimes (V-30): put ``bootstrap.instructions`` in
+    the agent's system prompt. Computed on every path, never stored."""
 
     def to_json(self) -> dict[str, JSON]:
         return {

@@ -55,6 +55,7 @@ from rma.provisioning.identity import (
     harness_name,
     short_digest,
 )
+from rma.provisioning.runtimes import Bootstrap, bootstrap
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.vocabulary import JSON
 from rma_shell.providers.agentcore_client import AgentCoreClient
@@ -136,12 +137,14 @@ async def provision_harness(
     created = await _create(run, body.unwrap())
     if isinstance(created, Success):
         harness = created.unwrap()
-        return await _wait_with_rollback(run, harness, wanted_endpoint, name, digest)
+        waited = await _wait_with_rollback(run, harness, wanted_endpoint, name, digest)
+        return waited.map(lambda h: attrs.evolve(h, bootstrap=_bootstrap(environment)))
     error = created.failure()
     if not _conflict(error):
         logger.warning("CreateHarness %s failed: %s", name, error.message)
         return Failure(error)
-    return await _recover(run, body.unwrap(), name, digest, wanted_endpoint, client_token)
+    recovered = await _recover(run, body.unwrap(), name, digest, wanted_endpoint, client_token)
+    return recovered.map(lambda h: attrs.evolve(h, bootstrap=_bootstrap(environment)))
 
 
 async def teardown_harness(
@@ -558,7 +561,13 @@ async def ensure_harness(
     if isinstance(ensured, Failure):
         return Failure(ensured.failure())
     handle = _handle(ensured.unwrap().record)
-    return Success(attrs.evolve(handle, created=bool(made and made[0].created)))
+    return Success(
+        attrs.evolve(handle, created=bool(made and made[0].created), bootstrap=_bootstrap(environment))
+    )
+
+
+def _bootstrap(environment: EnvironmentSpec | None) -> Bootstrap | None:
+    return bootstrap(environment.runtimes) if environment is not None and environment.runtimes else None
 
 
 async def release_harness(

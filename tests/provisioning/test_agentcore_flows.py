@@ -6,6 +6,7 @@ lifecycles read the same clock, so a 365-second budget costs milliseconds (B-47â
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import AsyncIterator
@@ -504,3 +505,21 @@ async def test_B56_no_budget_left_after_the_delete_wait_is_a_ready_timeout(
     assert error.tag == "harness_ready_timeout"
     assert error.context is not None and error.context.phase is Phase.DELETED and error.context.polls is None
     assert world.calls("CreateHarness") == 1
+
+
+async def test_V30_a_harness_in_an_environment_with_runtimes_carries_the_bootstrap(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    env = EnvironmentSpec.create(
+        config=STORAGE.config, runtimes=[{"lang": "python", "version": "3.12.4"}]
+    ).unwrap()
+    store = MemoryStore()
+    made = await ensure_harness(
+        world.client, AGENT, env, store=store, execution_role_arn=ROLE, sleep=world.sleep
+    )
+    again = await ensure_harness(
+        world.client, AGENT, env, store=store, execution_role_arn=ROLE, sleep=world.sleep
+    )
+    for handle in (made.unwrap(), again.unwrap()):
+        assert handle.bootstrap is not None and "mise use --global python@3.12.4" in handle.bootstrap.script
+    assert "runtimes" not in json.dumps(world.emu.control.create_bodies[-1])  # runtimes never go on the wire
