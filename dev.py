@@ -20,7 +20,16 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
-BENCHMARKS = ("bench/core_step.py", "bench/sse_decode.py", "bench/local_loop.py")
+BENCHMARKS = (
+    "bench/core_step.py",
+    "bench/sse_decode.py",
+    "bench/eventstream_decode.py",
+    "bench/sigv4_sign.py",
+    "bench/local_loop.py",
+    "bench/cma_tool_loop.py",
+    "bench/long_session.py",
+    "bench/scale.py",
+)
 
 
 def sh(*args: str | Path) -> None:

@@ -150,7 +150,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             got = await client.get_session(request.session_id)
             if isinstance(got, Failure):
                 return Failure(got.failure())
-            return Success(CMAConn(request.session_id, resumed=True, session=got.unwrap()))
+            return Success(CMAConn(request.session_id, resumed=True, session=_agent_summary(got.unwrap())))
         agent = request.extra.get("agent_id") or self.agent_id
         environment = request.extra.get("environment_id") or self.environment_id
         if not isinstance(agent, str) or not agent:
@@ -190,7 +190,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             # S-73: never prompt an uncapped session; do not leave it behind either.
             await client.delete_session(session_id)
             return Failure(BudgetNotConfirmed(requested=wanted, confirmed=session.get("budget")))
-        return Success(CMAConn(session_id, session=session))
+        return Success(CMAConn(session_id, session=_agent_summary(session)))
 
     def session_id(self, conn: CMAConn) -> str | None:
         return conn.session_id
@@ -304,6 +304,18 @@ class ClaudeManagedAgents(Provider[CMAConn]):
 
     async def interrupt(self, conn: CMAConn) -> Result[None, SessionError]:
         return await self.push_input(conn, self.codec.interrupt_input())
+
+
+def _agent_summary(session: JSON) -> JSON:
+    """The part of a session resource ``describe`` reads: its agent's id, name and model.
+
+    A live session keeps its conn for its whole life; the full resource (the agent's system
+    prompt and tool schemas among it) was the largest thing an idle session held (bench/scale.py).
+    """
+    agent = session.get("agent") if isinstance(session, dict) else None
+    if not isinstance(agent, dict):
+        return None
+    return {"agent": {key: agent[key] for key in ("id", "name", "model") if key in agent}}
 
 
 def _same_budget(wanted: JSON, echoed: JSON) -> bool:

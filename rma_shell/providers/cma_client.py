@@ -62,7 +62,12 @@ def _read_file(path: str) -> str:
 
 
 class CMAClient:
-    """One client per set of credentials; safe to share between sessions."""
+    """One client per set of credentials; safe to share between sessions.
+
+    Event streams do not use the pool of the client built here: each stream gets a connection
+    pool of its own (see ``stream_events``). A caller-owned ``http_client`` carries the streams
+    too, so its limits must allow one connection per concurrent live session plus the posts.
+    """
 
     def __init__(
         self,
@@ -414,8 +419,17 @@ class CMAClient:
             # propagate as itself, not be caught here (a second yield would turn it into
             # "generator didn't stop after athrow()").
             try:
+                http = self._http
+                if self._own_client:
+                    # A stream holds its connection for the session's whole life, so it gets a
+                    # pool of its own. In the shared pool, 100 live sessions would deadlock (the
+                    # default cap: the next stream and every event post wait for a connection
+                    # the streams never return), and past the cap httpcore's pool, which walks
+                    # every connection on each request and each response close, would make
+                    # every post cost O(sessions) — quadratic at 1,000 sessions (bench/scale.py).
+                    http = await stack.enter_async_context(async_client(follow_redirects=False))
                 response = await stack.enter_async_context(
-                    self._http.stream(
+                    http.stream(
                         "GET",
                         self._url(path),
                         headers=headers.unwrap(),

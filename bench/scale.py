@@ -1,0 +1,623 @@
+#!/usr/bin/env python3
+"""Many live Claude Managed Agents sessions in one trio process: memory, latency, CPU.
+
+The loopback ``CMAEmulator`` runs in a process of its own (``bench/_cma_server.py --scale``:
+fd limit raised, small thread stacks, a deep listen backlog; one thread per open stream).
+For each size K (100, 1,000, 10,000) a fresh worker process:
+
+1. builds one ``ClaudeManagedAgents`` provider (its HTTP client shared by every session) and
+   warms up with one session;
+2. opens K live sessions (``open_session``, at most ``--open-concurrency`` opening at a time),
+   each kicking off with a prompt that plays one tool round trip and a final answer, and waits
+   for every session's first result: all K are now **open and idle** (stream connected,
+   nothing in flight);
+3. measures **memory per idle session**: the resident set (``VmRSS``) after ``gc.collect()``
+   minus the same figure before step 2, divided by K; with ``--tracemalloc`` (a second worker
+   run, because tracing slows everything down and costs memory itself) the growth of the
+   Python heap that ``tracemalloc`` traces, divided by K, and the allocation sites that hold it;
+4. measures **idle CPU**: the worker's CPU time over a few seconds while all K sessions idle;
+5. runs a **steady phase** per rate in ``--rates`` (20 and 50 per second by default): for
+   ``--duration`` seconds follow-up messages arrive at that rate (Poisson arrivals), each sent
+   to a random idle session; each plays one tool round trip (``agent.custom_tool_use`` +
+   ``requires_action`` idle → the handler runs → the result is posted) and a final text turn.
+   The offered load is the same at every K, so the figures show what the number of live
+   sessions costs; the two rates show how the latency grows with the load itself. Full
+   (generation 2) garbage collections during the phase are timed with ``gc.callbacks``.
+
+What the latency is, exactly: for each tool call, the time from the moment the provider's
+stream task hands the ``requires_action`` idle that releases it to the session (a thin
+``ClaudeManagedAgents.stream`` override records ``perf_counter()`` in its ``on_event``
+callback, right after the SSE frame is decoded and before it is queued to the session's
+inbox) to the moment the tool call starts (the session's ``rma.tool.start`` telemetry, emitted
+just before the handler is awaited). So it covers the session's queue, the core's ``step``
+and the shell's tool dispatch — the client's own work — and not the kernel or the server.
+The end-to-end figure beside it starts instead at the emulator's ``processed_at`` stamp of
+that idle (the same machine's wall clock), so it adds the emulator's write, the socket, and
+the time the bytes wait before the client's event loop reads them.
+
+**CPU per event**: the worker's CPU time during the steady phase divided by the stream events
+it received (the echoes of its own inputs included); this is the whole client loop's cost —
+SSE decoding, the core, telemetry, the HTTP posts — per event.
+
+    python bench/scale.py                # full: 100, 1,000 and 10,000 sessions (~15 min)
+    python bench/scale.py --quick        # CI smoke: 100 sessions, short phases, no claims
+    python bench/scale.py --sizes 1000 --profile /tmp/scale.prof   # cProfile the steady phase
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import gc
+import io
+import json
+import os
+import pstats
+import random
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from local_loop import load, machine, source_digest  # noqa: E402
+
+API_KEY = "sk-ant-bench"
+PROMPT = "Run the step."
+FULL_SIZES = (100, 1_000, 10_000)
+QUICK_SIZES = (100,)
+TRACED_SIZES_MAX = 1_000
+TARGET_IDLE_KIB = 100
+TARGET_P99_MS = 20
+REQUESTS_PER_SESSION = 200  # per session; the steady phase gives a session ~10 follow-ups at most
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def raise_fd_limit() -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+# ── the worker: K sessions in this process ────────────────────────────────────────────────
+
+
+async def worker(args: argparse.Namespace) -> dict[str, Any]:
+    import trio
+
+    from rma_shell import open_session
+    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.telemetry import Telemetry
+
+    k = args.worker
+    raise_fd_limit()
+    arrivals: dict[str, tuple[float, str]] = {}  # tool_use_id -> (perf_counter, processed_at)
+    samples: list[tuple[float, float, str]] = []  # (client latency s, tool start wall, processed_at)
+    counters = {"events": 0}
+    measuring = [False]
+
+    class TimedCMA(ClaudeManagedAgents):
+        """Records when each ``requires_action`` idle leaves the stream task (see the docstring)."""
+
+        async def stream(
+            self, conn: Any, on_connected: Any, on_event: Callable[[Any], Awaitable[None]]
+        ) -> Any:
+            async def timed(event: Any) -> None:
+                counters["events"] += 1
+                stop = event.get("stop_reason") if event.get("type") == "session.status_idle" else None
+                if measuring[0] and isinstance(stop, dict) and stop.get("type") == "requires_action":
+                    now = time.perf_counter()
+                    for ident in stop.get("event_ids") or ():
+                        arrivals[ident] = (now, event.get("processed_at", ""))
+                await on_event(event)
+
+            return await super().stream(conn, on_connected, timed)
+
+    def tool_started(name: str, measurements: Any, metadata: Any) -> None:
+        arrival = arrivals.pop(metadata.get("tool_use_id"), None)
+        if arrival is not None:
+            samples.append((time.perf_counter() - arrival[0], time.time(), arrival[1]))
+
+    telemetry = Telemetry()
+    telemetry.attach("bench.scale", "rma.tool.start", tool_started)
+
+    class Tools:
+        async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            return f"step {input['n']} done"
+
+    tools = Tools()
+    provider = TimedCMA(
+        api_key=API_KEY, base_url=args.base_url, env={}, agent_id=args.agent, environment_id=args.env
+    )
+    expected = "done after 1 steps"
+    out: dict[str, Any] = {"sessions": k}
+
+    async def warm_up() -> None:
+        async with open_session(provider, handler=tools, prompt=PROMPT, telemetry=telemetry) as s:
+            assert (await s.next_result()).unwrap().text == expected
+            await s.message("again")
+            assert (await s.next_result()).unwrap().text == expected
+
+    await warm_up()
+    live: list[Any] = []
+    busy: list[bool] = []
+    failures: list[str] = []
+    all_open = trio.Event()
+    opening = trio.Semaphore(args.open_concurrency)
+    done_rounds = [0]
+
+    async def check(session: Any, what: str) -> None:
+        """Wait for the session's next result and check it; keep no reference to it (a result
+        holds every event of its request, which is not an idle session's cost)."""
+        outcome = await session.next_result()
+        try:
+            ok = outcome.unwrap().text == expected
+        except Exception:
+            ok = False
+        if not ok:
+            failures.append(f"{what}: {outcome!r}"[:300])
+
+    async def one(index: int) -> None:
+        await opening.acquire()
+        released = False
+        try:
+            async with open_session(
+                provider, handler=tools, prompt=PROMPT, telemetry=telemetry, max_turns=1_000_000
+            ) as session:
+                await check(session, "first result")
+                opening.release()
+                released = True
+                live.append(session)
+                busy.append(False)
+                slot = len(live) - 1
+                if len(live) == k:
+                    all_open.set()
+                while True:
+                    await check(session, "result")
+                    busy[slot] = False
+                    done_rounds[0] += 1
+        finally:
+            if not released:
+                opening.release()
+
+    gc_pauses: list[float] = []
+    gc_started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        elif measuring[0]:
+            gc_pauses.append((time.perf_counter() - gc_started[0]) * 1000)
+
+    gc.callbacks.append(on_gc)
+
+    async def steady(rate: float) -> dict[str, Any]:
+        """Follow-ups at ``rate`` per second (Poisson arrivals) to random idle sessions."""
+        rng = random.Random(7)
+        samples.clear()
+        gc_pauses.clear()
+        counters["events"] = 0
+        started_rounds = 0
+        done_before = done_rounds[0]
+        gc.collect()
+        measuring[0] = True
+        c0, w0 = time.process_time(), time.perf_counter()
+        if profiler:
+            profiler.enable()
+        deadline = w0 + args.duration
+        next_at = w0
+        while True:
+            next_at += rng.expovariate(rate)
+            if next_at >= deadline:
+                break
+            await trio.sleep_until(trio.current_time() + max(0.0, next_at - time.perf_counter()))
+            for _ in range(20):  # a random idle session (skip the few that are still busy)
+                slot = rng.randrange(k)
+                if not busy[slot]:
+                    break
+            else:
+                continue
+            busy[slot] = True
+            started_rounds += 1
+            await live[slot].message("again")
+        with trio.move_on_after(60):
+            while done_rounds[0] - done_before < started_rounds:  # noqa: ASYNC110 - a bench's poll
+                await trio.sleep(0.01)
+        if profiler:
+            profiler.disable()
+        wall = time.perf_counter() - w0
+        cpu = time.process_time() - c0
+        measuring[0] = False
+        client = [s[0] * 1000 for s in samples]
+        e2e = [
+            (wall_at - datetime.fromisoformat(stamp).timestamp()) * 1000
+            for _, wall_at, stamp in samples
+            if stamp
+        ]
+        return {
+            "rate": rate,
+            "round_trips": started_rounds,
+            "completed": done_rounds[0] - done_before,
+            "events": counters["events"],
+            "steady_wall_s": wall,
+            "cpu_pct": cpu / wall * 100,
+            "cpu_us_per_event": cpu / max(1, counters["events"]) * 1e6,
+            "latencies": len(client),
+            "p50_ms": statistics.median(client) if client else None,
+            "p99_ms": percentile(client, 99),
+            "max_ms": max(client) if client else None,
+            "e2e_p50_ms": statistics.median(e2e) if e2e else None,
+            "e2e_p99_ms": percentile(e2e, 99),
+            "gc2_pauses": len(gc_pauses),
+            "gc2_max_ms": max(gc_pauses) if gc_pauses else 0.0,
+        }
+
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
+    async with trio.open_nursery() as nursery:
+        gc.collect()
+        rss0 = rss_bytes()
+        if args.tracemalloc:
+            tracemalloc.start(args.tracemalloc_frames)
+            snap0 = tracemalloc.take_snapshot()
+            traced0 = tracemalloc.get_traced_memory()[0]
+        w0, c0 = time.perf_counter(), time.process_time()
+        for index in range(k):
+            nursery.start_soon(one, index)
+        with trio.move_on_after(args.open_timeout) as opened_in_time:
+            await all_open.wait()
+        if opened_in_time.cancelled_caught:
+            out["error"] = f"only {len(live)} of {k} sessions opened within {args.open_timeout:.0f} s"
+            nursery.cancel_scope.cancel()
+            return out
+        out["open_s"] = time.perf_counter() - w0
+        out["open_cpu_ms_per_session"] = (time.process_time() - c0) / k * 1000
+        await trio.sleep(0.5)  # let closed keep-alive connections and finished tasks go
+        gc.collect()
+        out["rss_per_idle_kib"] = (rss_bytes() - rss0) / k / 1024
+        out["rss_mib"] = rss_bytes() / 2**20
+        if args.tracemalloc:
+            traced1 = tracemalloc.get_traced_memory()[0]
+            snap1 = tracemalloc.take_snapshot()
+            out["traced_per_idle_kib"] = (traced1 - traced0) / k / 1024
+            top = snap1.compare_to(snap0, "filename")
+            out["traced_by_file"] = [
+                [str(stat.traceback[0].filename), stat.size_diff / k] for stat in top[: args.top]
+            ]
+            tracemalloc.stop()
+            nursery.cancel_scope.cancel()
+            return out
+        if args.gc_freeze:
+            gc.freeze()  # the open sessions' objects leave the collector's generations
+        c0 = time.process_time()
+        await trio.sleep(args.idle_seconds)
+        out["idle_cpu_pct"] = (time.process_time() - c0) / args.idle_seconds * 100
+
+        out["steady"] = [await steady(rate) for rate in args.rates]
+        if profiler:
+            profiler.dump_stats(args.profile)
+        out["failures"] = failures[:5]
+        out["failed"] = len(failures)
+        nursery.cancel_scope.cancel()
+    return out
+
+
+# ── the driver ────────────────────────────────────────────────────────────────────────────
+
+
+class Emulator:
+    def __init__(self) -> None:
+        cmd = [
+            sys.executable,
+            str(ROOT / "bench" / "_cma_server.py"),
+            "--steps",
+            "1",
+            "--requests",
+            str(REQUESTS_PER_SESSION),
+            "--scale",
+        ]
+        # The emulator's stderr goes to a file: socketserver prints a traceback for every
+        # connection a finished worker leaves behind, but one during the run is a finding.
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().split()
+        if not line or line[0] != "READY":
+            self.close()
+            raise SystemExit(f"the CMA emulator did not start: {line!r}")
+        self.base_url, self.agent, self.env = f"http://127.0.0.1:{line[1]}", line[2], line[3]
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def errors(self) -> list[str]:
+        """The exception line of each traceback the emulator printed so far, but for the
+        connection resets a worker leaves behind when it exits."""
+        self.log.flush()
+        self.log.seek(0)
+        return [
+            line
+            for line in self.log.read().splitlines()
+            if re.match(r"[A-Za-z_.]*(Error|Exception)\b", line)
+            and not line.startswith(("Exception occurred", "Exception in thread"))
+            and not line.startswith(("ConnectionResetError", "BrokenPipeError"))
+        ]
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def run_worker(k: int, args: argparse.Namespace, *, traced: bool) -> dict[str, Any]:
+    emulator = Emulator()
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        str(k),
+        "--base-url",
+        emulator.base_url,
+        "--agent",
+        emulator.agent,
+        "--env",
+        emulator.env,
+        "--rates",
+        ",".join(f"{r:g}" for r in args.rates),
+        "--duration",
+        str(args.duration),
+        "--idle-seconds",
+        str(args.idle_seconds),
+        "--open-concurrency",
+        str(args.open_concurrency),
+        "--open-timeout",
+        str(args.open_timeout),
+    ]
+    if traced:
+        cmd.append("--tracemalloc")
+    if args.profile and not traced:
+        cmd += ["--profile", args.profile]
+    if args.gc_freeze:
+        cmd.append("--gc-freeze")
+    cpu0 = emulator.cpu_s()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.open_timeout + 600)
+        emulator_cpu = emulator.cpu_s() - cpu0
+        emulator_rss = emulator.rss_mib()
+        emulator_errors = [line for line in emulator.errors() if line.strip()]
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"the {k}-session worker did not finish") from None
+    finally:
+        emulator.close()
+    if done.returncode != 0:
+        errors = "\n".join(emulator_errors[:5])
+        raise SystemExit(f"the {k}-session worker failed:\n{done.stderr[-4000:]}\nemulator errors:\n{errors}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["emulator_cpu_s"] = emulator_cpu
+    result["emulator_errors"] = len(emulator_errors)
+    result["emulator_rss_mib"] = emulator_rss
+    return result
+
+
+def versions() -> dict[str, str]:
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for dist in ("rma", "trio", "httpx", "httpcore", "h11"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[dist] = version(dist)
+    return out
+
+
+def fmt(value: Any, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"
+
+
+def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    print(
+        f"\nmemory and idle cost; then steady phases of {args.duration:g} s at each rate (follow-ups/s, "
+        "Poisson); latency = idle event handed to the session → its tool call starts"
+    )
+    print(
+        f"  {'sessions':>8} {'RSS KiB/idle':>12} {'traced KiB':>10} {'idle CPU%':>9} {'open s':>7} "
+        f"{'rate/s':>6} {'trips':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'e2e p50':>8} "
+        f"{'e2e p99':>8} {'CPU µs/ev':>9} {'CPU %':>6} {'gc2 max':>8}"
+    )
+    per_size = (
+        ("rss_per_idle_kib", "12.1f"),
+        ("traced_per_idle_kib", "10.1f"),
+        ("idle_cpu_pct", "9.2f"),
+        ("open_s", "7.1f"),
+    )
+    per_rate = (
+        ("rate", "6g"),
+        ("round_trips", "6d"),
+        ("p50_ms", "7.2f"),
+        ("p99_ms", "7.2f"),
+        ("max_ms", "7.1f"),
+        ("e2e_p50_ms", "8.2f"),
+        ("e2e_p99_ms", "8.2f"),
+        ("cpu_us_per_event", "9.0f"),
+        ("cpu_pct", "6.1f"),
+        ("gc2_max_ms", "8.1f"),
+    )
+    blank = " " * (12 + 10 + 9 + 7 + 3)
+    for r in rows:
+        if "error" in r:
+            print(f"  {r['sessions']:>8} {r['error']}")
+            continue
+        head = f"  {r['sessions']:>8} " + " ".join(fmt(r.get(name), spec) for name, spec in per_size)
+        for i, phase in enumerate(r.get("steady", [])):
+            lead = head if i == 0 else f"  {'':>8} {blank}"
+            print(lead + " " + " ".join(fmt(phase.get(name), spec) for name, spec in per_rate))
+        if r.get("failed"):
+            print(f"  {'':>8} {r['failed']} session results were wrong: {r['failures']}")
+    for r in rows:
+        if r.get("traced_by_file"):
+            print(f"\n  where the traced heap of an idle session is ({r['sessions']} sessions), B/session:")
+            for filename, size in r["traced_by_file"]:
+                print(f"    {size:9.0f}  {_short(filename)}")
+    emulator = [
+        f"{r['sessions']} sessions {r.get('emulator_cpu_s', 0):.0f} s CPU, "
+        f"{r.get('emulator_rss_mib', 0):.0f} MiB, {r.get('emulator_errors', 0)} errors"
+        for r in rows
+    ]
+    print("\n  emulator process: " + "; ".join(emulator))
+
+
+def _short(filename: str) -> str:
+    parts = Path(filename).parts
+    for anchor in ("site-packages", "lib"):
+        if anchor in parts:
+            return "/".join(parts[parts.index(anchor) + 1 :])
+    for top in ("rma_shell", "rma", "bench"):
+        if top in parts:
+            return "/".join(parts[parts.index(top) :])
+    return filename
+
+
+def targets(rows: list[dict[str, Any]]) -> None:
+    print("\ntargets")
+    for r in rows:
+        if "rss_per_idle_kib" in r:
+            kib = r["rss_per_idle_kib"]
+            verdict = "holds" if kib < TARGET_IDLE_KIB else "FAILS"
+            target = f"(< {TARGET_IDLE_KIB}): {verdict}"
+            print(f"  {r['sessions']} sessions: {kib:.1f} KiB RSS per idle session {target}")
+    for r in rows:
+        for phase in r.get("steady", []) if r["sessions"] == 1_000 else []:
+            p99 = phase["p99_ms"]
+            verdict = "holds" if p99 < TARGET_P99_MS else "FAILS"
+            print(f"  1,000 sessions at {phase['rate']:g}/s: p99 {p99:.2f} ms (< {TARGET_P99_MS}): {verdict}")
+    sized = [r for r in rows if "rss_per_idle_kib" in r]
+    if len(sized) >= 2:
+        lo, hi = sized[0], sized[-1]
+        growth = (hi["rss_per_idle_kib"] * hi["sessions"]) / (lo["rss_per_idle_kib"] * lo["sessions"])
+        print(
+            f"  memory growth {lo['sessions']} → {hi['sessions']} sessions: ×{growth:.1f} "
+            f"for ×{hi['sessions'] / lo['sessions']:.0f} sessions (linear: per-session cost "
+            f"{lo['rss_per_idle_kib']:.1f} → {hi['rss_per_idle_kib']:.1f} KiB)"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="CI smoke run: 100 sessions, short phases")
+    parser.add_argument("--sizes", help="comma-separated session counts (default 100,1000,10000)")
+    parser.add_argument("--rates", help="steady-phase rates, follow-ups per second (default 20,50)")
+    parser.add_argument("--duration", type=float, default=None, help="steady phase seconds (default 20)")
+    parser.add_argument("--idle-seconds", type=float, default=None, help="idle CPU window (default 3)")
+    parser.add_argument("--open-concurrency", type=int, default=50, help="sessions opening at once")
+    parser.add_argument("--open-timeout", type=float, default=1200.0)
+    parser.add_argument("--no-tracemalloc", action="store_true", help="skip the tracemalloc runs")
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="gc.freeze() once the sessions are open (see the docs)"
+    )
+    parser.add_argument("--profile", help="cProfile the steady phases into this file (one size)")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--agent", help=argparse.SUPPRESS)
+    parser.add_argument("--env", help=argparse.SUPPRESS)
+    parser.add_argument("--tracemalloc", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tracemalloc-frames", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--top", type=int, default=12, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.rates = [float(r) for r in (args.rates or ("30" if args.quick else "20,50")).split(",")]
+    args.duration = args.duration or (2.0 if args.quick else 20.0)
+    args.idle_seconds = args.idle_seconds or (1.0 if args.quick else 3.0)
+
+    if args.worker:
+        import trio
+
+        print(json.dumps(trio.run(worker, args)))
+        sys.stdout.flush()
+        os._exit(0)  # tearing down thousands of sessions measures nothing; the emulator copes
+
+    sizes = (
+        tuple(int(s) for s in args.sizes.split(","))
+        if args.sizes
+        else (QUICK_SIZES if args.quick else FULL_SIZES)
+    )
+    print(f"machine: {machine()}; load average at start {load()}")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()))
+    digest = source_digest()
+    print(f"rma sources: {digest}; fd limit {raise_fd_limit()}")
+    started = time.perf_counter()
+    rows = []
+    for k in sizes:
+        row = run_worker(k, args, traced=False)
+        # The traced heap per session does not depend on K; 10,000 traced opens take long.
+        traced_run = k <= TRACED_SIZES_MAX and not args.no_tracemalloc and not args.quick
+        if traced_run and "error" not in row:
+            traced = run_worker(k, args, traced=True)
+            row["traced_per_idle_kib"] = traced.get("traced_per_idle_kib")
+            row["traced_by_file"] = traced.get("traced_by_file")
+        rows.append(row)
+        print(f"  {k} sessions done ({time.perf_counter() - started:.0f} s)", flush=True)
+    report(rows, args)
+    if args.profile:
+        buf = io.StringIO()
+        pstats.Stats(args.profile, stream=buf).sort_stats("tottime").print_stats(25)
+        print(buf.getvalue())
+    if source_digest() != digest:
+        print("\nWARNING: the rma sources changed during the run; the figures mix two versions")
+    if not args.quick:
+        targets(rows)
+    print(f"\nload average at end {load()}; {time.perf_counter() - started:.0f} s")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {"versions": versions(), "machine": machine(), "sources": digest, "results": rows}, indent=2
+            )
+        )
+    bad = [r for r in rows if "error" in r or r.get("failed")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""A CMAClient shared by many live sessions: event streams never hold the request pool."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from returns.result import Success
+
+from rma.config import AnthropicSettings, ApiKeyAuth, Secret
+from rma_shell.http import async_client
+from rma_shell.providers import cma_client
+from rma_shell.providers.cma_client import CMAClient
+from rma_shell.testing.cma_emulator import CMAEmulator, text_turn
+
+KEY = "sk-ant-test-streams"
+
+
+async def test_open_streams_leave_the_request_pool_to_the_posts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every client the module builds gets a single connection: had the streams shared the
+    # client's pool, the second stream and every post would wait for it forever.
+    def one_connection(**options: Any) -> httpx.AsyncClient:
+        return async_client(**options, limits=httpx.Limits(max_connections=1))
+
+    monkeypatch.setattr(cma_client, "async_client", one_connection)
+    with CMAEmulator([text_turn("hello")], api_key=KEY) as emu:
+        client = CMAClient(AnthropicSettings(auth=ApiKeyAuth(Secret(KEY)), base_url=emu.base_url))
+        try:
+            with trio.fail_after(30):
+                agent = (await client.create_agent({"name": "a", "model": "claude-sonnet-4-6"})).unwrap()
+                env = (await client.create_environment({"name": "e"})).unwrap()
+                body = {"agent": agent["id"], "environment_id": env["id"]}
+                sessions = [(await client.create_session(body)).unwrap()["id"] for _ in range(3)]
+                async with AsyncExitStack() as stack:
+                    streams = []
+                    for session_id in sessions:
+                        opened = await stack.enter_async_context(client.stream_events(session_id))
+                        assert isinstance(opened, Success)
+                        streams.append(opened.unwrap())
+                    message = {"type": "user.message", "content": [{"type": "text", "text": "hi"}]}
+                    assert isinstance(await client.send_events(sessions[0], [message]), Success)
+                    received = b""
+                    async for chunk in streams[0].aiter_bytes():
+                        received += chunk
+                        if b"session.status_idle" in received:
+                            break
+        finally:
+            await client.aclose()
+    assert b'"text":"hello"' in received
