@@ -22,7 +22,9 @@ For each size K (100, 1,000, 10,000) a fresh worker process:
    ``requires_action`` idle → the handler runs → the result is posted) and a final text turn.
    The offered load is the same at every K, so the figures show what the number of live
    sessions costs; the two rates show how the latency grows with the load itself. Full
-   (generation 2) garbage collections during the phase are timed with ``gc.callbacks``.
+   (generation 2) garbage collections during the phase are timed with ``gc.callbacks``; before
+   the phases, one full collection is timed with the K sessions open (the pause every session
+   suffers whenever the collector runs one), and again after ``gc.freeze()``.
 
 What the latency is, exactly: for each tool call, the time from the moment the provider's
 stream task hands the ``requires_action`` idle that releases it to the session (a thin
@@ -31,9 +33,13 @@ callback, right after the SSE frame is decoded and before it is queued to the se
 inbox) to the moment the tool call starts (the session's ``rma.tool.start`` telemetry, emitted
 just before the handler is awaited). So it covers the session's queue, the core's ``step``
 and the shell's tool dispatch — the client's own work — and not the kernel or the server.
-The end-to-end figure beside it starts instead at the emulator's ``processed_at`` stamp of
-that idle (the same machine's wall clock), so it adds the emulator's write, the socket, and
-the time the bytes wait before the client's event loop reads them.
+Beside it, ``busy99`` is the 99th percentile of the process's CPU time between the same two
+moments — on a single-threaded event loop, the work the loop did meanwhile, for this session or
+any other — and ``busy%`` is, over the slowest 1% of tool calls, the share of their wait during
+which the process ran at all: the rest of it, the machine's other processes had the cores. The
+end-to-end figure starts instead at the emulator's ``processed_at`` stamp of that idle (the
+same machine's wall clock), so it adds the emulator's write, the socket, and the time the
+bytes wait before the client's event loop reads them.
 
 **CPU per event**: the worker's CPU time during the steady phase divided by the stream events
 it received (the echoes of its own inputs included); this is the whole client loop's cost —
@@ -117,8 +123,10 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
 
     k = args.worker
     raise_fd_limit()
-    arrivals: dict[str, tuple[float, str]] = {}  # tool_use_id -> (perf_counter, processed_at)
-    samples: list[tuple[float, float, str]] = []  # (client latency s, tool start wall, processed_at)
+    # tool_use_id -> (perf_counter, process_time, processed_at) when its idle was handed over
+    arrivals: dict[str, tuple[float, float, str]] = {}
+    # (client latency s, the process's CPU time meanwhile s, tool start wall clock, processed_at)
+    samples: list[tuple[float, float, float, str]] = []
     counters = {"events": 0}
     measuring = [False]
 
@@ -132,9 +140,9 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
                 counters["events"] += 1
                 stop = event.get("stop_reason") if event.get("type") == "session.status_idle" else None
                 if measuring[0] and isinstance(stop, dict) and stop.get("type") == "requires_action":
-                    now = time.perf_counter()
+                    now, cpu = time.perf_counter(), time.process_time()
                     for ident in stop.get("event_ids") or ():
-                        arrivals[ident] = (now, event.get("processed_at", ""))
+                        arrivals[ident] = (now, cpu, event.get("processed_at", ""))
                 await on_event(event)
 
             return await super().stream(conn, on_connected, timed)
@@ -142,7 +150,8 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
     def tool_started(name: str, measurements: Any, metadata: Any) -> None:
         arrival = arrivals.pop(metadata.get("tool_use_id"), None)
         if arrival is not None:
-            samples.append((time.perf_counter() - arrival[0], time.time(), arrival[1]))
+            waited, busy = time.perf_counter() - arrival[0], time.process_time() - arrival[1]
+            samples.append((waited, busy, time.time(), arrival[2]))
 
     telemetry = Telemetry()
     telemetry.attach("bench.scale", "rma.tool.start", tool_started)
@@ -257,11 +266,16 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
         cpu = time.process_time() - c0
         measuring[0] = False
         client = [s[0] * 1000 for s in samples]
+        on_cpu = [s[1] * 1000 for s in samples]
         e2e = [
             (wall_at - datetime.fromisoformat(stamp).timestamp()) * 1000
-            for _, wall_at, stamp in samples
+            for _, _, wall_at, stamp in samples
             if stamp
         ]
+        # The slowest 1%: how much of their wait the process spent running (its own queue) and
+        # how much it was not running at all (the OS gave the core to another process).
+        slowest = sorted(samples, reverse=True)[: max(1, len(samples) // 100)]
+        busy_share = sum(s[1] for s in slowest) / max(1e-9, sum(s[0] for s in slowest))
         return {
             "rate": rate,
             "round_trips": started_rounds,
@@ -274,6 +288,8 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             "p50_ms": statistics.median(client) if client else None,
             "p99_ms": percentile(client, 99),
             "max_ms": max(client) if client else None,
+            "on_cpu_p99_ms": percentile(on_cpu, 99),
+            "slowest_on_cpu_share": busy_share if samples else None,
             "e2e_p50_ms": statistics.median(e2e) if e2e else None,
             "e2e_p99_ms": percentile(e2e, 99),
             "gc2_pauses": len(gc_pauses),
@@ -314,8 +330,17 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             tracemalloc.stop()
             nursery.cancel_scope.cancel()
             return out
-        if args.gc_freeze:
-            gc.freeze()  # the open sessions' objects leave the collector's generations
+        # What a full (generation 2) collection costs with K sessions open — the pause the
+        # collector inflicts on every session whenever it runs one — and after gc.freeze().
+        t0 = time.perf_counter()
+        gc.collect()
+        out["full_gc_ms"] = (time.perf_counter() - t0) * 1000
+        gc.freeze()  # the open sessions' objects leave the collector's generations
+        t0 = time.perf_counter()
+        gc.collect()
+        out["full_gc_frozen_ms"] = (time.perf_counter() - t0) * 1000
+        if not args.gc_freeze:
+            gc.unfreeze()
         c0 = time.process_time()
         await trio.sleep(args.idle_seconds)
         out["idle_cpu_pct"] = (time.process_time() - c0) / args.idle_seconds * 100
@@ -462,7 +487,9 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     )
     print(
         f"  {'sessions':>8} {'RSS KiB/idle':>12} {'traced KiB':>10} {'idle CPU%':>9} {'open s':>7} "
-        f"{'rate/s':>6} {'trips':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'e2e p50':>8} "
+        f"{'full GC':>8} {'frozen':>7} "
+        f"{'rate/s':>6} {'trips':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'busy99':>7} "
+        f"{'busy%':>6} {'e2e p50':>8} "
         f"{'e2e p99':>8} {'CPU µs/ev':>9} {'CPU %':>6} {'gc2 max':>8}"
     )
     per_size = (
@@ -470,6 +497,8 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ("traced_per_idle_kib", "10.1f"),
         ("idle_cpu_pct", "9.2f"),
         ("open_s", "7.1f"),
+        ("full_gc_ms", "8.1f"),
+        ("full_gc_frozen_ms", "7.1f"),
     )
     per_rate = (
         ("rate", "6g"),
@@ -477,13 +506,15 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ("p50_ms", "7.2f"),
         ("p99_ms", "7.2f"),
         ("max_ms", "7.1f"),
+        ("on_cpu_p99_ms", "7.2f"),
+        ("slowest_on_cpu_share", "6.0%"),
         ("e2e_p50_ms", "8.2f"),
         ("e2e_p99_ms", "8.2f"),
         ("cpu_us_per_event", "9.0f"),
         ("cpu_pct", "6.1f"),
         ("gc2_max_ms", "8.1f"),
     )
-    blank = " " * (12 + 10 + 9 + 7 + 3)
+    blank = " " * (12 + 10 + 9 + 7 + 8 + 7 + 5)
     for r in rows:
         if "error" in r:
             print(f"  {r['sessions']:>8} {r['error']}")
