@@ -7,14 +7,20 @@ and a requires_action idle, answered by tool results and accepted pushes, with a
 end_turn. The same log is folded through ``rma.session.machine.step`` and timed; the
 100k/10k ratio shows whether work per event stays flat (≈10 means linear).
 
-    python bench/core_step.py            # full: 10k and 100k events, 5 repeats
+    python bench/core_step.py            # full: 10k and 100k events, a warm-up and 7 repeats
     python bench/core_step.py --quick    # CI smoke: small sizes, 1 repeat, no claims
+    python bench/core_step.py --profile  # also cProfile a 20k-event fold
+
+Figures are medians of wall time and of process CPU time: on a shared machine the wall
+clock moves with the neighbours, the CPU time less so.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import pstats
 import statistics
 import sys
 import time
@@ -76,27 +82,39 @@ def recorded_session(n_events: int) -> list[Event]:
     return log
 
 
-def fold(log: list[Event], max_turns: int) -> float:
+def fold(log: list[Event], max_turns: int) -> tuple[float, float]:
+    """Wall and CPU seconds to fold ``log``, looking at every command as ``rma replay`` does."""
     config = SessionConfig(codec=ScriptedStreamingCodec(), max_turns=max_turns, text_deltas=True)
     state = initial_state(config)
     gc.collect()
     gc.freeze()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     finished = 0
     for ev in log:
         state, commands = step(state, ev)
         for c in commands:
             if isinstance(c, Finish):
                 finished += 1
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     assert finished == 1, "the recorded session must end with exactly one result"
-    return elapsed
+    return elapsed, cpu
 
 
-def measure(n: int, repeats: int) -> tuple[int, float]:
+def measure(n: int, repeats: int, warm_up: bool) -> tuple[int, float, float]:
     log = recorded_session(n)
-    times = [fold(log, max_turns=len(log)) for _ in range(repeats)]
-    return len(log), statistics.median(times)
+    if warm_up:
+        fold(log, max_turns=len(log))
+    runs = [fold(log, max_turns=len(log)) for _ in range(repeats)]
+    return len(log), statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+
+
+def profile(n: int) -> None:
+    log = recorded_session(n)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    fold(log, max_turns=len(log))
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
 def main() -> int:
@@ -104,17 +122,26 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="CI smoke run: small sizes, no figures to quote")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--profile", action="store_true", help="also cProfile a 20k-event fold")
     args = parser.parse_args()
     sizes = (1_000, 10_000) if args.quick else (10_000, 100_000)
     repeats = 1 if args.quick else args.repeats
     rows = []
     for n in sizes:
-        count, secs = measure(n, repeats)
-        rows.append((count, secs))
-        print(f"{count:>8} events  {secs * 1000:9.1f} ms  {count / secs:12,.0f} events/s")
-    (small_n, small_t), (big_n, big_t) = rows
-    print(f"time ratio {big_n // small_n}x events: {big_t / small_t:.2f} (linear ≈ {big_n / small_n:.0f})")
+        count, secs, cpu = measure(n, repeats, warm_up=not args.quick)
+        rows.append((count, secs, cpu))
+        print(
+            f"{count:>8} events  {secs * 1000:9.1f} ms  {count / secs:12,.0f} events/s"
+            f"   (CPU {cpu * 1000:9.1f} ms  {count / cpu:12,.0f} events/s)"
+        )
+    (small_n, small_t, small_c), (big_n, big_t, big_c) = rows
+    print(
+        f"time ratio {big_n // small_n}x events: {big_t / small_t:.2f} (CPU {big_c / small_c:.2f};"
+        f" linear ≈ {big_n / small_n:.0f})"
+    )
+    if args.profile:
+        profile(20_000)
     return 0
 
 

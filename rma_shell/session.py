@@ -258,7 +258,10 @@ class _Driver(Generic[C]):
                 if self.tools.observes_events:
                     await self.tools.deliver(event, self.info)
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
-                self.telemetry.emit(name, measurements, metadata, content)
+                if self.telemetry.listening():
+                    # The core reuses one Emit for every stream event of a type: each emission
+                    # gets maps of its own, so no subscriber can alter what a later one sees.
+                    self.telemetry.emit(name, dict(measurements), dict(metadata), content)
             case cmd.Log(level=level, message=message, fields=fields):
                 log.log(
                     _LOG_LEVELS[level],

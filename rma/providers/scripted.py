@@ -16,11 +16,71 @@ Inputs are lists of such events (``user.message``, ``define_outcome``, ``tool_re
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import attrs
 
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.vocabulary import JSON, Outcome, Terminal, ToolResult, ToolUse, TurnResult, Usage
 
 _TERMINALS = {"end_turn": Terminal.END_TURN, "requires_action": Terminal.REQUIRES_ACTION}
+_TERMINATED = Terminal.TERMINATED  # a global: ``Terminal.X`` is a slow read on CPython 3.11
+
+# ── building a turn's values without re-running their checks ────────────────────────
+# normalize builds a TurnResult, a Usage and a ToolUse per call from values that are valid
+# by construction; attrs' validators and converters cost more than the normalization itself,
+# so these set the fields directly. They must set every field: the check below fails the
+# import if a class gains or renames one, and tests/providers/test_scripted_codec.py pins
+# each builder against the checked constructor.
+
+_new = object.__new__
+
+
+def _field_setters(cls: type, names: tuple[str, ...]) -> tuple[Any, ...]:
+    if tuple(f.name for f in attrs.fields(cls)) != names:
+        raise RuntimeError(f"{cls.__name__}'s fields changed: update rma.providers.scripted's builders")
+    return tuple(cls.__dict__[name].__set__ for name in names)
+
+
+(_tr_terminal, _tr_stop, _tr_text, _tr_uses, _tr_server, _tr_usage, _tr_events) = _field_setters(
+    TurnResult,
+    ("terminal", "stop_reason", "text", "custom_tool_uses", "server_tool_uses", "usage", "events"),
+)
+(_use_id, _use_name, _use_input) = _field_setters(ToolUse, ("id", "name", "input"))
+(_usage_in, _usage_out, _usage_read, _usage_creation, _usage_raw) = _field_setters(
+    Usage,
+    ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "raw"),
+)
+
+
+def _turn_result(
+    terminal: Terminal,
+    stop_reason: JSON,
+    text: str,
+    uses: tuple[ToolUse, ...],
+    server: tuple[JSON, ...],
+    usage: Usage | None,
+    events: tuple[JSON, ...],
+) -> TurnResult:
+    tr: TurnResult = _new(TurnResult)
+    _tr_terminal(tr, terminal)
+    _tr_stop(tr, stop_reason)
+    _tr_text(tr, text)
+    _tr_uses(tr, uses)
+    _tr_server(tr, server)
+    _tr_usage(tr, usage)
+    _tr_events(tr, events)
+    return tr
+
+
+def _usage(ev: dict[str, JSON]) -> Usage:
+    u: Usage = _new(Usage)
+    _usage_in(u, _tokens(ev.get("input_tokens")))
+    _usage_out(u, _tokens(ev.get("output_tokens")))
+    _usage_read(u, _tokens(ev.get("cache_read_input_tokens")))
+    _usage_creation(u, _tokens(ev.get("cache_creation_input_tokens")))
+    _usage_raw(u, (ev,))
+    return u
 
 
 def _stop_kind(stop_reason: JSON) -> JSON:
@@ -36,11 +96,13 @@ def _tokens(value: JSON) -> int:
 
 def _tool_use(ev: dict[str, JSON]) -> ToolUse:
     raw_input = ev.get("input")
-    return ToolUse(
-        id=ev.get("id") if isinstance(ev.get("id"), str) else None,
-        name=str(ev.get("name") or "unknown"),
-        input=raw_input if isinstance(raw_input, dict) else {},
-    )
+    use_id = ev.get("id")
+    use: ToolUse = _new(ToolUse)
+    _use_id(use, use_id if isinstance(use_id, str) else None)
+    # Never empty (ToolUse's one check): the str of a truthy JSON value has characters.
+    _use_name(use, str(ev.get("name") or "unknown"))
+    _use_input(use, raw_input if isinstance(raw_input, dict) else {})
+    return use
 
 
 class ScriptedCodec(ProviderCodec):
@@ -79,8 +141,10 @@ class ScriptedCodec(ProviderCodec):
         return isinstance(event, dict) and event.get("type") == "idle"
 
     def text_delta(self, event: JSON) -> str | None:
-        if isinstance(event, dict) and event.get("type") == "text" and isinstance(event.get("text"), str):
-            return str(event["text"])
+        if isinstance(event, dict) and event.get("type") == "text":
+            text = event.get("text")
+            if isinstance(text, str):
+                return str(text)
         return None
 
     def normalize(self, events: Sequence[JSON]) -> TurnResult:
@@ -93,31 +157,31 @@ class ScriptedCodec(ProviderCodec):
             if not isinstance(ev, dict):
                 continue
             kind = ev.get("type")
-            if kind == "text" and isinstance(ev.get("text"), str):
-                texts.append(str(ev["text"]))
+            if kind == "text":
+                text = ev.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
             elif kind == "tool_use":
                 uses.append(_tool_use(ev))
             elif kind == "server_tool_use":
                 server.append(ev)
             elif kind == "usage":
-                u = Usage(
-                    input_tokens=_tokens(ev.get("input_tokens")),
-                    output_tokens=_tokens(ev.get("output_tokens")),
-                    cache_read_input_tokens=_tokens(ev.get("cache_read_input_tokens")),
-                    cache_creation_input_tokens=_tokens(ev.get("cache_creation_input_tokens")),
-                    raw=(ev,),
-                )
+                u = _usage(ev)  # _tokens makes every count valid
                 usage = u if usage is None else usage + u
             elif kind == "idle":
                 idle = ev
+        all_events = events if events.__class__ is tuple else tuple(events)
         if idle is None:
-            return TurnResult(Terminal.TERMINATED, None, "".join(texts), uses, server, usage, events)
-        stop_reason = idle.get("stop_reason")
-        terminal = _TERMINALS.get(str(_stop_kind(stop_reason)), Terminal.TERMINATED)
-        wanted = idle.get("event_ids")
-        if isinstance(wanted, list):
-            uses = [u for u in uses if u.id in wanted]
-        return TurnResult(terminal, stop_reason, "".join(texts), uses, server, usage, events)
+            terminal, stop_reason = _TERMINATED, None
+        else:
+            stop_reason = idle.get("stop_reason")
+            terminal = _TERMINALS.get(str(_stop_kind(stop_reason)), _TERMINATED)
+            wanted = idle.get("event_ids")
+            if isinstance(wanted, list):
+                uses = [u for u in uses if u.id in wanted]
+        return _turn_result(
+            terminal, stop_reason, "".join(texts), tuple(uses), tuple(server), usage, all_events
+        )
 
     def pending_tool_uses(self, history: Sequence[JSON]) -> tuple[ToolUse, ...]:
         answered = {

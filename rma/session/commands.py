@@ -119,6 +119,42 @@ class Reply:
     outcome: Result[None, SessionError]
 
 
+# ── fast constructors for the per-event commands ──────────────────────────────────
+# A streamed event yields a delivery and a telemetry command; attrs' frozen __init__ (a bound
+# setattr per field) is a large share of that. These build the very same values by setting the
+# slots directly, which is only correct while the classes have no validators or converters:
+# ``tests/session/test_commands.py`` pins that they equal the class calls.
+
+_new = object.__new__
+_set_event = DeliverEvent.__dict__["event"].__set__
+_set_name = Emit.__dict__["name"].__set__
+_set_measurements = Emit.__dict__["measurements"].__set__
+_set_metadata = Emit.__dict__["metadata"].__set__
+_set_content = Emit.__dict__["content"].__set__
+
+
+def deliver_event(event: JSON) -> DeliverEvent:
+    """``DeliverEvent(event)``, built without attrs' __init__."""
+    c: DeliverEvent = _new(DeliverEvent)
+    _set_event(c, event)
+    return c
+
+
+def emit(
+    name: str,
+    measurements: Mapping[str, float | int],
+    metadata: Mapping[str, JSON],
+    content: Mapping[str, JSON],
+) -> Emit:
+    """``Emit(name, measurements, metadata, content)``, built without attrs' __init__."""
+    c: Emit = _new(Emit)
+    _set_name(c, name)
+    _set_measurements(c, measurements)
+    _set_metadata(c, metadata)
+    _set_content(c, content)
+    return c
+
+
 Command = (
     PushInput
     | PollTurn

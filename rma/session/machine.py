@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -50,7 +51,6 @@ from rma.provider import DEFAULT_PROMPT, Input, Mode
 from rma.session.commands import (
     CallGuard,
     Command,
-    DeliverEvent,
     Emit,
     Finish,
     Log,
@@ -60,8 +60,11 @@ from rma.session.commands import (
     Reply,
     RunTools,
     ScheduleReconnect,
+    deliver_event,
+    emit,
 )
 from rma.session.events import (
+    EVENT_TYPES,
     DeadlineReached,
     Event,
     GuardVerdict,
@@ -122,12 +125,21 @@ class Phase(enum.Enum):
     DONE = "done"
 
 
+# The enum members the hot paths test, as module globals. On CPython 3.11 reading
+# ``Phase.AWAITING`` goes through EnumType.__getattr__'s slot hook (about as costly as a
+# function call); a global is a dict hit. Cold paths keep the qualified names.
+_AWAITING, _PUSHING, _TOOLS, _DONE = Phase.AWAITING, Phase.PUSHING, Phase.TOOLS, Phase.DONE
+_STREAMING, _REQUEST_RESPONSE = Mode.STREAMING, Mode.REQUEST_RESPONSE
+_END_TURN, _REQUIRES_ACTION = Terminal.END_TURN, Terminal.REQUIRES_ACTION
+
 _STREAM_EVENTS = (StreamEvent, StreamConnected, StreamClosed, StreamFailed)
 # Phases during which stream inputs wait: the session handles one input at a time.
-_STREAM_BUSY = frozenset({Phase.PUSHING, Phase.TOOLS, Phase.GUARD, Phase.RECONNECTING})
-_SEND_BUSY = frozenset(
-    {Phase.PUSHING, Phase.TOOLS, Phase.GUARD, Phase.BACKOFF, Phase.RECONNECTING, Phase.CONNECTING}
-)
+# Tuples, not sets: membership compares by identity, where a set would call Enum.__hash__,
+# a Python function, on every stream event.
+_STREAM_BUSY = (Phase.PUSHING, Phase.TOOLS, Phase.GUARD, Phase.RECONNECTING)
+_SEND_BUSY = (Phase.PUSHING, Phase.TOOLS, Phase.GUARD, Phase.BACKOFF, Phase.RECONNECTING, Phase.CONNECTING)
+# Exactly these classes (not subclasses, which take the isinstance path) never wait.
+_NEVER_DEFERRED = frozenset(set(EVENT_TYPES) - {*_STREAM_EVENTS, UserMessage, SendEventRequested})
 
 
 @attrs.frozen(slots=True)
@@ -143,26 +155,19 @@ class Accumulated:
 
     def add_turn(self, events: Sequence[JSON], tr: TurnResult) -> Accumulated:
         usage, raw = self.usage, self.usage_raw
-        if tr.usage is not None:
-            u = tr.usage
-            usage = Usage(
-                usage.input_tokens + u.input_tokens,
-                usage.output_tokens + u.output_tokens,
-                usage.cache_read_input_tokens + u.cache_read_input_tokens,
-                usage.cache_creation_input_tokens + u.cache_creation_input_tokens,
-            )
+        u = tr.usage
+        if u is not None:
+            usage = _usage_sum(usage, u)
             raw = raw.extend(u.raw)
-        return Accumulated(
-            self.events.extend(events),
-            self.custom_tool_uses.extend(tr.custom_tool_uses)
-            if tr.custom_tool_uses
-            else self.custom_tool_uses,
-            self.server_tool_uses.extend(tr.server_tool_uses)
-            if tr.server_tool_uses
-            else self.server_tool_uses,
-            usage,
-            raw,
-        )
+        uses, server = tr.custom_tool_uses, tr.server_tool_uses
+        # Built field by field (no checks to skip: Accumulated has none), once per turn.
+        acc: Accumulated = _new(Accumulated)
+        _acc_events(acc, self.events.extend(events))
+        _acc_uses(acc, self.custom_tool_uses.extend(uses) if uses else self.custom_tool_uses)
+        _acc_server(acc, self.server_tool_uses.extend(server) if server else self.server_tool_uses)
+        _acc_usage(acc, usage)
+        _acc_raw(acc, raw)
+        return acc
 
     def add_new_tool_uses(self, uses: Sequence[ToolUse]) -> Accumulated:
         """Append only uses whose id is not accumulated yet (S-54: no duplicate ids)."""
@@ -178,6 +183,29 @@ class Accumulated:
 
     def total_usage(self) -> Usage:
         return attrs.evolve(self.usage, raw=self.usage_raw.to_tuple())
+
+
+_acc_events, _acc_uses, _acc_server, _acc_usage, _acc_raw = (
+    Accumulated.__dict__[f.name].__set__ for f in attrs.fields(Accumulated)
+)
+_USAGE_SETTERS = tuple(Usage.__dict__[f.name].__set__ for f in attrs.fields(Usage))
+
+
+def _usage_sum(a: Usage, b: Usage) -> Usage:
+    """The token totals of ``a`` and ``b`` (raw entries left out, as ``Accumulated`` keeps them).
+
+    Sums of two valid Usage values are valid, so Usage's field validators are not run again:
+    this runs once per turn. ``tests/session/test_machine_fast_paths.py`` pins it against
+    the checked constructor.
+    """
+    u: Usage = _new(Usage)
+    set_input, set_output, set_read, set_creation, set_raw = _USAGE_SETTERS
+    set_input(u, a.input_tokens + b.input_tokens)
+    set_output(u, a.output_tokens + b.output_tokens)
+    set_read(u, a.cache_read_input_tokens + b.cache_read_input_tokens)
+    set_creation(u, a.cache_creation_input_tokens + b.cache_creation_input_tokens)
+    set_raw(u, ())
+    return u
 
 
 @attrs.frozen(slots=False)
@@ -208,14 +236,22 @@ class State:
     push_request: int | None = None
     phase_before_push: Phase | None = None
     deferred: tuple[Event, ...] = ()
+    emits: dict[tuple[JSON, str | None], Emit] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+    """A memo of ``rma.stream.event`` commands, shared by every version of the state (see
+    ``_stream_telemetry``); not part of the state's value."""
 
 
 def initial_state(config: SessionConfig) -> State:
-    return State(
+    s = State(
         config=config,
         reprompts_left=config.max_reprompts,
         seen=SeenIds(window=config.seen_window),
     )
+    # __init__ leaves a key-sharing ("split") instance dict, and every copy of it stays split:
+    # CPython 3.11 cannot specialize attribute reads on those, which made every ``s.x`` on
+    # the hot path about five times slower. An ordinary dict, once; its copies stay ordinary.
+    _set_dict(s, {**s.__dict__})
+    return s
 
 
 Step = tuple[State, tuple[Command, ...]]
@@ -227,19 +263,24 @@ _STATE_FIELDS = frozenset(f.name for f in attrs.fields(State))
 def _evolve(s: State, **changes: Any) -> State:
     """``attrs.evolve`` for State, on the hot path of every event.
 
-    State is a frozen dict-backed class with no validators, so a copy-with-changes is two
-    C-level dict updates; ``attrs.evolve`` re-runs ``__init__`` field by field instead.
+    State is a frozen dict-backed class with no validators, so a copy-with-changes is a
+    C-level dict copy handed to a bare instance; ``attrs.evolve`` re-runs ``__init__`` field
+    by field instead.
     """
-    if not changes.keys() <= _STATE_FIELDS:
+    fields = s.__dict__.copy()
+    size = len(fields)
+    fields.update(changes)
+    if len(fields) != size:  # a misspelt field adds a key
         raise TypeError(f"State has no field(s) {sorted(changes.keys() - _STATE_FIELDS)}")
     new = _new(State)
-    fields = new.__dict__
-    fields.update(s.__dict__)
-    fields.update(changes)
+    _set_dict(new, fields)
     return new
 
 
 _new = object.__new__
+_set_dict = State.__dict__["__dict__"].__set__
+# Copying the instance dict and attaching the copy costs half of filling a fresh instance's
+# own dict (``new.__dict__.update(...)``), which materializes an empty dict first.
 
 
 # ── the one public entry point ─────────────────────────────────────────────────────
@@ -247,12 +288,26 @@ _new = object.__new__
 
 def step(s: State, ev: Event) -> Step:
     """Apply one event. Total: any event in any phase yields a state (unknowns are ignored)."""
-    if s.phase is Phase.DONE:
+    if ev.__class__ is StreamEvent and not s.deferred:
+        # The hot path: a stream event of the current generation, nothing waiting, a phase
+        # that takes it — what the general path below would dispatch, minus its lane checks.
+        phase = s.phase
+        if (
+            (phase is _AWAITING or (phase is not _DONE and phase not in _STREAM_BUSY))
+            and ev.gen == s.gen
+            and s.config.codec.mode is _STREAMING
+        ):
+            done = _on_stream_event(s, ev.event)
+            after = done[0]
+            if after.deferred and after.phase is not _DONE:
+                return _drain(after, list(done[1]))
+            return done
+    if s.phase is _DONE:
         return s, ()
-    if _must_defer(s, ev) or _lane_waits(s, _lane(ev)):
+    if _must_defer(s, ev) or (s.deferred and _lane_waits(s, _lane(ev))):
         return _evolve(s, deferred=(*s.deferred, ev)), ()
     s, cmds = _dispatch(s, ev)
-    if s.deferred and s.phase is not Phase.DONE:
+    if s.deferred and s.phase is not _DONE:
         return _drain(s, list(cmds))
     return s, cmds
 
@@ -263,6 +318,9 @@ def _lane(ev: Event) -> int:
     Lanes are independent: a follow-up waiting for the request to end must not hold back
     the stream events that will end it.
     """
+    lane = _LANES.get(ev.__class__)
+    if lane is not None:
+        return lane
     if isinstance(ev, _STREAM_EVENTS):
         return 0
     if isinstance(ev, UserMessage):
@@ -270,6 +328,16 @@ def _lane(ev: Event) -> int:
     if isinstance(ev, SendEventRequested):
         return 2
     return 3
+
+
+_LANES: dict[type, int] = {
+    StreamEvent: 0,
+    StreamConnected: 0,
+    StreamClosed: 0,
+    StreamFailed: 0,
+    UserMessage: 1,
+    SendEventRequested: 2,
+}
 
 
 def _lane_waits(s: State, lane: int) -> bool:
@@ -300,38 +368,41 @@ def _drain(s: State, out: list[Command]) -> Step:
 
 
 def _must_defer(s: State, ev: Event) -> bool:
+    if ev.__class__ in _NEVER_DEFERRED:
+        return False
     if isinstance(ev, _STREAM_EVENTS):
         return ev.gen == s.gen and s.phase in _STREAM_BUSY
     if isinstance(ev, UserMessage):
         return s.phase is not Phase.IDLE
     if isinstance(ev, SendEventRequested):
-        return s.config.codec.mode is Mode.STREAMING and s.phase in _SEND_BUSY
+        return s.config.codec.mode is _STREAMING and s.phase in _SEND_BUSY
     return False
 
 
 def _dispatch(s: State, ev: Event) -> Step:
+    # The event classes are disjoint, so the order of the cases is free: the frequent first.
     match ev:
         case StreamEvent(gen=gen, event=raw):
-            if gen != s.gen or s.config.codec.mode is not Mode.STREAMING:
+            if gen != s.gen or s.config.codec.mode is not _STREAMING:
                 return s, ()
             return _on_stream_event(s, raw)
+        case ToolsFinished(batch=batch, results=results, verdicts=verdicts):
+            if s.phase is not _TOOLS or batch != s.batch:
+                return s, ()
+            uses, confirms = s.pending_uses, s.pending_confirmations
+            answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
+            content = {"tool_results": _results_content(results)}
+            return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+        case PushFinished(outcome=outcome):
+            return _on_push_finished(s, outcome) if s.phase is _PUSHING else (s, ())
         case LiveEvent(event=raw):
             return _on_live_event(s, raw)
         case TurnPolled(events=events):
-            if s.phase is not Phase.AWAITING or s.config.codec.mode is not Mode.REQUEST_RESPONSE:
+            if s.phase is not _AWAITING or s.config.codec.mode is not _REQUEST_RESPONSE:
                 return s, ()
             return _on_polled(s, events)
         case TurnFailed(error=error):
-            return _fail(s, error) if s.phase is Phase.AWAITING else (s, ())
-        case PushFinished(outcome=outcome):
-            return _on_push_finished(s, outcome) if s.phase is Phase.PUSHING else (s, ())
-        case ToolsFinished(batch=batch, results=results, verdicts=verdicts):
-            if s.phase is not Phase.TOOLS or batch != s.batch:
-                return s, ()
-            uses, confirms = s.pending_uses, s.pending_confirmations
-            s = _evolve(s, pending_uses=(), pending_confirmations=())
-            answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
-            return _drive(s, answer, "resume", {"tool_results": _results_content(results)})
+            return _fail(s, error) if s.phase is _AWAITING else (s, ())
         case GuardVerdict():
             return _on_guard(s, ev) if s.phase is Phase.GUARD else (s, ())
         case StreamConnected(gen=gen):
@@ -411,20 +482,38 @@ def _on_connected(s: State) -> Step:
 # ── driving a turn ───────────────────────────────────────────────────────────────────
 
 
-def _drive(s: State, input: Input, purpose: str, content: dict[str, JSON] | None = None) -> Step:
+def _drive(
+    s: State, input: Input, purpose: str, content: dict[str, JSON] | None = None, **changes: Any
+) -> Step:
     """Drive turn ``s.turns + 1``: poll or push its input, and announce it (``rma.turn.start``).
 
     The announcement follows the command, so a command list still starts with what moves the
     session; the shell only spawns the poll/push task, so the event still fires before any I/O.
+    ``changes`` are the caller's own state changes, folded into the one copy made here.
     """
-    meta = {**s.config.metadata, "turn": s.turns + 1, "purpose": purpose, "session_id": s.session_id}
-    start = Emit("rma.turn.start", {}, meta, content or {})
-    if s.config.codec.mode is Mode.REQUEST_RESPONSE:
-        return _evolve(s, phase=Phase.AWAITING, live_forwarded=0), (PollTurn(input, purpose), start)  # type: ignore[arg-type]
-    return (
-        _evolve(s, phase=Phase.PUSHING, push_purpose=purpose, push_request=None, phase_before_push=None),
-        (PushInput(input, purpose), start),  # type: ignore[arg-type]
-    )
+    meta = _meta_copy(s.config.metadata)
+    meta["turn"] = s.turns + 1
+    meta["purpose"] = purpose
+    meta["session_id"] = s.session_id
+    start = emit("rma.turn.start", {}, meta, content or {})
+    fields = s.__dict__.copy()  # _evolve, with the caller's changes in the same copy
+    size = len(fields)
+    fields.update(changes)
+    if len(fields) != size:
+        raise TypeError(f"State has no field(s) {sorted(changes.keys() - _STATE_FIELDS)}")
+    if s.config.codec.mode is _REQUEST_RESPONSE:
+        fields["phase"] = _AWAITING
+        fields["live_forwarded"] = 0
+        command: Command = PollTurn(input, purpose)  # type: ignore[arg-type]
+    else:
+        fields["phase"] = _PUSHING
+        fields["push_purpose"] = purpose
+        fields["push_request"] = None
+        fields["phase_before_push"] = None
+        command = PushInput(input, purpose)  # type: ignore[arg-type]
+    new = _new(State)
+    _set_dict(new, fields)
+    return new, (command, start)
 
 
 def _results_content(results: Sequence[ToolResult]) -> list[JSON]:
@@ -435,7 +524,7 @@ def _stop_kind(stop_reason: JSON) -> str | None:
     """A stop reason as one string: itself, or a provider map's ``type`` (``{"type": "end_turn"}``)."""
     if isinstance(stop_reason, str):
         return stop_reason
-    if isinstance(stop_reason, Mapping):
+    if stop_reason.__class__ is dict or isinstance(stop_reason, Mapping):
         kind = stop_reason.get("type")
         return kind if isinstance(kind, str) else None
     return None
@@ -443,13 +532,11 @@ def _stop_kind(stop_reason: JSON) -> str | None:
 
 def _turn_stop_telemetry(s: State, tr: TurnResult) -> Emit:
     """``rma.turn.stop``: the turn that just completed, with its own usage (not the running sum)."""
-    meta = {
-        **s.config.metadata,
-        "turn": s.turns,
-        "terminal": tr.terminal.value,
-        "stop_reason": _stop_kind(tr.stop_reason),
-        "session_id": s.session_id,
-    }
+    meta = _meta_copy(s.config.metadata)
+    meta["turn"] = s.turns
+    meta["terminal"] = tr.terminal.value
+    meta["stop_reason"] = _stop_kind(tr.stop_reason)
+    meta["session_id"] = s.session_id
     u = tr.usage
     measurements = (
         {}
@@ -462,20 +549,22 @@ def _turn_stop_telemetry(s: State, tr: TurnResult) -> Emit:
         }
     )
     calls = [{"id": c.id, "name": c.name, "arguments": dict(c.input)} for c in tr.custom_tool_uses]
-    return Emit("rma.turn.stop", measurements, meta, {"output": tr.text, "tool_calls": calls})
+    return emit("rma.turn.stop", measurements, meta, {"output": tr.text, "tool_calls": calls})
 
 
 def _on_push_finished(s: State, outcome: object) -> Step:
     purpose, request, before = s.push_purpose, s.push_request, s.phase_before_push
-    s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None)
     if purpose == "send_event":
         assert request is not None and before is not None
         reply = Reply(request, outcome)  # type: ignore[arg-type]
-        return _evolve(s, phase=before), (reply,)
-    if isinstance(outcome, Failure):
+        s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None, phase=before)
+        return s, (reply,)
+    if outcome.__class__ is not Success and isinstance(outcome, Failure):
         # S-23 Better: a refused push ends the request with its error, live or not.
+        s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None)
         return _fail(s, outcome.failure())
-    return _evolve(s, phase=Phase.AWAITING), ()
+    s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None, phase=_AWAITING)
+    return s, ()
 
 
 def _on_send_event(s: State, request: int, raw: JSON) -> Step:
@@ -509,11 +598,12 @@ def _deliver_message(s: State, text: str) -> Step:
 
 
 def _forward(s: State, raw: JSON, out: list[Command]) -> None:
-    out.append(DeliverEvent(raw))
-    if s.config.text_deltas:
-        chunk = s.config.codec.text_delta(raw)
+    out.append(deliver_event(raw))
+    cfg = s.config
+    if cfg.text_deltas:
+        chunk = cfg.codec.text_delta(raw)
         if isinstance(chunk, str) and chunk:
-            out.append(DeliverEvent({"type": TEXT_DELTA_TYPE, "text": chunk}))  # E-9
+            out.append(deliver_event({"type": TEXT_DELTA_TYPE, "text": chunk}))  # E-9
 
 
 def _event_type(raw: JSON) -> JSON:
@@ -526,27 +616,59 @@ def _event_type(raw: JSON) -> JSON:
 
 
 def _stream_telemetry(s: State, raw: JSON) -> Emit:
-    meta = {**s.config.metadata, "type": _event_type(raw), "session_id": s.session_id}
-    return Emit("rma.stream.event", {}, meta)
+    """``rma.stream.event``, one command per (event type, session id), reused.
+
+    The command is a pure function of those two and the config, and building it afresh was a
+    fifth of a streamed event's cost; the memo is bounded (hosts may invent types). Sharing
+    the command shares its maps: the shell copies them for each emission.
+    """
+    kind = _event_type(raw)
+    key = (kind, s.session_id)
+    memo = s.emits
+    command = memo.get(key)
+    if command is None:
+        meta = _meta_copy(s.config.metadata)
+        meta["type"] = kind
+        meta["session_id"] = s.session_id
+        command = emit("rma.stream.event", {}, meta, {})
+        if len(memo) < _EMITS_MEMO_SIZE:
+            memo[key] = command
+    return command
+
+
+_EMITS_MEMO_SIZE = 256
+
+
+def _meta_copy(metadata: Mapping[str, JSON]) -> dict[str, JSON]:
+    """A fresh dict of the config's metadata (``{**metadata}``, in C for the usual read-only proxy)."""
+    if isinstance(metadata, MappingProxyType):
+        return metadata.copy()
+    return dict(metadata)
 
 
 def _on_stream_event(s: State, raw: JSON) -> Step:
-    event_id = raw.get("id") if isinstance(raw, dict) else None
-    if isinstance(event_id, str):
-        if event_id in s.seen:  # E-11: already processed (re-delivered after a reconnect)
-            return s, ()
-        seen = s.seen.add(event_id)
-    else:
-        seen = s.seen
+    seen = s.seen
+    if isinstance(raw, dict):
+        event_id = raw.get("id")
+        if isinstance(event_id, str):
+            added = seen.add_new(event_id)
+            if added is None:  # E-11: already processed (re-delivered after a reconnect)
+                return s, ()
+            seen = added
     out: list[Command] = []
     _forward(s, raw, out)
     out.append(_stream_telemetry(s, raw))
     buffer = s.turn_events.append(raw)
-    s = _evolve(s, seen=seen, turn_events=buffer)
+    # _evolve without its field-name check: the two names are spelled out here.
+    fields = s.__dict__.copy()
+    fields["seen"] = seen
+    fields["turn_events"] = buffer
+    new = _new(State)
+    _set_dict(new, fields)
     if s.config.codec.turn_boundary(raw):
-        s, more = _handle_turn(s, buffer.to_tuple())
+        new, more = _handle_turn(new, buffer.to_tuple())
         out.extend(more)
-    return s, tuple(out)
+    return new, tuple(out)
 
 
 def _on_live_event(s: State, raw: JSON) -> Step:
@@ -573,9 +695,12 @@ def _on_polled(s: State, events: tuple[JSON, ...]) -> Step:
 
 def _tool_uses_telemetry(s: State, uses: Sequence[ToolUse], out: list[Command]) -> None:
     ids = [u.id for u in uses]
-    meta = {**s.config.metadata, "turn": s.turns, "tool_use_ids": ids, "session_id": s.session_id}
-    out.append(Emit("rma.session.tool_uses", {"tool_use_count": len(ids)}, meta))
-    if len(set(ids)) != len(ids):  # T-12 sentinel: O(n), nothing is deduplicated
+    meta = _meta_copy(s.config.metadata)
+    meta["turn"] = s.turns
+    meta["tool_use_ids"] = ids
+    meta["session_id"] = s.session_id
+    out.append(emit("rma.session.tool_uses", {"tool_use_count": len(ids)}, meta, {}))
+    if len(ids) > 1 and len(set(ids)) != len(ids):  # T-12 sentinel: O(n), nothing is deduplicated
         dups = sorted({str(i) for i, n in Counter(ids).items() if n > 1})
         out.append(
             Log(
@@ -632,13 +757,9 @@ def _max_turns_error(s: State, tr: TurnResult) -> Step:
 
 def _continue_turn(s: State, tr: TurnResult) -> Step:
     cfg = s.config
-    if tr.terminal is Terminal.REQUIRES_ACTION:
+    if tr.terminal is _REQUIRES_ACTION:
         return _requires_action(s, tr)
-    if (
-        tr.terminal is Terminal.END_TURN
-        and cfg.terminal_tool is not None
-        and not _called(s, cfg.terminal_tool)
-    ):
+    if tr.terminal is _END_TURN and cfg.terminal_tool is not None and not _called(s, cfg.terminal_tool):
         if s.reprompts_left > 0:  # S-44
             if _exceeds_max_turns(s):
                 return _max_turns_error(s, tr)
@@ -696,10 +817,9 @@ def _run_tools(
     s: State, uses: Sequence[ToolUse], out: list[Command], confirms: Sequence[ToolUse] = ()
 ) -> Step:
     batch = s.batch + 1
-    s = _evolve(
-        s, phase=Phase.TOOLS, batch=batch, pending_uses=tuple(uses), pending_confirmations=tuple(confirms)
-    )
-    out.append(RunTools(batch, tuple(uses), tuple(confirms)))
+    uses, confirms = tuple(uses), tuple(confirms)
+    s = _evolve(s, phase=_TOOLS, batch=batch, pending_uses=uses, pending_confirmations=confirms)
+    out.append(RunTools(batch, uses, confirms))
     return s, tuple(out)
 
 
@@ -733,7 +853,7 @@ def _terminated(s: State, tr: TurnResult, reason: str) -> SessionResult:
 def _after_request(s: State) -> State:
     if s.config.live:
         return _evolve(s, phase=Phase.IDLE, request_open=False, resuming=False)
-    return _evolve(s, phase=Phase.DONE, request_open=False, resuming=False, deferred=())
+    return _evolve(s, phase=_DONE, request_open=False, resuming=False, deferred=())
 
 
 def _finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | None = None) -> Step:

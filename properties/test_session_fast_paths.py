@@ -1,0 +1,76 @@
+"""The session machine's shortcuts decide exactly as its general paths.
+
+``step`` takes a stream event of the exact class ``StreamEvent`` down a hot path that skips
+the generic lane and deferral checks. A subclass of ``StreamEvent`` is not recognised by it
+and goes the general way, so folding the same arbitrary sequence twice — once as is, once
+with every stream event re-typed — must give the same commands and the same states at every
+step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from properties._world import scaled
+from properties.test_session_totality import ANSWER_TOOLS, GEN, configs, events, raw_events
+from rma.session import commands as C
+from rma.session.events import Event, Opened, StreamEvent, ToolsFinished
+from rma.session.machine import State, initial_state, step
+from rma.vocabulary import ToolResult
+
+SETTINGS = settings(
+    max_examples=scaled(200),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@attrs.frozen
+class SlowStreamEvent(StreamEvent):
+    """A stream event the hot path does not take (it tests for the exact class)."""
+
+
+def _slow(ev: Event) -> Event:
+    return SlowStreamEvent(ev.gen, ev.event) if type(ev) is StreamEvent else ev
+
+
+def _value(s: State) -> dict[str, Any]:
+    """The state's fields, with waiting stream events compared by generation and payload."""
+    fields = attrs.asdict(s, recurse=False)
+    fields["deferred"] = [("stream", d.gen, d.event) if isinstance(d, StreamEvent) else d for d in s.deferred]
+    return fields
+
+
+# More stream events than the totality mix, mostly of the live generations: the hot path.
+stream_heavy = st.one_of(
+    events, st.builds(StreamEvent, GEN, raw_events), st.builds(StreamEvent, st.just(0), raw_events)
+)
+
+
+@SETTINGS
+@given(
+    cfg=configs(),
+    opened=st.builds(Opened, st.just("s1"), st.booleans()),
+    evs=st.lists(stream_heavy, min_size=5, max_size=50),
+)
+def test_the_stream_event_hot_path_decides_as_the_general_path(
+    cfg: Any, opened: Opened, evs: list[Event]
+) -> None:
+    fast: State = initial_state(cfg)
+    slow: State = initial_state(cfg)
+    last_batch: C.RunTools | None = None
+    for ev in [opened, *evs]:
+        if ev is ANSWER_TOOLS:
+            if last_batch is None:
+                continue
+            ev = ToolsFinished(
+                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
+            )
+        fast, out_fast = step(fast, ev)
+        slow, out_slow = step(slow, _slow(ev))
+        assert out_fast == out_slow, ev
+        assert _value(fast) == _value(slow), ev
+        last_batch = next((c for c in reversed(out_fast) if isinstance(c, C.RunTools)), last_batch)
