@@ -10,9 +10,13 @@ end_turn. The same log is folded through ``rma.session.machine.step`` and timed;
     python bench/core_step.py            # full: 10k and 100k events, a warm-up and 7 repeats
     python bench/core_step.py --quick    # CI smoke: small sizes, 1 repeat, no claims
     python bench/core_step.py --profile  # also cProfile a 20k-event fold
+    python bench/core_step.py --instructions  # machine instructions per event, under valgrind
 
 Figures are medians of wall time and of process CPU time: on a shared machine the wall
-clock moves with the neighbours, the CPU time less so.
+clock moves with the neighbours, the CPU time less so. ``--instructions`` is the
+deterministic figure: it runs folds of two sizes under cachegrind, with and without the
+fold loop, and reports the difference per event — the instructions ``step`` itself
+executes, the same on every run (it needs ``valgrind`` on the PATH).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import argparse
 import cProfile
 import gc
 import pstats
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -82,9 +89,15 @@ def recorded_session(n_events: int) -> list[Event]:
     return log
 
 
-def fold(log: list[Event], max_turns: int) -> tuple[float, float]:
-    """Wall and CPU seconds to fold ``log``, looking at every command as ``rma replay`` does."""
-    config = SessionConfig(codec=ScriptedStreamingCodec(), max_turns=max_turns, text_deltas=True)
+def fold(log: list[Event], max_turns: int, observed: bool = True) -> tuple[float, float]:
+    """Wall and CPU seconds to fold ``log``, looking at every command as ``rma replay`` does.
+
+    ``observed``: the handler has ``handle_event``, so every event is delivered and text events
+    also yield a delta; otherwise the shell configures the core to build no deliveries.
+    """
+    config = SessionConfig(
+        codec=ScriptedStreamingCodec(), max_turns=max_turns, text_deltas=True, deliver_events=observed
+    )
     state = initial_state(config)
     gc.collect()
     gc.freeze()
@@ -100,11 +113,11 @@ def fold(log: list[Event], max_turns: int) -> tuple[float, float]:
     return elapsed, cpu
 
 
-def measure(n: int, repeats: int, warm_up: bool) -> tuple[int, float, float]:
+def measure(n: int, repeats: int, warm_up: bool, observed: bool) -> tuple[int, float, float]:
     log = recorded_session(n)
     if warm_up:
-        fold(log, max_turns=len(log))
-    runs = [fold(log, max_turns=len(log)) for _ in range(repeats)]
+        fold(log, max_turns=len(log), observed=observed)
+    runs = [fold(log, max_turns=len(log), observed=observed) for _ in range(repeats)]
     return len(log), statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
@@ -117,31 +130,84 @@ def profile(n: int) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
+def _fold_only(n: int, observed: bool, run: bool) -> None:
+    """The body timed by --instructions: build the log, and fold it only when ``run``."""
+    log = recorded_session(n)
+    config = SessionConfig(
+        codec=ScriptedStreamingCodec(), max_turns=len(log), text_deltas=True, deliver_events=observed
+    )
+    state = initial_state(config)
+    if run:
+        for ev in log:
+            state, _ = step(state, ev)
+
+
+def _instructions(n: int, observed: bool, run: bool) -> int:
+    out = subprocess.run(
+        [
+            "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+            sys.executable, __file__, "--fold-only", str(n), str(int(observed)), str(int(run)),
+        ],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    match = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+    assert match, out.stderr[-2000:]
+    return int(match.group(1).replace(",", ""))
+
+
+def count_instructions(small: int, big: int) -> None:
+    if shutil.which("valgrind") is None:
+        print("--instructions needs valgrind on the PATH")
+        return
+    for observed in (False, True):
+        counts = {(n, r): _instructions(n, observed, r) for n in (small, big) for r in (False, True)}
+        events = len(recorded_session(big)) - len(recorded_session(small))
+        per_event = (
+            (counts[big, True] - counts[small, True]) - (counts[big, False] - counts[small, False])
+        ) / events
+        label = "with handle_event" if observed else "without handle_event"
+        print(f"  {label:22s} {per_event:10,.0f} instructions per event of step")
+
+
 def main() -> int:
+    if len(sys.argv) == 5 and sys.argv[1] == "--fold-only":
+        _fold_only(int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1")
+        return 0
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="CI smoke run: small sizes, no figures to quote")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--profile", action="store_true", help="also cProfile a 20k-event fold")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions per event under valgrind"
+    )
     args = parser.parse_args()
     sizes = (1_000, 10_000) if args.quick else (10_000, 100_000)
     repeats = 1 if args.quick else args.repeats
-    rows = []
-    for n in sizes:
-        count, secs, cpu = measure(n, repeats, warm_up=not args.quick)
-        rows.append((count, secs, cpu))
+    for observed in (False, True):
         print(
-            f"{count:>8} events  {secs * 1000:9.1f} ms  {count / secs:12,.0f} events/s"
-            f"   (CPU {cpu * 1000:9.1f} ms  {count / cpu:12,.0f} events/s)"
+            "handler with handle_event (deliveries + text deltas):"
+            if observed
+            else "handler without handle_event:"
         )
-    (small_n, small_t, small_c), (big_n, big_t, big_c) = rows
-    print(
-        f"time ratio {big_n // small_n}x events: {big_t / small_t:.2f} (CPU {big_c / small_c:.2f};"
-        f" linear ≈ {big_n / small_n:.0f})"
-    )
+        rows = []
+        for n in sizes:
+            count, secs, cpu = measure(n, repeats, warm_up=not args.quick, observed=observed)
+            rows.append((count, secs, cpu))
+            print(
+                f"  {count:>8} events  {secs * 1000:9.1f} ms  {count / secs:12,.0f} events/s"
+                f"   (CPU {cpu * 1000:9.1f} ms  {count / cpu:12,.0f} events/s)"
+            )
+        (small_n, small_t, small_c), (big_n, big_t, big_c) = rows
+        print(
+            f"  time ratio {big_n // small_n}x events: {big_t / small_t:.2f} (CPU {big_c / small_c:.2f};"
+            f" linear ≈ {big_n / small_n:.0f})"
+        )
     if args.profile:
         profile(20_000)
+    if args.instructions:
+        count_instructions(3_000, 9_000)
     return 0
 
 

@@ -74,3 +74,34 @@ def test_the_stream_event_hot_path_decides_as_the_general_path(
         assert out_fast == out_slow, ev
         assert _value(fast) == _value(slow), ev
         last_batch = next((c for c in reversed(out_fast) if isinstance(c, C.RunTools)), last_batch)
+
+
+@SETTINGS
+@given(
+    cfg=configs(),
+    opened=st.builds(Opened, st.just("s1"), st.booleans()),
+    evs=st.lists(stream_heavy, min_size=5, max_size=50),
+    slow=st.booleans(),
+)
+def test_without_an_event_consumer_only_the_deliveries_are_left_out(
+    cfg: Any, opened: Opened, evs: list[Event], slow: bool
+) -> None:
+    """``deliver_events=False`` (a handler without ``handle_event``) changes nothing but the
+    ``DeliverEvent`` commands: same decisions, same telemetry, same results, on either path."""
+    watched: State = initial_state(cfg)
+    unwatched: State = initial_state(attrs.evolve(cfg, deliver_events=False))
+    last_batch: C.RunTools | None = None
+    for ev in [opened, *evs]:
+        if ev is ANSWER_TOOLS:
+            if last_batch is None:
+                continue
+            ev = ToolsFinished(
+                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
+            )
+        if slow:
+            ev = _slow(ev)
+        watched, out_watched = step(watched, ev)
+        unwatched, out_unwatched = step(unwatched, ev)
+        assert out_unwatched == tuple(c for c in out_watched if not isinstance(c, C.DeliverEvent)), ev
+        assert {**_value(unwatched), "config": None} == {**_value(watched), "config": None}, ev
+        last_batch = next((c for c in reversed(out_watched) if isinstance(c, C.RunTools)), last_batch)

@@ -133,9 +133,7 @@ class _Options:
 class _Driver(Generic[C]):
     def __init__(self, provider: Provider[C], config: SessionConfig, opts: _Options) -> None:
         self.provider = provider
-        self.config = config
         self.opts = opts
-        self.state: State = initial_state(config)
         self.telemetry = opts.telemetry
         self.tools = HandlerAdapter(
             opts.handler,
@@ -144,6 +142,10 @@ class _Driver(Generic[C]):
             telemetry=self.telemetry,
             metadata=config.metadata,
         )
+        if not self.tools.observes_events:
+            config = attrs.evolve(config, deliver_events=False)  # nothing would take them
+        self.config = config
+        self.state: State = initial_state(config)
         self.inbox_send, self.inbox = trio.open_memory_channel[Event](math.inf)
         self.results_send, self.results = trio.open_memory_channel[Outcome_](math.inf)
         self.conn: C | None = None

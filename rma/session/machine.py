@@ -51,6 +51,7 @@ from rma.provider import DEFAULT_PROMPT, Input, Mode
 from rma.session.commands import (
     CallGuard,
     Command,
+    DeliverEvent,
     Emit,
     Finish,
     Log,
@@ -278,6 +279,7 @@ def _evolve(s: State, **changes: Any) -> State:
 
 
 _new = object.__new__
+_set_delivered = DeliverEvent.__dict__["event"].__set__
 _set_dict = State.__dict__["__dict__"].__set__
 # Copying the instance dict and attaching the copy costs half of filling a fresh instance's
 # own dict (``new.__dict__.update(...)``), which materializes an empty dict first.
@@ -598,8 +600,10 @@ def _deliver_message(s: State, text: str) -> Step:
 
 
 def _forward(s: State, raw: JSON, out: list[Command]) -> None:
-    out.append(deliver_event(raw))
     cfg = s.config
+    if not cfg.deliver_events:
+        return
+    out.append(deliver_event(raw))
     if cfg.text_deltas:
         chunk = cfg.codec.text_delta(raw)
         if isinstance(chunk, str) and chunk:
@@ -647,17 +651,36 @@ def _meta_copy(metadata: Mapping[str, JSON]) -> dict[str, JSON]:
 
 
 def _on_stream_event(s: State, raw: JSON) -> Step:
+    # _forward, _event_type and _stream_telemetry inlined for the usual dict event: this runs
+    # once per streamed event, where each call and repeated lookup shows (bench/core_step.py).
+    if raw.__class__ is not dict:
+        return _on_stream_value(s, raw)
     seen = s.seen
-    if isinstance(raw, dict):
-        event_id = raw.get("id")
-        if isinstance(event_id, str):
-            added = seen.add_new(event_id)
-            if added is None:  # E-11: already processed (re-delivered after a reconnect)
-                return s, ()
-            seen = added
-    out: list[Command] = []
-    _forward(s, raw, out)
-    out.append(_stream_telemetry(s, raw))
+    event_id = raw.get("id")
+    if event_id.__class__ is str:
+        added = seen.add_new(event_id)
+        if added is None:  # E-11: already processed (re-delivered after a reconnect)
+            return s, ()
+        seen = added
+    memo = s.emits
+    key = (kind := raw.get("type"), s.session_id)
+    telemetry = memo.get(key) if kind.__class__ is str else None
+    if telemetry is None:  # a new type, or a Converse envelope keyed by its one key (E-4)
+        telemetry = _stream_telemetry(s, raw)
+    cfg = s.config
+    codec = cfg.codec
+    out: tuple[Command, ...]
+    if not cfg.deliver_events:
+        out = (telemetry,)
+    else:
+        delivery = _new(DeliverEvent)
+        _set_delivered(delivery, raw)
+        chunk = codec.text_delta(raw) if cfg.text_deltas else None
+        if chunk.__class__ is str and chunk:
+            delta = deliver_event({"type": TEXT_DELTA_TYPE, "text": chunk})  # E-9
+            out = (delivery, delta, telemetry)
+        else:
+            out = (delivery, telemetry)
     buffer = s.turn_events.append(raw)
     # _evolve without its field-name check: the two names are spelled out here.
     fields = s.__dict__.copy()
@@ -665,6 +688,19 @@ def _on_stream_event(s: State, raw: JSON) -> Step:
     fields["turn_events"] = buffer
     new = _new(State)
     _set_dict(new, fields)
+    if codec.turn_boundary(raw):
+        new, more = _handle_turn(new, buffer.to_tuple())
+        return new, (*out, *more)
+    return new, out
+
+
+def _on_stream_value(s: State, raw: JSON) -> Step:
+    """A stream event that is not a JSON object: forwarded and kept, never deduplicated."""
+    out: list[Command] = []
+    _forward(s, raw, out)
+    out.append(_stream_telemetry(s, raw))
+    buffer = s.turn_events.append(raw)
+    new = _evolve(s, turn_events=buffer)
     if s.config.codec.turn_boundary(raw):
         new, more = _handle_turn(new, buffer.to_tuple())
         out.extend(more)

@@ -48,6 +48,10 @@ class SessionConfig:
     has_turn_guard: bool = False
     metadata: Mapping[str, JSON] = attrs.field(factory=dict, converter=_frozen_map)
     text_deltas: bool = True
+    deliver_events: bool = True
+    """Whether anything consumes ``DeliverEvent`` (the shell sets False when the handler has no
+    ``handle_event``): the machine then builds no delivery commands and no text deltas — on a
+    streamed event those were most of its work, for nobody."""
     seen_window: int = DEFAULT_SEEN_WINDOW
     provider_name: str = ""
 

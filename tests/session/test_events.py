@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 from typing import Any
 
@@ -10,6 +12,10 @@ import trio
 import trio.testing
 from returns.result import Success
 
+from rma.codec_json import dumps
+from rma.provider import codec_for
+from rma.replay import replay_lines
+from rma.session.commands import DeliverEvent
 from rma.vocabulary import TEXT_DELTA_TYPE, SessionInfo
 from rma_shell import Telemetry, run
 from rma_shell.providers.base import LiveSink, PollOutcome
@@ -338,3 +344,36 @@ async def test_S89_raising_handle_event_is_logged_and_the_run_succeeds(
     records = [rec for rec in caplog.records if rec.name == "rma.handler"]
     assert records and all("handle_event" in rec.getMessage() for rec in records)
     assert all(rec.exc_info and "observer broke" in str(rec.exc_info[1]) for rec in records)
+
+
+class ToolsOnly:
+    """A handler with no handle_event: nothing consumes the event stream."""
+
+    def handle_tool_call(self, name: str, input: dict[str, Any], ctx: Any) -> str:
+        return f"ok:{name}"
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_without_handle_event_the_core_builds_no_deliveries_and_loses_nothing(streaming: bool) -> None:
+    seen: list[dict[str, Any]] = []
+    tel = Telemetry()
+    tel.attach("s", "rma.stream.event", lambda n, m, md: seen.append(dict(md)))
+    turns = [[text("a"), *calls(tool("lookup", "t1", q=1))], end("done")]
+    recording = io.StringIO()
+    outcome = await run(
+        ScriptedProvider(turns, streaming=streaming),
+        handler=ToolsOnly(),
+        prompt="go",
+        telemetry=tel,
+        record=recording,
+    )
+    assert isinstance(outcome, Success), outcome
+    assert outcome.unwrap().text == "done"
+    assert [u.name for u in outcome.unwrap().custom_tool_uses] == ["lookup"]
+    header = json.loads(recording.getvalue().splitlines()[0])
+    assert header["config"]["deliver_events"] is False
+    if streaming:  # telemetry still sees every streamed event
+        assert [md["type"] for md in seen] == [e["type"] for turn in turns for e in turn]
+    replayed = replay_lines(recording.getvalue().splitlines(), codec_for).unwrap()
+    assert [dumps(r) for r in replayed.results] == [dumps(outcome)]
+    assert not any(isinstance(c, DeliverEvent) for c in replayed.commands)
