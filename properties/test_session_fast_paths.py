@@ -8,6 +8,7 @@ step."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -50,6 +51,26 @@ stream_heavy = st.one_of(
 )
 
 
+Fold = Iterator[tuple[Event, tuple[C.Command, ...], State, tuple[C.Command, ...], State]]
+
+
+def _fold_pair(a: State, b: State, evs: list[Event], b_sees: Callable[[Event], Event]) -> Fold:
+    """Step ``a`` and ``b`` side by side (``b`` gets each event through ``b_sees``), yielding both
+    outcomes per event; ``ANSWER_TOOLS`` answers ``a``'s latest tool batch."""
+    last_batch: C.RunTools | None = None
+    for ev in evs:
+        if ev is ANSWER_TOOLS:
+            if last_batch is None:
+                continue
+            ev = ToolsFinished(
+                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
+            )
+        a, out_a = step(a, ev)
+        b, out_b = step(b, b_sees(ev))
+        yield ev, out_a, a, out_b, b
+        last_batch = next((c for c in reversed(out_a) if isinstance(c, C.RunTools)), last_batch)
+
+
 @SETTINGS
 @given(
     cfg=configs(),
@@ -59,21 +80,11 @@ stream_heavy = st.one_of(
 def test_the_stream_event_hot_path_decides_as_the_general_path(
     cfg: Any, opened: Opened, evs: list[Event]
 ) -> None:
-    fast: State = initial_state(cfg)
-    slow: State = initial_state(cfg)
-    last_batch: C.RunTools | None = None
-    for ev in [opened, *evs]:
-        if ev is ANSWER_TOOLS:
-            if last_batch is None:
-                continue
-            ev = ToolsFinished(
-                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
-            )
-        fast, out_fast = step(fast, ev)
-        slow, out_slow = step(slow, _slow(ev))
+    for ev, out_fast, fast, out_slow, slow in _fold_pair(
+        initial_state(cfg), initial_state(cfg), [opened, *evs], _slow
+    ):
         assert out_fast == out_slow, ev
         assert _value(fast) == _value(slow), ev
-        last_batch = next((c for c in reversed(out_fast) if isinstance(c, C.RunTools)), last_batch)
 
 
 @SETTINGS
@@ -88,20 +99,10 @@ def test_without_an_event_consumer_only_the_deliveries_are_left_out(
 ) -> None:
     """``deliver_events=False`` (a handler without ``handle_event``) changes nothing but the
     ``DeliverEvent`` commands: same decisions, same telemetry, same results, on either path."""
-    watched: State = initial_state(cfg)
-    unwatched: State = initial_state(attrs.evolve(cfg, deliver_events=False))
-    last_batch: C.RunTools | None = None
-    for ev in [opened, *evs]:
-        if ev is ANSWER_TOOLS:
-            if last_batch is None:
-                continue
-            ev = ToolsFinished(
-                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
-            )
-        if slow:
-            ev = _slow(ev)
-        watched, out_watched = step(watched, ev)
-        unwatched, out_unwatched = step(unwatched, ev)
+    start = initial_state(attrs.evolve(cfg, deliver_events=False))
+    events = [_slow(e) for e in [opened, *evs]] if slow else [opened, *evs]
+    for ev, out_watched, watched, out_unwatched, unwatched in _fold_pair(
+        initial_state(cfg), start, events, lambda e: e
+    ):
         assert out_unwatched == tuple(c for c in out_watched if not isinstance(c, C.DeliverEvent)), ev
         assert {**_value(unwatched), "config": None} == {**_value(watched), "config": None}, ev
-        last_batch = next((c for c in reversed(out_watched) if isinstance(c, C.RunTools)), last_batch)
