@@ -11,7 +11,8 @@ collections: no removal, no slicing beyond what the session needs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -185,3 +186,175 @@ class SeenIds:
 
     def __repr__(self) -> str:
         return f"SeenIds(size={len(self)}, window={self.window})"
+
+
+class _JoinedStore:
+    """The shared backing store of ``JoinedBytes`` versions."""
+
+    __slots__ = ("buffer", "starts")
+
+    def __init__(self, buffer: bytearray, starts: list[int]) -> None:
+        self.buffer = buffer
+        self.starts = starts
+
+
+class JoinedBytes:
+    """An immutable sequence of byte strings, held already joined by ``sep``.
+
+    A request body that carries a whole history then costs one copy of these bytes
+    instead of a walk over its items. Versions share one growing ``bytearray`` the way
+    ``AppendLog`` versions share a list: extending the newest version appends in place,
+    extending an older one copies its prefix first. No memoryview of the buffer outlives
+    a method call (a live export would make the next in-place append fail).
+    """
+
+    __slots__ = ("_count", "_nbytes", "_sep", "_store")
+
+    def __init__(self, sep: bytes = b",") -> None:
+        self._sep = sep
+        self._store = _JoinedStore(bytearray(), [])
+        self._count = 0
+        self._nbytes = 0
+
+    @classmethod
+    def of(cls, items: Iterable[bytes], sep: bytes = b",") -> JoinedBytes:
+        return cls(sep).extend(items)
+
+    @property
+    def sep(self) -> bytes:
+        return self._sep
+
+    def extend(self, items: Iterable[bytes]) -> JoinedBytes:
+        store, count, nbytes, sep = self._store, self._count, self._nbytes, self._sep
+        if len(store.starts) != count:
+            # Someone extended this store after this version was made: fork.
+            store = _JoinedStore(bytearray(store.buffer[:nbytes]), store.starts[:count])
+        buffer, starts = store.buffer, store.starts
+        for item in items:
+            if starts:
+                buffer += sep
+            starts.append(len(buffer))
+            buffer += item
+        if len(starts) == count and store is self._store:
+            return self
+        new: JoinedBytes = _new(JoinedBytes)
+        new._sep = sep
+        new._store = store
+        new._count = len(starts)
+        new._nbytes = len(buffer)
+        return new
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _span(self, start: int, stop: int) -> tuple[int, int]:
+        """Byte offsets of items ``start..stop-1`` joined (``0 <= start < stop <= len``)."""
+        starts = self._store.starts
+        end = self._nbytes if stop == self._count else starts[stop] - len(self._sep)
+        return starts[start], end
+
+    def __getitem__(self, index: int) -> bytes:
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        lo, hi = self._span(index, index + 1)
+        return bytes(self._store.buffer[lo:hi])
+
+    def to_tuple(self) -> tuple[bytes, ...]:
+        return tuple(self[i] for i in range(self._count))
+
+    def splice(self, head: bytes, ranges: Iterable[tuple[int, int]], tail: bytes) -> bytes:
+        """``head + sep.join(items of every [start, stop) range, in order) + tail``, copied once.
+
+        Ranges are clipped to the sequence; empty ones are skipped.
+        """
+        buffer = self._store.buffer
+        spans: list[tuple[int, int]] = []
+        for start, stop in ranges:
+            start, stop = max(0, start), min(stop, self._count)
+            if start < stop:
+                spans.append(self._span(start, stop))
+        if len(spans) == 1 and spans[0] == (0, len(buffer)):
+            return b"".join((head, buffer, tail))  # the newest version, whole: no view needed
+        with memoryview(buffer) as view:
+            parts: list[bytes | memoryview] = [head]
+            for n, (lo, hi) in enumerate(spans):
+                if n:
+                    parts.append(self._sep)
+                parts.append(view[lo:hi])
+            parts.append(tail)
+            try:
+                return b"".join(parts)
+            finally:
+                for part in parts:
+                    if isinstance(part, memoryview):
+                        part.release()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, JoinedBytes):
+            return self._sep == other._sep and self.to_tuple() == other.to_tuple()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._sep, self.to_tuple()))
+
+    def __repr__(self) -> str:
+        return f"JoinedBytes(size={self._count}, bytes={self._nbytes})"
+
+
+H = TypeVar("H", bound=Hashable)
+
+
+class GrowOnlySet(AbstractSet[H]):
+    """An immutable set that only grows; versions share one dict of item → insertion index.
+
+    ``add`` on the newest version is O(1) (a set rebuilt per addition makes a long request
+    quadratic); on an older version it copies that version's items first, as ``AppendLog``
+    does. It is a ``collections.abc.Set``: it compares equal to a ``frozenset`` with the same
+    items, and hashes like one.
+    """
+
+    __slots__ = ("_index", "_size")
+
+    def __init__(self, items: Iterable[H] = ()) -> None:
+        self._index: dict[H, int] = {}
+        for item in items:
+            self._index.setdefault(item, len(self._index))
+        self._size = len(self._index)
+
+    def __contains__(self, item: object) -> bool:
+        try:
+            at = self._index.get(item)  # type: ignore[arg-type]
+        except TypeError:  # unhashable: never a member
+            return False
+        return at is not None and at < self._size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[H]:
+        size = self._size
+        for item, at in self._index.items():
+            if at >= size:  # insertion order: the rest came after this version
+                return
+            yield item
+
+    def add(self, item: H) -> GrowOnlySet[H]:
+        if item in self:
+            return self
+        index, size = self._index, self._size
+        if len(index) != size:
+            # Someone added to this store after this version was made: fork.
+            index = {k: at for k, at in index.items() if at < size}
+        index[item] = size
+        new: GrowOnlySet[H] = _new(GrowOnlySet)
+        new._index = index
+        new._size = size + 1
+        return new
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def __repr__(self) -> str:
+        return f"GrowOnlySet(size={self._size})"

@@ -47,13 +47,14 @@ Decisions where the reference was silent, weak or crash-prone:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma._persistent import AppendLog
+from rma._persistent import AppendLog, GrowOnlySet, JoinedBytes
 from rma.errors import InvalidOpts, MalformedResponse, ProviderError, SessionError
 from rma.provider import Input, Mode, ProviderCodec, register_codec
 from rma.vocabulary import JSON, Terminal, ToolResult, ToolUse, TurnResult, Usage
@@ -124,11 +125,16 @@ _CONFIG_ONLY_KEYS = frozenset({"model", "base_url", "api_key", "metadata"})
 _RAW_PREVIEW_CHARS = 200
 
 
+# Tool-message contents are read by the model, so keep non-ASCII readable; the request
+# encoder escapes it for the wire. ``default=repr`` keeps this total for arguments a chat
+# callable handed over as non-JSON Python objects. Built once: ``json.dumps`` with options
+# builds a new encoder on every call, and this runs a few times a turn.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=repr)
+_COMPACT_SORTED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=repr, sort_keys=True)
+
+
 def _compact(value: JSON, *, sort_keys: bool = False) -> str:
-    # Tool-message contents are read by the model, so keep non-ASCII readable; the request
-    # encoder escapes it for the wire. ``default=repr`` keeps this total for arguments a
-    # chat callable handed over as non-JSON Python objects.
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys, default=repr)
+    return (_COMPACT_SORTED if sort_keys else _COMPACT).encode(value)
 
 
 def error_content(text: str) -> str:
@@ -167,7 +173,8 @@ class Conversation:
     """The Local conn's pure state: the history plus what the loop guards remember.
 
     ``history`` and ``encoded`` grow together: each message is JSON-encoded once, when it
-    is appended, and request bodies are spliced from those bytes (L-30 Better). The
+    is appended, into one comma-joined buffer, so a request body is spliced from those
+    bytes with a single copy, however long the history (L-30 Better). The
     request-scoped fields (``polls``, ``seen_calls``, ``error_counts``, ``nudged``) reset
     on every user message (L-13).
     """
@@ -181,11 +188,13 @@ class Conversation:
     system_prompt: str | None
     max_turns: int
     history: AppendLog[JSON]
-    encoded: AppendLog[bytes] = attrs.field(eq=False, repr=False)
+    encoded: JoinedBytes = attrs.field(eq=False, repr=False)
     resumed: bool = False
     max_history_messages: int | None = None
     polls: int = 0
-    seen_calls: frozenset[tuple[str, str]] = frozenset()
+    seen_calls: AbstractSet[tuple[str, str]] = attrs.field(factory=GrowOnlySet)
+    """(name, canonical arguments) of this request's calls: grows by one per call, so it is
+    persistent rather than a frozenset rebuilt every poll."""
     error_counts: Mapping[str, int] = attrs.field(factory=dict, hash=False)
     pending_calls: tuple[tuple[str, str], ...] = ()
     """(id, name) of surfaced calls still waiting for their results."""
@@ -198,14 +207,14 @@ def _role(message: JSON) -> object:
     return message.get("role") if isinstance(message, Mapping) else None
 
 
-def _append(conv: Conversation, messages: Sequence[JSON]) -> Conversation:
-    if not messages:
-        return conv
-    return attrs.evolve(
-        conv,
-        history=conv.history.extend(messages),
-        encoded=conv.encoded.extend(encode_json(m) for m in messages),
-    )
+def _append(conv: Conversation, messages: Sequence[JSON], **changes: Any) -> Conversation:
+    """The conversation with ``messages`` appended and the other fields in ``changes`` set
+    (one evolve: a poll makes several of these)."""
+    if messages:
+        encoded = [encode_json(m) for m in messages]  # first: a message that is not JSON changes nothing
+        changes["history"] = conv.history.extend(messages)
+        changes["encoded"] = conv.encoded.extend(encoded)
+    return attrs.evolve(conv, **changes) if changes else conv
 
 
 def _tool_spec(tool: object) -> Result[JSON, SessionError]:
@@ -361,7 +370,7 @@ def start(
             system_prompt=system_prompt,
             max_turns=max_turns,
             history=AppendLog.of(seeded),
-            encoded=AppendLog.of(encoded),
+            encoded=JoinedBytes.of(encoded),
             resumed=bool(history),
             max_history_messages=max_history_messages,
             pending_calls=_pending_in(seeded),
@@ -410,13 +419,13 @@ def _apply_messages(conv: Conversation, messages: object) -> Result[Conversation
             return _bad_input(f"input message is not JSON: {exc}", None)
         fresh.append(dict(message))
     closing = _close_pending(conv, set())
-    conv = _append(conv, closing + fresh)
     # L-13: a user message starts a fresh request.
     return Success(
-        attrs.evolve(
+        _append(
             conv,
+            closing + fresh,
             polls=0,
-            seen_calls=frozenset(),
+            seen_calls=GrowOnlySet(),
             error_counts={},
             pending_calls=(),
             poll_events=(),
@@ -470,20 +479,19 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
             corrective = corrective_text(name, text)
             messages.append({"role": "user", "content": corrective})
             events.append({"type": DIRECTIVE, "role": ROLE_CORRECTIVE, "text": corrective})
-    conv = _append(conv, messages)
-    return Success(attrs.evolve(conv, error_counts=counts, pending_calls=(), poll_events=tuple(events)))
+    return Success(_append(conv, messages, error_counts=counts, pending_calls=(), poll_events=tuple(events)))
 
 
 # --- requests ---------------------------------------------------------------------------
 
 
-def _window(conv: Conversation) -> Iterator[int]:
-    """Indexes of the history messages a request carries (all, unless truncation is on)."""
+def _window(conv: Conversation) -> tuple[tuple[int, int], ...]:
+    """The history messages a request carries, as [start, stop) index ranges in order (all of
+    them, unless truncation is on)."""
     size = len(conv.history)
     limit = conv.max_history_messages
     if limit is None or size <= limit:
-        yield from range(size)
-        return
+        return ((0, size),)
     first = 1 if _role(conv.history[0]) in ("system", "developer") else 0
     keep_from = max(first, size - limit)
     cut = keep_from
@@ -494,21 +502,27 @@ def _window(conv: Conversation) -> Iterator[int]:
         cut = keep_from
         while cut > first and _role(conv.history[cut]) == "tool":
             cut -= 1
-    if first:
-        yield 0
-    yield from range(cut, size)
+    return ((0, 1), (cut, size)) if first else ((cut, size),)
+
+
+def _body_tail(template: RequestTemplate, stream: bool) -> bytes:
+    """What ``template.body_bytes`` puts after the messages (tools, stream flag, params)."""
+    return template.body_bytes((), stream=stream)[len(template.head) :]
 
 
 def request_body_bytes(conv: Conversation, stream: bool) -> bytes:
-    """The request body for the current history, spliced from pre-encoded messages."""
-    encoded = conv.encoded
-    return conv.template.body_bytes((encoded[i] for i in _window(conv)), stream=stream)
+    """The request body for the current history, spliced from pre-encoded messages.
+
+    The messages are already held comma-joined, so this is one copy of their bytes.
+    """
+    template = conv.template
+    return conv.encoded.splice(template.head, _window(conv), _body_tail(template, stream))
 
 
 def request_body(conv: Conversation, stream: bool = False) -> dict[str, JSON]:
     """The same body as a dict, for pluggable chat callables (``Local(chat=…)``)."""
     history = conv.history
-    messages = [history[i] for i in _window(conv)]
+    messages = [history[i] for start, stop in _window(conv) for i in range(start, stop)]
     return build_request_body(conv.model, messages, conv.tools, stream=stream, params=conv.params)
 
 
@@ -520,11 +534,12 @@ def prepare_request(conv: Conversation, stream: bool) -> tuple[Conversation, byt
     returns, so callers that forward events need only the latter.
     """
     events = list(conv.poll_events)
+    directive: list[JSON] = []
     if conv.polls + 1 >= conv.max_turns:
         text = final_turn_text(conv.terminal_tool)
-        conv = _append(conv, [{"role": "user", "content": text}])
+        directive.append({"role": "user", "content": text})
         events.append({"type": DIRECTIVE, "role": ROLE_FINAL_TURN, "text": text})
-    conv = attrs.evolve(conv, polls=conv.polls + 1, poll_events=tuple(events))
+    conv = _append(conv, directive, polls=conv.polls + 1, poll_events=tuple(events))
     return conv, request_body_bytes(conv, stream=stream), tuple(events)
 
 
@@ -548,6 +563,10 @@ def _strict_constant(token: str) -> object:
     raise ValueError(f"{token} is not JSON")
 
 
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_strict_constant)
+"""``json.loads(…, parse_constant=_strict_constant)`` without a new decoder per call."""
+
+
 def decode_arguments(raw: JSON) -> Result[dict[str, JSON], str]:
     """Tool-call arguments as an object: a JSON object string or a mapping; null/"" → {}."""
     if raw is None:
@@ -561,7 +580,10 @@ def decode_arguments(raw: JSON) -> Result[dict[str, JSON], str]:
     if not raw.strip():
         return Success({})
     try:
-        value = json.loads(raw, parse_constant=_strict_constant)
+        if raw.startswith("\ufeff"):  # json.loads's own BOM error, worded as it words it
+            value = json.loads(raw, parse_constant=_strict_constant)
+        else:
+            value = _STRICT_DECODER.decode(raw)
     except ValueError as exc:
         return Failure(f"invalid JSON: {exc}")
     if not isinstance(value, dict):
@@ -675,7 +697,9 @@ def apply_response(
     content = message.get("content")
     usage = response.get("usage")
 
-    seen = set(conv.seen_calls)
+    seen: GrowOnlySet[tuple[str, str]] = (
+        conv.seen_calls if isinstance(conv.seen_calls, GrowOnlySet) else GrowOnlySet(conv.seen_calls)
+    )
     fresh: list[_Call] = []
     answers: list[JSON] = []
     answer_events: list[JSON] = []
@@ -701,7 +725,7 @@ def apply_response(
                 {"type": DUPLICATE_TOOL_CALL, "id": call.id, "name": call.name, "input": dict(call.input)}
             )
             continue
-        seen.add(key)
+        seen = seen.add(key)
         fresh.append(call)
 
     assistant: dict[str, JSON] = {"role": "assistant", "content": content}
@@ -730,19 +754,19 @@ def apply_response(
     response_event = {"type": MODEL_RESPONSE, "message": surfaced, "finish_reason": finish, "usage": usage}
     events = (*conv.poll_events, *directive_events, *answer_events, response_event)
     try:
-        grown = _append(conv, history_add)
+        conv = _append(
+            conv,
+            history_add,
+            seen_calls=seen,
+            pending_calls=tuple((c.id, c.name) for c in fresh),
+            poll_events=(),
+            nudged=nudged,
+        )
     except (TypeError, ValueError) as exc:
         # e.g. NaN inside list content: the reply could never be sent back as JSON.
         return Failure(
             MalformedResponse(detail=f"response message is not strict JSON: {exc}", response=response)
         )
-    conv = attrs.evolve(
-        grown,
-        seen_calls=frozenset(seen),
-        pending_calls=tuple((c.id, c.name) for c in fresh),
-        poll_events=(),
-        nudged=nudged,
-    )
     return Success((conv, events))
 
 
