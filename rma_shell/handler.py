@@ -16,6 +16,7 @@ import functools
 import inspect
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -63,6 +64,35 @@ def _verdict(use: ToolUse, value: object) -> ToolResult:
     return ToolResult(use.id, f"denied: confirm_tool_use returned {type(value).__name__}", True)
 
 
+_SHAPES: weakref.WeakKeyDictionary[Callable[..., Any], tuple[object, object, object, str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _shape(handler: object) -> str | None:
+    """``handler_shape(handler)``, remembered per plain function.
+
+    ``inspect.signature`` costs tens of microseconds, and a process usually runs many sessions
+    with one handler class. What a plain function accepts is fixed by its code and defaults, so
+    the shape is reused while those are the very same objects; anything else (partials, callable
+    objects, functions carrying ``__wrapped__`` or ``__signature__``) is inspected every time.
+    """
+    method = getattr(handler, "handle_tool_call", None)
+    if method is not None:
+        func = getattr(method, "__func__", None) if inspect.ismethod(method) else None
+    else:
+        func = handler
+    if not inspect.isfunction(func) or hasattr(func, "__wrapped__") or hasattr(func, "__signature__"):
+        return handler_shape(handler)
+    code, defaults, kwdefaults = func.__code__, func.__defaults__, func.__kwdefaults__
+    known = _SHAPES.get(func)
+    if known is not None and known[0] is code and known[1] is defaults and known[2] is kwdefaults:
+        return known[3]
+    shape = handler_shape(handler)
+    _SHAPES[func] = (code, defaults, kwdefaults, shape)
+    return shape
+
+
 def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
     return (fn(*args),)
 
@@ -100,7 +130,7 @@ class HandlerAdapter:
         telemetry: Telemetry,
         metadata: Mapping[str, JSON],
     ) -> None:
-        shape = handler_shape(handler)
+        shape = _shape(handler)
         if shape is None:
             raise TypeError("not a handler")  # validated earlier; unreachable in a run
         self._handler = handler
@@ -157,6 +187,10 @@ class HandlerAdapter:
         return self._event_fn is not None
 
     async def run_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
+        if len(uses) == 1:
+            # The common batch: nothing to run concurrently, so no nursery and no task.
+            async with self._limiter:
+                return (await self.run_one(uses[0], info),)
         results: list[ToolResult | None] = [None] * len(uses)
 
         async def one(i: int, use: ToolUse) -> None:
@@ -173,15 +207,18 @@ class HandlerAdapter:
         args: tuple[Any, ...] = (use.name, copy.deepcopy(dict(use.input)), self._context)
         if self._takes_info:
             args = (*args, info)
-        meta = {**self._metadata, "tool": use.name, "tool_use_id": use.id, "session_id": info.session_id}
-        content = self._telemetry.wants_content  # arguments and results go to opted-in subscribers only
+        telemetry = self._telemetry
+        # Events are built only when someone listens at that moment (emit would drop them).
+        listening = telemetry.listening()
+        content = listening and telemetry.wants_content  # arguments and results: opted-in only
         t0 = time.perf_counter()
-        self._telemetry.emit(
-            "rma.tool.start",
-            {"system_time": time.time()},
-            meta,
-            {"arguments": dict(use.input)} if content else None,
-        )
+        if listening:
+            telemetry.emit(
+                "rma.tool.start",
+                {"system_time": time.time()},
+                self._tool_meta(use, info),
+                {"arguments": dict(use.input)} if content else None,
+            )
         try:
             if self._tool_async:
                 value = await self._tool_fn(*args)
@@ -201,28 +238,34 @@ class HandlerAdapter:
                 extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
             )
             failed = ToolResult(use.id, f"tool error: {exc!r}", True)
-            self._telemetry.emit(
-                "rma.tool.exception",
-                {"duration": time.perf_counter() - t0},
-                {**meta, "kind": type(exc).__name__, "is_error": True},
-                {"result": failed.text} if content else None,
-            )
+            if telemetry.listening():
+                telemetry.emit(
+                    "rma.tool.exception",
+                    {"duration": time.perf_counter() - t0},
+                    {**self._tool_meta(use, info), "kind": type(exc).__name__, "is_error": True},
+                    {"result": failed.text} if content else None,
+                )
             return failed
         except BaseException as exc:  # cancelled: report, then let it propagate
-            self._telemetry.emit(
-                "rma.tool.exception",
-                {"duration": time.perf_counter() - t0},
-                {**meta, "kind": type(exc).__name__},
-            )
+            if telemetry.listening():
+                telemetry.emit(
+                    "rma.tool.exception",
+                    {"duration": time.perf_counter() - t0},
+                    {**self._tool_meta(use, info), "kind": type(exc).__name__},
+                )
             raise
         result = result_of(use.id, value)
-        self._telemetry.emit(
-            "rma.tool.stop",
-            {"duration": time.perf_counter() - t0},
-            {**meta, "is_error": result.is_error},
-            {"result": result.text} if content else None,
-        )
+        if telemetry.listening():
+            telemetry.emit(
+                "rma.tool.stop",
+                {"duration": time.perf_counter() - t0},
+                {**self._tool_meta(use, info), "is_error": result.is_error},
+                {"result": result.text} if content else None,
+            )
         return result
+
+    def _tool_meta(self, use: ToolUse, info: SessionInfo) -> dict[str, Any]:
+        return {**self._metadata, "tool": use.name, "tool_use_id": use.id, "session_id": info.session_id}
 
     async def deliver(self, event: JSON, info: SessionInfo) -> None:
         """Forward an event to ``handle_event``; a raising observer is logged and isolated (S-89)."""

@@ -1,0 +1,116 @@
+"""rma_shell.providers.local: the per-session and per-request shortcuts change nothing visible.
+
+The Local transport parses its request URL once per provider, builds its own HTTP client
+without httpx's environment scan when no proxy variable can apply, and builds request
+telemetry only for listeners. Each shortcut must fall back to the plain path whenever it
+could make a difference: a proxy variable in the environment, a URL that does not parse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from returns.result import Failure, Success
+
+from rma_shell import run
+from rma_shell.providers import local as local_module
+from rma_shell.providers.base import OpenRequest
+from rma_shell.providers.local import Local, LocalConn
+from rma_shell.telemetry import Telemetry
+from rma_shell.testing import OpenAIEmulator
+
+WEATHER = {"name": "get_weather", "description": "Weather", "input_schema": {"type": "object"}}
+
+
+async def opened(local: Local) -> LocalConn:
+    result = await local.open(OpenRequest())
+    assert isinstance(result, Success), result
+    conn = result.unwrap()
+    assert isinstance(conn, LocalConn)
+    return conn
+
+
+class Weather:
+    async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+        return "sunny"
+
+
+@pytest.mark.parametrize(
+    "name", ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "no_proxy", "Http_Proxy", "MY_COMPANY_PROXY"]
+)
+def test_any_proxy_variable_keeps_the_environment_scan(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    for key in [k for k in local_module.os.environ if k.lower().endswith("_proxy")]:
+        monkeypatch.delenv(key)
+    assert not local_module._env_may_set_proxies()
+    monkeypatch.setenv(name, "http://127.0.0.1:9")
+    assert local_module._env_may_set_proxies()
+
+
+async def test_own_client_trusts_the_environment_exactly_when_a_proxy_may_be_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in [k for k in local_module.os.environ if k.lower().endswith("_proxy")]:
+        monkeypatch.delenv(key)
+    local = Local(base_url="http://127.0.0.1:9/v1", model="m")
+    conn = await opened(local)
+    assert conn.client is not None and conn.owns_client and conn.client.trust_env is False
+    await local.aclose(conn)
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
+    conn = await opened(local)
+    assert conn.client is not None and conn.client.trust_env is True
+    # httpx saw the variable: plain-http requests go through the proxy transport.
+    assert any(transport is not None for transport in conn.client._mounts.values())
+    await local.aclose(conn)
+
+
+async def test_the_request_url_is_parsed_once_per_provider_and_shared() -> None:
+    local = Local(base_url="http://127.0.0.1:9/v1/", model="m")
+    first, second = await opened(local), await opened(local)
+    assert isinstance(first.target, httpx.URL)
+    assert first.target is second.target
+    assert str(first.target) == first.url == "http://127.0.0.1:9/v1/chat/completions"
+    for conn in (first, second):
+        await local.aclose(conn)
+
+
+async def test_a_url_that_does_not_parse_is_sent_as_the_string_it_was() -> None:
+    local = Local(base_url="http://a:b:c/v1", model="m", max_retries=0)
+    conn = await opened(local)
+    with pytest.raises(httpx.InvalidURL):
+        httpx.URL(conn.url)
+    # Kept as the string: httpx gets exactly the argument it got before, and fails as it did.
+    assert conn.target == conn.url
+    assert conn.client is not None
+    with pytest.raises(httpx.InvalidURL):
+        await conn.client.post(conn.url, content=b"{}")
+    with pytest.raises(httpx.InvalidURL):  # the session turns it into a provider error, as before
+        await local.poll_turn(conn, local.codec.kickoff_input("hi", None), None)
+    await local.aclose(conn)
+
+
+async def test_a_bad_url_run_is_a_provider_error_value() -> None:
+    result = await run(Local(base_url="http://a:b:c/v1", model="m"), handler=Weather(), prompt="hi")
+    assert isinstance(result, Failure) and result.failure().kind == "provider_error"
+
+
+async def test_request_telemetry_for_a_listener_that_attaches_mid_session() -> None:
+    telemetry = Telemetry()
+    seen: list[str] = []
+    call = {"tool_calls": [{"id": "call_w", "name": "get_weather", "arguments": {"city": "SF"}}]}
+
+    class AttachOnTool:
+        async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            telemetry.attach("late", "rma.request.*", lambda n, m, md: seen.append(n))
+            await trio.lowlevel.checkpoint()
+            return "sunny"
+
+    with OpenAIEmulator([call, {"content": "done"}]) as emu:
+        local = Local(base_url=emu.base_url, model="m", tools=[WEATHER], telemetry=telemetry)
+        result = await run(local, handler=AttachOnTool(), prompt="weather?")
+    assert isinstance(result, Success), result
+    # Only the request made after attaching is reported, start and stop both.
+    assert seen == ["rma.request.start", "rma.request.stop"]

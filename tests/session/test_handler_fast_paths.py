@@ -1,0 +1,126 @@
+"""rma_shell.handler: the remembered handler shape and the one-call batch change nothing visible.
+
+``HandlerAdapter`` remembers how a plain function handler is called (``inspect.signature``
+costs more than a local turn's own work) and runs a batch of one call without a nursery.
+The shape must be inspected again whenever what decides it could have changed, and a batch
+of one must report, fail and emit telemetry exactly as a larger batch does.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import trio
+import trio.testing
+
+from rma.session.options import handler_shape
+from rma.vocabulary import SessionInfo, ToolUse
+from rma_shell.handler import HandlerAdapter
+from rma_shell.telemetry import Telemetry
+
+INFO = SessionInfo(provider="local", session_id="s1")
+
+
+def adapter(handler: object, telemetry: Telemetry | None = None) -> HandlerAdapter:
+    return HandlerAdapter(handler, None, max_concurrency=8, telemetry=telemetry or Telemetry(), metadata={})
+
+
+def test_the_shape_follows_a_method_whose_code_is_replaced() -> None:
+    class Handler:
+        async def handle_tool_call(self, name: str, input: Any, ctx: object) -> str:
+            return "three"
+
+    async def with_info(self: object, name: str, input: Any, ctx: object, info: object) -> str:
+        return "four"
+
+    assert adapter(Handler())._takes_info is False
+    Handler.handle_tool_call.__code__ = with_info.__code__  # type: ignore[attr-defined]
+    assert handler_shape(Handler()) == "object4"
+    assert adapter(Handler())._takes_info is True
+
+
+def test_the_shape_follows_defaults_and_rebound_methods() -> None:
+    class Handler:
+        def handle_tool_call(self, name: str, input: Any, ctx: object, info: object) -> str:
+            return "x"
+
+    assert adapter(Handler())._takes_info is True
+    Handler.handle_tool_call.__defaults__ = (None,)  # type: ignore[attr-defined]
+    assert adapter(Handler())._takes_info is True  # still binds 4 first
+    handler = Handler()
+
+    def three(name: str, input: Any, ctx: object) -> str:
+        return "three"
+
+    handler.handle_tool_call = three  # type: ignore[method-assign]
+    assert adapter(handler)._takes_info is False
+
+
+def test_wrapped_and_partial_handlers_are_inspected_every_time() -> None:
+    def four(name: str, input: Any, ctx: object, info: object) -> str:
+        return "four"
+
+    @functools.wraps(four)
+    def wrapper(*args: Any) -> str:
+        return four(*args)
+
+    assert adapter(wrapper)._takes_info is True
+    wrapper.__wrapped__ = lambda name, input, ctx: "three"  # type: ignore[attr-defined]
+    assert adapter(wrapper)._takes_info is False
+    assert adapter(functools.partial(four, "bound-name"))._takes_info is False
+
+
+async def test_a_batch_of_one_reports_errors_and_telemetry_like_a_larger_batch() -> None:
+    events: list[tuple[str, dict[str, Any]]] = []
+    telemetry = Telemetry()
+    telemetry.attach("t", "rma.tool.*", lambda n, m, md: events.append((n, dict(md))), content=True)
+
+    async def tool(name: str, input: Any, ctx: object) -> str:
+        if name == "boom":
+            raise RuntimeError("no")
+        await trio.lowlevel.checkpoint()
+        return f"ok {input['n']}"
+
+    tools = adapter(tool, telemetry)
+    one = await tools.run_batch([ToolUse("a", "step", {"n": 1})], INFO)
+    failed = await tools.run_batch([ToolUse("b", "boom", {})], INFO)
+    two = await tools.run_batch([ToolUse("c", "step", {"n": 2}), ToolUse("d", "boom", {})], INFO)
+    assert [(r.tool_use_id, r.text, r.is_error) for r in one] == [("a", "ok 1", False)]
+    assert [(r.tool_use_id, r.is_error) for r in failed] == [("b", True)]
+    assert failed[0].text == "tool error: RuntimeError('no')"
+    assert [(r.tool_use_id, r.is_error) for r in two] == [("c", False), ("d", True)]
+    names = [(n, md["tool_use_id"]) for n, md in events]
+    assert names[:4] == [
+        ("rma.tool.start", "a"),
+        ("rma.tool.stop", "a"),
+        ("rma.tool.start", "b"),
+        ("rma.tool.exception", "b"),
+    ]
+    assert events[0][1]["content"] == {"arguments": {"n": 1}}
+    assert events[1][1]["content"] == {"result": "ok 1"} and events[1][1]["is_error"] is False
+    assert events[3][1]["kind"] == "RuntimeError" and events[3][1]["session_id"] == "s1"
+
+
+async def test_a_batch_of_one_still_takes_the_concurrency_limit() -> None:
+    tools = HandlerAdapter(
+        lambda name, input, ctx: "x", None, max_concurrency=1, telemetry=Telemetry(), metadata={}
+    )
+    release = trio.Event()
+    done: list[object] = []
+
+    async def hold(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with tools._limiter:
+            task_status.started()
+            await release.wait()
+
+    async def call() -> None:
+        done.extend(await tools.run_batch([ToolUse("a", "step", {})], INFO))
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hold)
+        nursery.start_soon(call)
+        await trio.testing.wait_all_tasks_blocked()
+        assert done == []  # waits for the token another task holds
+        release.set()
+    assert len(done) == 1
