@@ -16,7 +16,6 @@ import functools
 import inspect
 import logging
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,35 +63,6 @@ def _verdict(use: ToolUse, value: object) -> ToolResult:
     return ToolResult(use.id, f"denied: confirm_tool_use returned {type(value).__name__}", True)
 
 
-_SHAPES: weakref.WeakKeyDictionary[Callable[..., Any], tuple[object, object, object, str | None]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _shape(handler: object) -> str | None:
-    """``handler_shape(handler)``, remembered per plain function.
-
-    ``inspect.signature`` costs tens of microseconds, and a process usually runs many sessions
-    with one handler class. What a plain function accepts is fixed by its code and defaults, so
-    the shape is reused while those are the very same objects; anything else (partials, callable
-    objects, functions carrying ``__wrapped__`` or ``__signature__``) is inspected every time.
-    """
-    method = getattr(handler, "handle_tool_call", None)
-    if method is not None:
-        func = getattr(method, "__func__", None) if inspect.ismethod(method) else None
-    else:
-        func = handler
-    if not inspect.isfunction(func) or hasattr(func, "__wrapped__") or hasattr(func, "__signature__"):
-        return handler_shape(handler)
-    code, defaults, kwdefaults = func.__code__, func.__defaults__, func.__kwdefaults__
-    known = _SHAPES.get(func)
-    if known is not None and known[0] is code and known[1] is defaults and known[2] is kwdefaults:
-        return known[3]
-    shape = handler_shape(handler)
-    _SHAPES[func] = (code, defaults, kwdefaults, shape)
-    return shape
-
-
 def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
     return (fn(*args),)
 
@@ -130,7 +100,7 @@ class HandlerAdapter:
         telemetry: Telemetry,
         metadata: Mapping[str, JSON],
     ) -> None:
-        shape = _shape(handler)
+        shape = handler_shape(handler)
         if shape is None:
             raise TypeError("not a handler")  # validated earlier; unreachable in a run
         self._handler = handler

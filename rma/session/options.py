@@ -9,6 +9,7 @@ option. This module inspects callables' signatures (pure) but never calls user c
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -106,7 +107,41 @@ def handler_shape(handler: object) -> str | None:
     ``"object4"``/``"object3"``: an object whose ``handle_tool_call`` takes
     (name, input, ctx, info) / (name, input, ctx); ``"callable4"``/``"callable3"``: a
     plain callable of that arity. The four-argument form wins when both bind.
+
+    Remembered per plain function: ``inspect.signature`` costs tens of microseconds and a
+    process usually runs many sessions with one handler. What a function accepts is fixed by
+    its code and defaults, so the answer is reused while those are the very same objects;
+    anything else (partials, callable objects, functions carrying ``__wrapped__`` or
+    ``__signature__``) is inspected every time.
     """
+    method = getattr(handler, "handle_tool_call", None)
+    as_method = method is not None and callable(method)
+    # A bound method's function; a plain handler is its own (other callables: no memo).
+    func = (
+        handler if not as_method else getattr(method, "__func__", None) if inspect.ismethod(method) else None
+    )
+    if not inspect.isfunction(func) or hasattr(func, "__wrapped__") or hasattr(func, "__signature__"):
+        return _inspect_shape(handler)
+    known = _SHAPES.get(func)
+    if (
+        known is not None
+        and known[0] is func.__code__
+        and known[1] is func.__defaults__
+        and known[2] is func.__kwdefaults__
+        and known[3] is as_method  # one function may serve as a method and as a plain handler
+    ):
+        return known[4]
+    shape = _inspect_shape(handler)
+    _SHAPES[func] = (func.__code__, func.__defaults__, func.__kwdefaults__, as_method, shape)
+    return shape
+
+
+_SHAPES: weakref.WeakKeyDictionary[Callable[..., Any], tuple[object, object, object, bool, str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _inspect_shape(handler: object) -> str | None:
     method = getattr(handler, "handle_tool_call", None)
     if method is not None and callable(method):
         if _accepts_positional(method, 4):

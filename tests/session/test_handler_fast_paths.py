@@ -124,3 +124,15 @@ async def test_a_batch_of_one_still_takes_the_concurrency_limit() -> None:
         assert done == []  # waits for the token another task holds
         release.set()
     assert len(done) == 1
+
+
+def test_one_function_as_a_plain_handler_and_as_a_method_gets_each_its_own_shape() -> None:
+    def handle(name: str, input: dict[str, Any], ctx: Any) -> str:
+        return "ok"
+
+    class Wrapper:
+        handle_tool_call = handle  # bound: (self=name, input, ctx) — only two left to pass
+
+    assert handler_shape(handle) == "callable3"
+    assert handler_shape(Wrapper()) is None
+    assert handler_shape(handle) == "callable3"
