@@ -51,7 +51,6 @@ from rma.provider import DEFAULT_PROMPT, Input, Mode
 from rma.session.commands import (
     CallGuard,
     Command,
-    DeliverEvent,
     Emit,
     Finish,
     Log,
@@ -279,7 +278,6 @@ def _evolve(s: State, **changes: Any) -> State:
 
 
 _new = object.__new__
-_set_delivered = DeliverEvent.__dict__["event"].__set__
 _set_dict = State.__dict__["__dict__"].__set__
 # Copying the instance dict and attaching the copy costs half of filling a fresh instance's
 # own dict (``new.__dict__.update(...)``), which materializes an empty dict first.
@@ -673,8 +671,7 @@ def _on_stream_event(s: State, raw: JSON) -> Step:
     if not cfg.deliver_events:
         out = (telemetry,)
     else:
-        delivery = _new(DeliverEvent)
-        _set_delivered(delivery, raw)
+        delivery = deliver_event(raw)
         chunk = codec.text_delta(raw) if cfg.text_deltas else None
         if chunk.__class__ is str and chunk:
             delta = deliver_event({"type": TEXT_DELTA_TYPE, "text": chunk})  # E-9
