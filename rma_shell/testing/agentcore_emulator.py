@@ -2496,8 +2496,13 @@ class AgentCoreEmulator(LoopbackEmulator):
             # Runs just before the client can see the stream end (last chunk, exception or
             # cut), so a client that invokes again at once finds the session settled.
             with self._lock:
-                if played["all"] and not stream.faulted and session.turns_played == turn_index:
-                    session.turns_played += 1
+                if played["all"] and not stream.faulted:
+                    # A test may give the session a new script while this turn's last bytes are
+                    # still on their way: the new script starts at its first turn, so only the
+                    # script this turn came from counts it.
+                    current = session.script if session.script is not None else self._script
+                    if current is script and session.turns_played == turn_index:
+                        session.turns_played += 1
                     outcome = assembler.outcome()
                     if outcome is not None:
                         session.conversation = [*combined, *outcome[0]]
