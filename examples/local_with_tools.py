@@ -73,6 +73,7 @@ async def main() -> None:
             terminal_tool="submit",
             timeout=60,
         )
+        await provider.close()  # its HTTP client; a provider is reusable until then
     match outcome:
         case Success(result):
             print(f"{result.terminal} after {result.turns} turns: {result.text}")

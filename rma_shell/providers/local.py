@@ -19,11 +19,9 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
 import random
 import secrets
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -91,7 +89,6 @@ class LocalConn:
     session_id: str
     conversation: Conversation
     client: httpx.AsyncClient | None = attrs.field(default=None, eq=False, repr=False)
-    owns_client: bool = attrs.field(default=False, eq=False, repr=False)
     base_url: str = DEFAULT_BASE_URL
     api_key: str | None = attrs.field(default=None, repr=False)
     """Per session: ``run(model_config=...)`` may carry a gateway lane's URL and granted key."""
@@ -109,25 +106,6 @@ class LocalConn:
     def redact_error(self, error: SessionError) -> SessionError:
         """The error with the key masked wherever a server may have echoed it (bodies included)."""
         return redact_error(error, (self.api_key,))
-
-
-_TRUST_ENV_IS_PROXIES_ONLY = httpx.__version__.startswith("0.28.")
-"""Checked in httpx 0.28: given an ``SSLContext``, ``trust_env`` only turns on env proxies."""
-
-
-def _env_may_set_proxies() -> bool:
-    """Whether httpx's ``trust_env`` could find proxies, i.e. not provably none.
-
-    With the TLS context passed explicitly, proxies are all ``trust_env`` reads. Where
-    ``urllib.request.getproxies`` is the environment alone (not macOS or Windows, which add
-    system settings), it finds none unless some variable is named ``*_proxy`` (any case).
-    """
-    if (
-        not _TRUST_ENV_IS_PROXIES_ONLY
-        or urllib.request.getproxies is not urllib.request.getproxies_environment
-    ):
-        return True
-    return any(name[-6:].lower() == "_proxy" for name in os.environ)
 
 
 def _target(url: str) -> httpx.URL | str:
@@ -149,7 +127,8 @@ class Local(Provider[LocalConn]):
     overrides it), ``max_history_messages`` (request truncation, off by default),
     ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
     ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
-    caller-owned ``httpx.AsyncClient``), ``rand``/``sleep``/``clock`` (injectable for tests)
+    caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
+    shared by its sessions, closed by ``close()``), ``rand``/``sleep``/``clock`` (injectable for tests)
     and ``session_id_factory``. ``gen_ai_provider_name`` names who serves the model in
     OpenTelemetry's ``gen_ai.provider.name`` vocabulary (default ``"openai"``: the wire is
     OpenAI's; say ``"ollama"``, ``"vllm"``, ``"deepseek"`` … when you know better).
@@ -209,6 +188,7 @@ class Local(Provider[LocalConn]):
         self.timeout_s = timeout_s
         self._chat = chat
         self._http_client = http_client
+        self._own_client: httpx.AsyncClient | None = None
         self._rand = rand
         self._sleep = sleep
         self._clock = clock
@@ -263,14 +243,9 @@ class Local(Provider[LocalConn]):
         if isinstance(started, Failure):
             return Failure(started.failure())
         session_id = request.session_id or self._session_id_factory()
-        client, owns = self._http_client, False
+        client = self._http_client
         if self._chat is None and client is None:
-            options: dict[str, Any] = {"timeout": httpx.Timeout(self.timeout_s)}
-            if not _env_may_set_proxies():
-                # What trust_env would read is known to be empty: skip httpx's scan of the
-                # environment (~0.15 ms a client, more than a local turn's own work).
-                options["trust_env"] = False
-            client, owns = async_client(**options), True
+            client = self._client()
         await trio.lowlevel.checkpoint()
         url = base_url.rstrip("/") + "/chat/completions"
         target = self._targets.get(url)
@@ -278,7 +253,7 @@ class Local(Provider[LocalConn]):
             if len(self._targets) >= 64:  # per-run gateway URLs: keep the memo bounded
                 self._targets.clear()
             target = self._targets[url] = _target(url)
-        return Success(LocalConn(session_id, started.unwrap(), client, owns, base_url, api_key, target))
+        return Success(LocalConn(session_id, started.unwrap(), client, base_url, api_key, target))
 
     def session_id(self, conn: LocalConn) -> str | None:
         return conn.session_id
@@ -303,18 +278,29 @@ class Local(Provider[LocalConn]):
             out["server_port"] = url.port or (443 if url.scheme == "https" else 80)
         return out
 
+    def _client(self) -> httpx.AsyncClient:
+        """The provider's own HTTP client, built on first use and shared by its sessions: a
+        session then reuses a pooled connection instead of opening one (the CMA and AgentCore
+        providers do the same). ``close()`` closes it; a closed one is rebuilt."""
+        if self._own_client is None or self._own_client.is_closed:
+            self._own_client = async_client(timeout=httpx.Timeout(self.timeout_s))
+        return self._own_client
+
     async def aclose(self, conn: LocalConn) -> None:
-        if conn.owns_client and conn.client is not None:
+        await trio.lowlevel.checkpoint()  # the client outlives the session; close() closes it
+
+    async def close(self) -> None:
+        """Close the HTTP client this provider built (providers are reusable across runs)."""
+        client, self._own_client = self._own_client, None
+        if client is not None:
             try:
-                await conn.client.aclose()
+                await client.aclose()
             except (httpx.HTTPError, OSError) as exc:
                 logger.debug(
                     "closing the Local HTTP client failed: %s",
                     type(exc).__name__,
-                    extra=log_fields(session_id=conn.session_id, provider="local"),
+                    extra=log_fields(provider="local"),
                 )
-        else:
-            await trio.lowlevel.checkpoint()
 
     # -- turns --
 

@@ -1,9 +1,9 @@
 """rma_shell.providers.local: the per-session and per-request shortcuts change nothing visible.
 
-The Local transport parses its request URL once per provider, builds its own HTTP client
-without httpx's environment scan when no proxy variable can apply, and builds request
-telemetry only for listeners. Each shortcut must fall back to the plain path whenever it
-could make a difference: a proxy variable in the environment, a URL that does not parse.
+The Local transport parses its request URL once per provider, shares one HTTP client (and so
+its pooled connections) between its sessions, and builds request telemetry only for
+listeners. Each shortcut must fall back to the plain path whenever it could make a
+difference: a URL that does not parse, a listener attaching mid-session.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import trio
 from returns.result import Failure, Success
 
 from rma_shell import run
-from rma_shell.providers import local as local_module
 from rma_shell.providers.base import OpenRequest
 from rma_shell.providers.local import Local, LocalConn
 from rma_shell.telemetry import Telemetry
@@ -38,33 +37,22 @@ class Weather:
         return "sunny"
 
 
-@pytest.mark.parametrize(
-    "name", ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "no_proxy", "Http_Proxy", "MY_COMPANY_PROXY"]
-)
-def test_any_proxy_variable_keeps_the_environment_scan(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    for key in [k for k in local_module.os.environ if k.lower().endswith("_proxy")]:
-        monkeypatch.delenv(key)
-    assert not local_module._env_may_set_proxies()
-    monkeypatch.setenv(name, "http://127.0.0.1:9")
-    assert local_module._env_may_set_proxies()
-
-
-async def test_own_client_trusts_the_environment_exactly_when_a_proxy_may_be_set(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for key in [k for k in local_module.os.environ if k.lower().endswith("_proxy")]:
-        monkeypatch.delenv(key)
-    local = Local(base_url="http://127.0.0.1:9/v1", model="m")
-    conn = await opened(local)
-    assert conn.client is not None and conn.owns_client and conn.client.trust_env is False
-    await local.aclose(conn)
-
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
-    conn = await opened(local)
-    assert conn.client is not None and conn.client.trust_env is True
-    # httpx saw the variable: plain-http requests go through the proxy transport.
-    assert any(transport is not None for transport in conn.client._mounts.values())
-    await local.aclose(conn)
+async def test_sessions_share_the_providers_client_and_its_connection() -> None:
+    with OpenAIEmulator([{"content": "one"}, {"content": "two"}]) as emu:
+        local = Local(base_url=emu.base_url, model="m")
+        for expected in ("one", "two"):
+            outcome = await run(local, handler=Weather(), prompt="hi")
+            assert isinstance(outcome, Success) and outcome.unwrap().text == expected
+        client = local._own_client
+        assert client is not None and not client.is_closed
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        assert len(pool.connections) == 1  # the second session reused the first one's connection
+        await local.close()
+        assert client.is_closed and local._own_client is None
+        # Reusable after close: the next session builds a fresh client.
+        third = await opened(local)
+        assert third.client is not None and third.client is not client and not third.client.is_closed
+        await local.close()
 
 
 async def test_the_request_url_is_parsed_once_per_provider_and_shared() -> None:

@@ -365,17 +365,20 @@ async def test_cancellation_aborts_an_in_flight_request() -> None:
     assert time.monotonic() - started < 2.0
 
 
-async def test_aclose_closes_only_its_own_client() -> None:
+async def test_close_closes_only_the_providers_own_client() -> None:
     local = make("http://127.0.0.1:1/v1")
     conn = await opened(local)
     assert conn.client is not None
     await local.aclose(conn)
+    assert not conn.client.is_closed  # shared by the provider's sessions
+    await local.close()
     assert conn.client.is_closed
     async with httpx.AsyncClient() as mine:
         shared = make("http://127.0.0.1:1/v1", http_client=mine)
         conn2 = await opened(shared)
         assert conn2.client is mine
         await shared.aclose(conn2)
+        await shared.close()
         assert not mine.is_closed
 
 
