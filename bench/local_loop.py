@@ -9,7 +9,7 @@ tool, N tool calls, a final answer, so T = N + 1 model calls ("turns") — is ru
 - ``httpx-asyncio`` / ``httpx-trio``: the floor, a plain ``httpx.AsyncClient`` loop (POST,
   parse, run the tool, append the assistant and tool messages, repeat), one client for all runs;
 - ``rma``: ``rma_shell.run(Local(...), ...)`` under trio, the provider built once, as documented
-  (Local then opens its own ``httpx.AsyncClient`` per run);
+  (Local builds one ``httpx.AsyncClient`` on first use; its sessions share it);
 - ``rma+client``: the same with ``Local(http_client=...)``, one caller-owned client for all runs;
 - ``openai-agents``: ``Runner.run`` with tracing disabled and ``max_turns`` raised (asyncio);
 - ``pydantic-ai``: ``Agent.run`` with ``UsageLimits(request_limit=…)`` raised (asyncio).
