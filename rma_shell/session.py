@@ -257,8 +257,8 @@ class _Driver(Generic[C]):
     async def execute(self, c: cmd.Command) -> None:
         match c:
             case cmd.DeliverEvent(event=event):
-                if self.tools.observes_events:
-                    await self.tools.deliver(event, self.info)
+                # Built only when the handler observes events (SessionConfig.deliver_events).
+                await self.tools.deliver(event, self.info)
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
                 if self.telemetry.listening():
                     # The core reuses one Emit for every stream event of a type: each emission

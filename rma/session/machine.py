@@ -496,24 +496,11 @@ def _drive(
     meta["purpose"] = purpose
     meta["session_id"] = s.session_id
     start = emit("rma.turn.start", {}, meta, content or {})
-    fields = s.__dict__.copy()  # _evolve, with the caller's changes in the same copy
-    size = len(fields)
-    fields.update(changes)
-    if len(fields) != size:
-        raise TypeError(f"State has no field(s) {sorted(changes.keys() - _STATE_FIELDS)}")
     if s.config.codec.mode is _REQUEST_RESPONSE:
-        fields["phase"] = _AWAITING
-        fields["live_forwarded"] = 0
-        command: Command = PollTurn(input, purpose)  # type: ignore[arg-type]
-    else:
-        fields["phase"] = _PUSHING
-        fields["push_purpose"] = purpose
-        fields["push_request"] = None
-        fields["phase_before_push"] = None
-        command = PushInput(input, purpose)  # type: ignore[arg-type]
-    new = _new(State)
-    _set_dict(new, fields)
-    return new, (command, start)
+        s = _evolve(s, phase=_AWAITING, live_forwarded=0, **changes)
+        return s, (PollTurn(input, purpose), start)  # type: ignore[arg-type]
+    s = _evolve(s, phase=_PUSHING, push_purpose=purpose, push_request=None, phase_before_push=None, **changes)
+    return s, (PushInput(input, purpose), start)  # type: ignore[arg-type]
 
 
 def _results_content(results: Sequence[ToolResult]) -> list[JSON]:
@@ -557,14 +544,14 @@ def _on_push_finished(s: State, outcome: object) -> Step:
     if purpose == "send_event":
         assert request is not None and before is not None
         reply = Reply(request, outcome)  # type: ignore[arg-type]
-        s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None, phase=before)
-        return s, (reply,)
+        return _evolve(s, **_PUSH_SETTLED, phase=before), (reply,)
     if outcome.__class__ is not Success and isinstance(outcome, Failure):
         # S-23 Better: a refused push ends the request with its error, live or not.
-        s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None)
-        return _fail(s, outcome.failure())
-    s = _evolve(s, push_purpose=None, push_request=None, phase_before_push=None, phase=_AWAITING)
-    return s, ()
+        return _fail(_evolve(s, **_PUSH_SETTLED), outcome.failure())
+    return _evolve(s, **_PUSH_SETTLED, phase=_AWAITING), ()
+
+
+_PUSH_SETTLED: dict[str, Any] = {"push_purpose": None, "push_request": None, "phase_before_push": None}
 
 
 def _on_send_event(s: State, request: int, raw: JSON) -> Step:
