@@ -16,41 +16,23 @@ Inputs are lists of such events (``user.message``, ``define_outcome``, ``tool_re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-import attrs
-
+from rma._unchecked import field_setters, new, usage_of
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.vocabulary import JSON, Outcome, Terminal, ToolResult, ToolUse, TurnResult, Usage
 
 _TERMINALS = {"end_turn": Terminal.END_TURN, "requires_action": Terminal.REQUIRES_ACTION}
 _TERMINATED = Terminal.TERMINATED  # a global: ``Terminal.X`` is a slow read on CPython 3.11
 
-# ── building a turn's values without re-running their checks ────────────────────────
-# normalize builds a TurnResult, a Usage and a ToolUse per call from values that are valid
-# by construction; attrs' validators and converters cost more than the normalization itself,
-# so these set the fields directly. They must set every field: the check below fails the
-# import if a class gains or renames one, and tests/providers/test_scripted_codec.py pins
-# each builder against the checked constructor.
+# normalize builds a TurnResult, a Usage and a ToolUse per call from values that are valid by
+# construction; attrs' validators and converters cost more than the normalization itself, so
+# they are built unchecked (rma._unchecked; tests/providers/test_scripted_codec.py pins each
+# builder against the checked constructor).
 
-_new = object.__new__
-
-
-def _field_setters(cls: type, names: tuple[str, ...]) -> tuple[Any, ...]:
-    if tuple(f.name for f in attrs.fields(cls)) != names:
-        raise RuntimeError(f"{cls.__name__}'s fields changed: update rma.providers.scripted's builders")
-    return tuple(cls.__dict__[name].__set__ for name in names)
-
-
-(_tr_terminal, _tr_stop, _tr_text, _tr_uses, _tr_server, _tr_usage, _tr_events) = _field_setters(
-    TurnResult,
-    ("terminal", "stop_reason", "text", "custom_tool_uses", "server_tool_uses", "usage", "events"),
+(_tr_terminal, _tr_stop, _tr_text, _tr_uses, _tr_server, _tr_usage, _tr_events) = field_setters(
+    TurnResult, "terminal", "stop_reason", "text", "custom_tool_uses", "server_tool_uses", "usage", "events"
 )
-(_use_id, _use_name, _use_input) = _field_setters(ToolUse, ("id", "name", "input"))
-(_usage_in, _usage_out, _usage_read, _usage_creation, _usage_raw) = _field_setters(
-    Usage,
-    ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "raw"),
-)
+(_use_id, _use_name, _use_input) = field_setters(ToolUse, "id", "name", "input")
 
 
 def _turn_result(
@@ -62,7 +44,7 @@ def _turn_result(
     usage: Usage | None,
     events: tuple[JSON, ...],
 ) -> TurnResult:
-    tr: TurnResult = _new(TurnResult)
+    tr: TurnResult = new(TurnResult)
     _tr_terminal(tr, terminal)
     _tr_stop(tr, stop_reason)
     _tr_text(tr, text)
@@ -74,13 +56,13 @@ def _turn_result(
 
 
 def _usage(ev: dict[str, JSON]) -> Usage:
-    u: Usage = _new(Usage)
-    _usage_in(u, _tokens(ev.get("input_tokens")))
-    _usage_out(u, _tokens(ev.get("output_tokens")))
-    _usage_read(u, _tokens(ev.get("cache_read_input_tokens")))
-    _usage_creation(u, _tokens(ev.get("cache_creation_input_tokens")))
-    _usage_raw(u, (ev,))
-    return u
+    return usage_of(
+        _tokens(ev.get("input_tokens")),
+        _tokens(ev.get("output_tokens")),
+        _tokens(ev.get("cache_read_input_tokens")),
+        _tokens(ev.get("cache_creation_input_tokens")),
+        (ev,),
+    )
 
 
 def _stop_kind(stop_reason: JSON) -> JSON:
@@ -97,7 +79,7 @@ def _tokens(value: JSON) -> int:
 def _tool_use(ev: dict[str, JSON]) -> ToolUse:
     raw_input = ev.get("input")
     use_id = ev.get("id")
-    use: ToolUse = _new(ToolUse)
+    use: ToolUse = new(ToolUse)
     _use_id(use, use_id if isinstance(use_id, str) else None)
     # Never empty (ToolUse's one check): the str of a truthy JSON value has characters.
     _use_name(use, str(ev.get("name") or "unknown"))

@@ -13,6 +13,7 @@ from typing import Literal
 import attrs
 from returns.result import Result
 
+from rma._unchecked import field_setters, new
 from rma.errors import SessionError
 from rma.provider import Input
 from rma.vocabulary import JSON, SessionResult, ToolUse
@@ -125,17 +126,15 @@ class Reply:
 # slots directly, which is only correct while the classes have no validators or converters:
 # ``tests/session/test_commands.py`` pins that they equal the class calls.
 
-_new = object.__new__
-_set_event = DeliverEvent.__dict__["event"].__set__
-_set_name = Emit.__dict__["name"].__set__
-_set_measurements = Emit.__dict__["measurements"].__set__
-_set_metadata = Emit.__dict__["metadata"].__set__
-_set_content = Emit.__dict__["content"].__set__
+(_set_event,) = field_setters(DeliverEvent, "event")
+_set_name, _set_measurements, _set_metadata, _set_content = field_setters(
+    Emit, "name", "measurements", "metadata", "content"
+)
 
 
 def deliver_event(event: JSON) -> DeliverEvent:
     """``DeliverEvent(event)``, built without attrs' __init__."""
-    c: DeliverEvent = _new(DeliverEvent)
+    c: DeliverEvent = new(DeliverEvent)
     _set_event(c, event)
     return c
 
@@ -147,7 +146,7 @@ def emit(
     content: Mapping[str, JSON],
 ) -> Emit:
     """``Emit(name, measurements, metadata, content)``, built without attrs' __init__."""
-    c: Emit = _new(Emit)
+    c: Emit = new(Emit)
     _set_name(c, name)
     _set_measurements(c, measurements)
     _set_metadata(c, metadata)

@@ -36,6 +36,8 @@ import attrs
 from returns.result import Failure, Success
 
 from rma._persistent import AppendLog, SeenIds
+from rma._unchecked import field_setters, usage_of
+from rma._unchecked import new as _new
 from rma.errors import (
     GuardFailed,
     Halted,
@@ -185,27 +187,25 @@ class Accumulated:
         return attrs.evolve(self.usage, raw=self.usage_raw.to_tuple())
 
 
-_acc_events, _acc_uses, _acc_server, _acc_usage, _acc_raw = (
-    Accumulated.__dict__[f.name].__set__ for f in attrs.fields(Accumulated)
+_acc_events, _acc_uses, _acc_server, _acc_usage, _acc_raw = field_setters(
+    Accumulated, "events", "custom_tool_uses", "server_tool_uses", "usage", "usage_raw"
 )
-_USAGE_SETTERS = tuple(Usage.__dict__[f.name].__set__ for f in attrs.fields(Usage))
 
 
 def _usage_sum(a: Usage, b: Usage) -> Usage:
     """The token totals of ``a`` and ``b`` (raw entries left out, as ``Accumulated`` keeps them).
 
-    Sums of two valid Usage values are valid, so Usage's field validators are not run again:
-    this runs once per turn. ``tests/session/test_machine_fast_paths.py`` pins it against
-    the checked constructor.
+    Sums of two valid Usage values are valid, so Usage's checks are not run again: this runs
+    once per turn. ``tests/session/test_machine_fast_paths.py`` pins it against the checked
+    constructor.
     """
-    u: Usage = _new(Usage)
-    set_input, set_output, set_read, set_creation, set_raw = _USAGE_SETTERS
-    set_input(u, a.input_tokens + b.input_tokens)
-    set_output(u, a.output_tokens + b.output_tokens)
-    set_read(u, a.cache_read_input_tokens + b.cache_read_input_tokens)
-    set_creation(u, a.cache_creation_input_tokens + b.cache_creation_input_tokens)
-    set_raw(u, ())
-    return u
+    return usage_of(
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        a.cache_read_input_tokens + b.cache_read_input_tokens,
+        a.cache_creation_input_tokens + b.cache_creation_input_tokens,
+        (),
+    )
 
 
 @attrs.frozen(slots=False)
@@ -277,7 +277,6 @@ def _evolve(s: State, **changes: Any) -> State:
     return new
 
 
-_new = object.__new__
 _set_dict = State.__dict__["__dict__"].__set__
 # Copying the instance dict and attaching the copy costs half of filling a fresh instance's
 # own dict (``new.__dict__.update(...)``), which materializes an empty dict first.
