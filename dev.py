@@ -56,8 +56,8 @@ def demo(args: list[str]) -> None:
 
 def test(args: list[str]) -> None:
     ensure_venv("dev")
-    sh(BIN / "ruff", "check", "rma", "rma_shell", "tests", "properties", "bench", "examples")
-    sh(BIN / "ruff", "format", "--check", "rma", "rma_shell", "tests", "properties", "bench", "examples")
+    sh(BIN / "ruff", "check", "rma", "rma_shell", "tests", "properties", "bench", "examples", "conftest.py")
+    sh(BIN / "ruff", "format", "--check", "rma", "rma_shell", "tests", "properties", "bench", "examples", "conftest.py")
     sh(BIN / "mypy", "--strict", "rma", "rma_shell")
     sh(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "properties", *args)
     for script in BENCHMARKS:

@@ -1,4 +1,4 @@
-"""rma_shell — run agent sessions on trio: ``run``, ``open_session``, providers, telemetry.
+"""rma_shell — run agent sessions on anyio (trio or asyncio): ``run``, ``open_session``, providers, telemetry.
 
 The loop's decisions live in the pure core (``rma``); this package performs the I/O.
 """

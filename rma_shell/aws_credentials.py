@@ -32,8 +32,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.config import (
@@ -130,7 +130,7 @@ class BotocoreCredentialSource:
         creds = self._credentials
         try:
             if self._refresh_needed is not None and self._refresh_needed():
-                frozen = await trio.to_thread.run_sync(creds.get_frozen_credentials, abandon_on_cancel=True)
+                frozen = await anyio.to_thread.run_sync(creds.get_frozen_credentials, abandon_on_cancel=True)
             else:
                 frozen = creds.get_frozen_credentials()
         except Exception as exc:  # botocore's refresh failures are many types; all mean "cannot sign"
@@ -247,7 +247,7 @@ async def _chain_source(
     profile: str | None, region: str | None, botocore_session: Any
 ) -> Result[BotocoreCredentialSource | None, InvalidOpts | AuthenticationError]:
     try:
-        credentials, chain_region = await trio.to_thread.run_sync(
+        credentials, chain_region = await anyio.to_thread.run_sync(
             _load_chain, profile, botocore_session, abandon_on_cancel=True
         )
     except Exception as exc:  # botocore raises a different type per provider in the chain

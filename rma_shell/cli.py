@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-import trio
+import anyio
 from returns.result import Failure, Result
 
 from rma.codec_json import dumps
@@ -176,7 +176,7 @@ def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         record=record,
     )
     try:
-        demo = trio.run(functools.partial(run_demo, config, display))
+        demo = anyio.run(functools.partial(run_demo, config, display), backend="trio")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

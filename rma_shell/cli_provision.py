@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import trio
+import anyio
 from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError
@@ -127,7 +127,7 @@ def run_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return _fail(args.command, f"cannot open the store: {exc}", EXIT_USAGE)
     try:
         handler = _HANDLERS[args.command]
-        outcome = trio.run(handler, args, environ, store, provider_name, kind)
+        outcome = anyio.run(handler, args, environ, store, provider_name, kind, backend="trio")
     finally:
         store.close()
     if isinstance(outcome, int):
@@ -267,7 +267,7 @@ async def _tag(
         got = tag_harness(
             store, args.base, args.tag, _full_digest(store, provider_name, kind, args.base, args.digest)
         )
-    await trio.lowlevel.checkpoint()
+    await anyio.lowlevel.checkpoint()
     return got.map(lambda _: {"ref": f"{args.base}:{args.tag}", "digest": args.digest})
 
 
@@ -287,7 +287,7 @@ def _full_digest(store: Any, provider_name: str, kind: str, base: str, digest: s
 async def _resolve(
     args: argparse.Namespace, environ: Mapping[str, str], store: Any, provider_name: str, kind: str
 ) -> Result[JSON, SessionError]:
-    await trio.lowlevel.checkpoint()
+    await anyio.lowlevel.checkpoint()
     if provider_name == "claude_managed_agents":
         from rma_shell.provisioning import claude_managed_agents as cma
 

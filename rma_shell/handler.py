@@ -6,7 +6,7 @@ arguments. Its shape is inspected once (``rma.session.options.handler_shape``). 
 calls of a batch run concurrently under a capacity limit with results in tool-use order
 (T-1); sync handlers run in worker threads so they never block the loop. Whatever a
 handler does — raise, return a wrong shape — becomes an ``is_error`` result (T-6, T-7);
-``trio.Cancelled`` is never swallowed.
+cancellation (trio's ``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import trio
+import anyio
 from returns.result import Failure, Success
 
 from rma.session.options import event_hook_shape, handler_shape
@@ -113,10 +113,10 @@ class HandlerAdapter:
         hook = event_hook_shape(handler)
         self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if hook else None  # noqa: B009
         self._event_takes_info = hook == "event3"
-        self._limiter = trio.CapacityLimiter(max_concurrency)
-        # Sync tools need their own thread budget: trio's shared default (40 threads) would
+        self._limiter = anyio.CapacityLimiter(max_concurrency)
+        # Sync tools need their own thread budget: anyio's shared default (40 threads) would
         # cap max_concurrency and make sessions compete for threads.
-        self._threads = trio.CapacityLimiter(max_concurrency)
+        self._threads = anyio.CapacityLimiter(max_concurrency)
         self._telemetry = telemetry
         self._metadata = metadata
 
@@ -167,7 +167,7 @@ class HandlerAdapter:
             async with self._limiter:
                 results[i] = await self.run_one(use, info)
 
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             for i, use in enumerate(uses):
                 nursery.start_soon(one, i, use)
         return tuple(r for r in results if r is not None)
@@ -194,8 +194,8 @@ class HandlerAdapter:
                 value = await self._tool_fn(*args)
             else:
                 # abandon_on_cancel: a run's timeout returns even if a sync tool never does.
-                # Boxed: trio refuses a thread function whose return value is awaitable.
-                (value,) = await trio.to_thread.run_sync(
+                # Boxed: a thread function's awaitable return value must not be mistaken for a coroutine.
+                (value,) = await anyio.to_thread.run_sync(
                     _boxed, self._tool_fn, args, abandon_on_cancel=True, limiter=self._threads
                 )
                 if inspect.isawaitable(value):  # a plain function wrapping an async one

@@ -1,4 +1,4 @@
-"""Running sessions: ``run`` (to completion) and ``open_session`` (live), on trio.
+"""Running sessions: ``run`` (to completion) and ``open_session`` (live), on anyio (trio or asyncio).
 
 The driver here is the imperative shell around ``rma.session.machine.step``: one inbound
 channel (the session's mailbox, N-1) receives every fact — stream events, poll results,
@@ -16,12 +16,12 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Generic, TextIO, TypeVar
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.codec_json import dumps
@@ -146,14 +146,14 @@ class _Driver(Generic[C]):
             config = attrs.evolve(config, deliver_events=False)  # nothing would take them
         self.config = config
         self.state: State = initial_state(config)
-        self.inbox_send, self.inbox = trio.open_memory_channel[Event](math.inf)
-        self.results_send, self.results = trio.open_memory_channel[Outcome_](math.inf)
+        self.inbox_send, self.inbox = anyio.create_memory_object_stream[Event](math.inf)
+        self.results_send, self.results = anyio.create_memory_object_stream[Outcome_](math.inf)
         self.conn: C | None = None
         self.info = SessionInfo(provider=config.provider_name, metadata=config.metadata)
         self.final: Outcome_ | None = None
-        self.nursery: trio.Nursery | None = None
-        self.stream_scope: trio.CancelScope | None = None
-        self.replies: dict[int, tuple[trio.Event, list[Result[None, SessionError]]]] = {}
+        self.nursery: anyio.abc.TaskGroup | None = None
+        self.stream_scope: anyio.CancelScope | None = None
+        self.replies: dict[int, tuple[anyio.Event, list[Result[None, SessionError]]]] = {}
         self.next_request = 0
         self.recorder = Recorder(opts.record) if opts.record is not None else None
         if self.recorder:
@@ -210,10 +210,10 @@ class _Driver(Generic[C]):
         meta = {**self._session_meta(session_id), "terminal": "error", "error": error.kind, "phase": "open"}
         self.telemetry.emit("rma.session.terminal", {"duration": duration}, meta)
 
-    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the loop until a sync run's result or cancellation. Owns the task nursery."""
         assert self.conn is not None
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             self.nursery = nursery
             task_status.started()
             conn = self.conn
@@ -245,10 +245,10 @@ class _Driver(Generic[C]):
             await self.execute(command)
 
     def post(self, ev: Event) -> None:
-        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self.inbox_send.send_nowait(ev)
 
-    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         assert self.nursery is not None
         self.nursery.start_soon(fn, *args)
 
@@ -352,7 +352,7 @@ class _Driver(Generic[C]):
         self.post(interpret_guard(value))
 
     async def _timer(self, delay_ms: int) -> None:
-        await trio.sleep(delay_ms / 1000)
+        await anyio.sleep(delay_ms / 1000)
         self.post(ReconnectTimerFired())
 
     async def _reconnect(self, gen: int, seen: tuple[str, ...]) -> None:
@@ -361,9 +361,9 @@ class _Driver(Generic[C]):
             # R-19 Better: subscribe first, then consolidate. Whatever the new stream delivers
             # meanwhile waits in the machine's queue and is deduplicated against the ids the
             # consolidation reports, so no event falls between listing and subscribing.
-            ready = trio.Event()
+            ready = anyio.Event()
             self._start_stream(gen, ready)
-            with trio.move_on_after(30):
+            with anyio.move_on_after(30):
                 await ready.wait()
         try:
             outcome = await self.provider.reconnect(self.conn, seen)
@@ -377,12 +377,12 @@ class _Driver(Generic[C]):
         self.conn = conn
         self.post(ReconnectFinished(Success(reconnected)))
 
-    def _start_stream(self, gen: int, ready: trio.Event | None = None) -> None:
-        scope = trio.CancelScope()
+    def _start_stream(self, gen: int, ready: anyio.Event | None = None) -> None:
+        scope = anyio.CancelScope()
         self.stream_scope = scope
-        self._spawn(self._stream, gen, scope, ready if ready is not None else trio.Event())
+        self._spawn(self._stream, gen, scope, ready if ready is not None else anyio.Event())
 
-    async def _stream(self, gen: int, scope: trio.CancelScope, ready: trio.Event) -> None:
+    async def _stream(self, gen: int, scope: anyio.CancelScope, ready: anyio.Event) -> None:
         assert self.conn is not None
         conn = self.conn
 
@@ -408,11 +408,11 @@ class _Driver(Generic[C]):
     async def send_event(self, event: JSON, timeout: float) -> Result[None, SessionError]:
         self.next_request += 1
         request = self.next_request
-        done = trio.Event()
+        done = anyio.Event()
         box: list[Result[None, SessionError]] = []
         self.replies[request] = (done, box)
         self.post(SendEventRequested(request, event))
-        with trio.move_on_after(timeout):
+        with anyio.move_on_after(timeout):
             await done.wait()
         if not box:
             self.replies.pop(request, None)
@@ -425,7 +425,7 @@ class _Driver(Generic[C]):
             self.recorder = None
         self.results_send.close()
         if self.conn is not None:
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 try:
                     await self.provider.aclose(self.conn)
                 except Exception:
@@ -572,7 +572,7 @@ async def run(
         return Failure(prepared.failure())
     driver = prepared.unwrap()
     try:
-        with trio.move_on_after(math.inf if timeout is None else timeout) as scope:
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
             opened = await driver.open()
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
@@ -613,7 +613,7 @@ class LiveSession:
         if not isinstance(text, str):
             raise TypeError(f"message text must be a str, got {type(text).__name__}")
         self._driver.post(UserMessage(text))
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
     async def send_event(self, event: JSON, *, timeout: float = 5.0) -> Result[None, SessionError]:
         """Push a raw provider event verbatim (S-67); ``Unsupported`` on request/response hosts."""
@@ -623,7 +623,7 @@ class LiveSession:
         """The next request's result; ``Failure(Closed)`` once the session is closed."""
         try:
             return await self._driver.results.receive()
-        except trio.EndOfChannel:
+        except anyio.EndOfStream:
             return Failure(Closed())
 
     def __aiter__(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
@@ -690,7 +690,7 @@ async def open_session(
         opened = await driver.open()
         if isinstance(opened, Failure):
             raise SessionFailed(opened.failure())
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await nursery.start(_serve_reporting, driver)
             try:
                 yield LiveSession(driver)
@@ -701,7 +701,7 @@ async def open_session(
 
 
 async def _serve_reporting(
-    driver: _Driver[Any], task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    driver: _Driver[Any], task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve a live session; a crash is reported to its results, never a silent death (S-66)."""
     try:

@@ -7,8 +7,8 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import pytest
-import trio
 from returns.result import Success
 
 from rma.errors import ProviderError
@@ -65,7 +65,7 @@ async def test_a_raising_tool_is_logged_with_tool_call_and_session(caplog: pytes
 
 async def test_provider_retries_carry_session_attempt_and_status(caplog: pytest.LogCaptureFixture) -> None:
     async def no_sleep(_: float) -> None:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
     with (
         caplog.at_level(logging.WARNING, logger="rma.providers.local"),

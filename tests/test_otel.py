@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import trio
@@ -243,7 +244,7 @@ async def test_a_halted_run_ends_its_invoke_agent_span_with_the_error(ot: OTel) 
 
 async def test_a_timed_out_run_errors_the_in_flight_chat_span_and_the_session(ot: OTel) -> None:
     with OpenAIEmulator([CALL, {"content": "too late"}], api_key=KEY, faults={1: delay(30)}) as emu:
-        with trio.fail_after(10):
+        with anyio.fail_after(10):
             outcome = await run(
                 ot.local(emu), handler=weather, prompt="weather?", timeout=1.0, telemetry=ot.telemetry
             )
@@ -264,7 +265,7 @@ async def test_a_tool_cancelled_by_the_timeout_is_an_error_span(
     o = OTel()
 
     async def hang(name: str, input: dict[str, Any], ctx: object) -> str:
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
     from tests.helpers import calls, tool
@@ -355,7 +356,7 @@ async def test_two_concurrent_sessions_produce_two_separate_trees(ot: OTel) -> N
             ).unwrap()
             ids[label] = result.session_id
 
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             nursery.start_soon(one, "A", a)
             nursery.start_soon(one, "B", b)
     roots = [s for s in ot.spans() if s.parent is None]

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-import trio
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -77,7 +77,7 @@ CALL = {"tool_calls": [{"id": "call_w", "name": "get_weather", "arguments": {"ci
 
 
 async def no_sleep(_: float) -> None:
-    await trio.lowlevel.checkpoint()
+    await anyio.lowlevel.checkpoint()
 
 
 def weather(name: str, input: dict[str, Any], ctx: object) -> str:
@@ -324,7 +324,7 @@ LOCAL_SCENARIOS: dict[str, Scenario] = {
 
 @pytest.mark.parametrize("scenario", sorted(LOCAL_SCENARIOS))
 async def test_local_never_leaks_its_key(capture: Capture, scenario: str) -> None:
-    with trio.fail_after(30):
+    with anyio.fail_after(30):
         await LOCAL_SCENARIOS[scenario](capture)
     capture.assert_clean()
 
@@ -393,7 +393,7 @@ async def run_cma(
                     async with open_session(
                         provider, handler=handler, prompt="go", telemetry=cap.telemetry
                     ) as s:
-                        with trio.fail_after(timeout):
+                        with anyio.fail_after(timeout):
                             cap.keep("outcome", await s.next_result())
                 except SessionFailed as exc:
                     cap.keep("exception", exc)
@@ -505,7 +505,7 @@ CMA_SCENARIOS: dict[str, Callable[[Capture, Path], Awaitable[None]]] = {
 async def test_claude_managed_agents_never_leaks_its_key_or_token(
     capture: Capture, scenario: str, tmp_path: Path
 ) -> None:
-    with trio.fail_after(30):
+    with anyio.fail_after(30):
         await CMA_SCENARIOS[scenario](capture, tmp_path)
     capture.assert_clean()
 
@@ -564,7 +564,7 @@ async def run_agentcore(
                     telemetry=cap.telemetry,
                     runtime_session_id=AC_SESSION,
                 ) as s:
-                    with trio.fail_after(timeout):
+                    with anyio.fail_after(timeout):
                         cap.keep("outcome", await s.next_result())
             else:
                 outcome = await run(
@@ -659,7 +659,7 @@ AC_SCENARIOS: dict[str, Callable[[Capture], Awaitable[None]]] = {
 
 @pytest.mark.parametrize("scenario", sorted(AC_SCENARIOS))
 async def test_bedrock_agentcore_never_leaks_its_keys_or_token(capture: Capture, scenario: str) -> None:
-    with trio.fail_after(30):
+    with anyio.fail_after(30):
         await AC_SCENARIOS[scenario](capture)
     capture.assert_clean()
 

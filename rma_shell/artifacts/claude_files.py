@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping
 from typing import Final, Protocol
 
-import trio
+import anyio
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts, MalformedResponse, NotFound, SessionError
@@ -197,7 +197,7 @@ class ClaudeFiles:
         try:
             attached = await self.client.add_session_resource(self.session_id, body)
         except BaseException:  # cancelled (or a client bug) mid-attach: do not leave the upload behind
-            with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_S):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_S):
                 await self._discard(file_id)
             raise
         if isinstance(attached, Failure):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-import trio
+import anyio
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts, NotFound, SessionError
@@ -75,7 +75,7 @@ class SessionStorage:
             raise ValueError(checked.failure().message)
         self.base_path = checked.unwrap()
         self._run = run
-        self._put_lock = trio.Lock()
+        self._put_lock = anyio.Lock()
 
     def path(self, name: str) -> str:
         """Where ``name`` lives in the session's microVM (an artifact's ``ref``)."""
@@ -126,7 +126,7 @@ class SessionStorage:
                         failed = done.failure()
                         break
             except BaseException:  # cancelled mid-put: still try not to leave the part file behind
-                with trio.CancelScope(shield=True), trio.move_on_after(_CLEANUP_S):
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_S):
                     await self._run(_abort_put_command(self.path(name)))
                 raise
             if failed is not None:

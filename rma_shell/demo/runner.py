@@ -17,8 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError
@@ -125,7 +125,7 @@ class DemoHandler:
         self, name: str, input: dict[str, Any], ctx: object, info: SessionInfo
     ) -> object:
         try:
-            text = await trio.to_thread.run_sync(self.tools.call, name, input)
+            text = await anyio.to_thread.run_sync(self.tools.call, name, input)
         except ToolError as exc:
             outcome: Result[str, str] = Failure(str(exc))
         except Exception as exc:  # disk full, permissions: the model hears about it like any tool error

@@ -7,7 +7,7 @@ files under the working directory; writes, to Markdown files inside it. A bad ar
 a ``ToolError`` whose message says what went wrong and, where it can, suggests the fix
 (``Did you mean column='revenue'?``) — models recover better from errors that say how.
 Not part of the library's API; the tools are synchronous and do blocking file I/O, so
-callers on trio run them in a worker thread.
+async callers run them in a worker thread.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Bedrock AgentCore HTTP client: SigV4-signed requests, event-stream responses, on trio.
+"""The Bedrock AgentCore HTTP client: SigV4-signed requests, event-stream responses, on anyio.
 
 ``AgentCoreClient`` moves bytes for the AgentCore provider and the session-storage artifact
 store: one ``InvokeHarness`` attempt (``invoke_harness``: every decoded event handed to
@@ -23,9 +23,9 @@ import socket
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import anyio
 import attrs
 import httpx
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import (
@@ -115,7 +115,7 @@ class AgentCoreClient:
         backoff_cap_s: float = 20.0,
         now: Callable[[], datetime.datetime] = _utcnow,
         rand: Callable[[], float] = random.random,
-        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.telemetry = telemetry or default_telemetry
@@ -150,7 +150,7 @@ class AgentCoreClient:
             except (httpx.HTTPError, OSError):
                 logger.debug("closing the AgentCore HTTP client failed")
         else:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
 
     def redact_error(self, error: SessionError) -> SessionError:
         return redact_error(error, self._secrets)
@@ -316,7 +316,7 @@ class AgentCoreClient:
         parts: list[bytes] = []
         size = 0
         try:
-            with trio.move_on_after(self.idle_timeout_s):
+            with anyio.move_on_after(self.idle_timeout_s):
                 async for chunk in response.aiter_bytes():
                     parts.append(chunk)
                     size += len(chunk)
@@ -342,7 +342,7 @@ class AgentCoreClient:
         decoder = EventStreamDecoder()
         chunks = response.aiter_bytes().__aiter__()
         while True:
-            with trio.move_on_after(self.idle_timeout_s) as idle:
+            with anyio.move_on_after(self.idle_timeout_s) as idle:
                 try:
                     chunk = await chunks.__anext__()
                 except StopAsyncIteration:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError, Unsupported
@@ -141,4 +141,4 @@ class Provider(Generic[C]):
 
     async def aclose(self, conn: C) -> None:
         """Release what ``open`` acquired (connections). Never raises."""
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()

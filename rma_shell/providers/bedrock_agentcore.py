@@ -24,9 +24,9 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import anyio
 import attrs
 import httpx
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import HttpError, InvalidOpts, ProviderError, SessionError, StreamDropped, TransportError
@@ -147,7 +147,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         http_client: httpx.AsyncClient | None = None,
         client: AgentCoreClient | None = None,
         rand: Callable[[], float] = random.random,
-        sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         telemetry: Telemetry | None = None,
     ) -> None:
         self._telemetry = telemetry
@@ -358,7 +358,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         return out
 
     async def aclose(self, conn: AgentCoreConn) -> None:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
     async def close(self) -> None:
         """Close the client this provider built (providers are reusable across runs)."""

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+import anyio
 import attrs
 import httpx
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.config import resolve_anthropic
@@ -222,7 +222,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         return conn.resumed
 
     async def aclose(self, conn: CMAConn) -> None:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
     async def close(self) -> None:
         """Close the client this provider built (providers are reusable across runs)."""
@@ -258,7 +258,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             decoder = SSEDecoder()
             chunks = response.aiter_bytes().__aiter__()
             while True:
-                with trio.move_on_after(self.stream_idle_timeout_s) as idle:
+                with anyio.move_on_after(self.stream_idle_timeout_s) as idle:
                     try:
                         chunk = await chunks.__anext__()
                     except StopAsyncIteration:

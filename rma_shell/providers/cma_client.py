@@ -28,8 +28,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
+import anyio
 import httpx
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, parse_bearer_file
@@ -76,7 +76,7 @@ class CMAClient:
         api_key_header: str = "authorization",
         max_retries: int = 2,
         http_client: httpx.AsyncClient | None = None,
-        sleep: Sleep = trio.sleep,
+        sleep: Sleep = anyio.sleep,
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.time,
         read_file: Callable[[str], str] = _read_file,

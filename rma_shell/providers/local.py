@@ -1,4 +1,4 @@
-"""The Local provider's transport: one chat-completions call per turn, over httpx on trio.
+"""The Local provider's transport: one chat-completions call per turn, over httpx on anyio.
 
 ``Local(...)`` pairs the pure ``rma.providers.local`` codec and conversation with the I/O
 they need: it POSTs the body ``prepare_request`` built to ``{base_url}/chat/completions``
@@ -10,7 +10,7 @@ callable replaces the HTTP call for any gateway or SDK.
 It makes no loop decisions. Events are returned in batch (the session forwards them);
 ``live`` is not used, so Local's text-delta granularity stays the whole reply (E-10) in
 both wire modes. A failed poll returns the conn it was given, unchanged, so nothing of a
-failed attempt leaks into the history. Cancelling the caller's trio scope aborts an
+failed attempt leaks into the history. Cancelling the caller's cancel scope aborts an
 in-flight request.
 """
 
@@ -25,9 +25,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+import anyio
 import attrs
 import httpx
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import (
@@ -156,7 +156,7 @@ class Local(Provider[LocalConn]):
         chat: ChatFn | None = None,
         http_client: httpx.AsyncClient | None = None,
         rand: Callable[[], float] = random.random,
-        sleep: Sleep = trio.sleep,
+        sleep: Sleep = anyio.sleep,
         clock: Callable[[], float] = time.time,
         session_id_factory: Callable[[], str] = _default_session_id,
         telemetry: Telemetry | None = None,
@@ -246,7 +246,7 @@ class Local(Provider[LocalConn]):
         client = self._http_client
         if self._chat is None and client is None:
             client = self._client()
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         url = base_url.rstrip("/") + "/chat/completions"
         target = self._targets.get(url)
         if target is None:
@@ -287,7 +287,7 @@ class Local(Provider[LocalConn]):
         return self._own_client
 
     async def aclose(self, conn: LocalConn) -> None:
-        await trio.lowlevel.checkpoint()  # the client outlives the session; close() closes it
+        await anyio.lowlevel.checkpoint()  # the client outlives the session; close() closes it
 
     async def close(self) -> None:
         """Close the HTTP client this provider built (providers are reusable across runs)."""
@@ -412,7 +412,7 @@ class Local(Provider[LocalConn]):
         if inspect.isawaitable(produced):
             produced = await produced
         else:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
         if isinstance(produced, Result):
             return produced, None
         if not isinstance(produced, Mapping):

@@ -15,7 +15,7 @@ Better than the reference: listings are read over every page (B-44 WEAK, §11 #1
 carry a ``clientToken`` so a retried create is idempotent (§11 #3); a 409 is told apart from a
 ``RetryableConflictException`` by its code; the endpoint wait exists (B-79).
 
-Time and sleeping are trio's (``trio.current_time``, ``trio.sleep``), so tests run the
+Time and sleeping are anyio's (``anyio.current_time``, ``anyio.sleep``), so tests run the
 365-second budget in ``trio.testing.MockClock`` virtual time.
 """
 
@@ -28,8 +28,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import HttpError, SessionError
@@ -106,8 +106,8 @@ async def provision_harness(
     extra: Mapping[str, JSON] | None = None,
     receive_timeout_s: float = CLIENT_RECEIVE_TIMEOUT_S,
     telemetry: Telemetry | None = None,
-    clock: Callable[[], float] = trio.current_time,
-    sleep: Callable[[float], Awaitable[None]] = trio.sleep,
+    clock: Callable[[], float] = anyio.current_time,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     client_token: Callable[[], str] = _client_token,
 ) -> Result[HarnessHandle, SessionError]:
     """Create (or adopt) the harness for ``agent`` in ``environment`` and wait until it and its
@@ -293,7 +293,7 @@ async def _wait_with_rollback(
 async def _rollback(client: AgentCoreClient, harness_id: str, receive_timeout_s: float) -> None:
     """B-73, B-74: best effort on its own 30 s budget, shielded from the caller's cancellation;
     its outcome is logged and never replaces the original error."""
-    with trio.CancelScope(shield=True), trio.move_on_after(ROLLBACK_BUDGET_S) as scope:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(ROLLBACK_BUDGET_S) as scope:
         try:
             got = await teardown_harness(
                 client, harness_id, receive_timeout_s=min(receive_timeout_s, ROLLBACK_BUDGET_S / GET_ATTEMPTS)
@@ -511,7 +511,7 @@ async def _wait_deleted(run: _Run, name: str) -> Result[None, SessionError]:
 
 
 def wall_clock() -> float:
-    """A clock for provisioning outside trio's virtual time (scripts, the CLI)."""
+    """A clock for provisioning outside virtual time (scripts, the CLI)."""
     return time.monotonic()
 
 
@@ -577,7 +577,7 @@ async def release_harness(
     deleted = await teardown_harness(client, handle, **options)
     if isinstance(deleted, Failure):
         return deleted
-    await trio.to_thread.run_sync(store.delete_remote, PROVIDER, handle.harness_id)
+    await anyio.to_thread.run_sync(store.delete_remote, PROVIDER, handle.harness_id)
     return Success(None)
 
 
@@ -615,7 +615,7 @@ async def prune_harnesses(
     if isinstance(listed, Failure):
         return Failure(listed.failure())
     key = StoreKey(provider=PROVIDER, kind=KIND, base=base)
-    tagged = {short_digest(d) for d in (await trio.to_thread.run_sync(store.tags, key)).values()}
+    tagged = {short_digest(d) for d in (await anyio.to_thread.run_sync(store.tags, key)).values()}
     candidates: list[tuple[Mapping[str, Any], str]] = []
     for h in listed.unwrap():
         name = h.get("harnessName") if isinstance(h, Mapping) else None
@@ -639,7 +639,7 @@ async def prune_harnesses(
                     payload={"deleted": deleted, "failed": harness.get("harnessName")},
                 )
             )
-        await trio.to_thread.run_sync(store.delete_remote, PROVIDER, str(harness.get("harnessId")))
+        await anyio.to_thread.run_sync(store.delete_remote, PROVIDER, str(harness.get("harnessId")))
         deleted.append(str(harness["harnessName"]))
     return Success(Pruned(tuple(deleted), tuple(kept)))
 

@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, overload
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import HttpError, InvalidOpts, SessionError
@@ -552,8 +552,8 @@ def tag(
 ) -> Result[None, TagError | InvalidOpts]:
     """Point ``base:tag`` at a stored digest (V-32): a handle (its digest), a full digest or
     its first 8 hex (unique among the base's records). Retagging moves the pointer; an
-    unknown digest is ``UntrackedDigest``. Synchronous (a store call): from trio, run it in
-    ``trio.to_thread.run_sync``."""
+    unknown digest is ``UntrackedDigest``. Synchronous (a store call): from async code, run it in
+    ``anyio.to_thread.run_sync``."""
     if kind not in _KINDS:
         return Failure(InvalidOpts(option="kind", detail=f"must be 'agent' or 'environment', got {kind!r}"))
     checked_base = identity.check_base(base)
@@ -624,7 +624,7 @@ async def _archive(client: CMAClient, kind: Kind, remote_id: str) -> Result[None
 
 async def _evict(store: Store, remote_id: str) -> None:
     try:
-        await trio.to_thread.run_sync(store.delete_remote, PROVIDER, remote_id)
+        await anyio.to_thread.run_sync(store.delete_remote, PROVIDER, remote_id)
     except StoreError as exc:
         log.warning(
             "archived %s but could not evict its store records: %s",
@@ -675,7 +675,7 @@ async def prune(
         and identity.digest_of_name(str(item["name"]), root, identity.CLAUDE_NAMES) is not None
     ]
     newest_first = list(reversed(_oldest_first(candidates)))
-    tags = await trio.to_thread.run_sync(store.tags, _key(resource, root))
+    tags = await anyio.to_thread.run_sync(store.tags, _key(resource, root))
     tagged = {identity.short_digest(d) for d in tags.values()}
     newest, rest = newest_first[: kept_n.unwrap()], newest_first[kept_n.unwrap() :]
     kept_tagged = [i for i in rest if str(i["name"])[-identity.SHORT_DIGEST_LEN :] in tagged]
@@ -708,7 +708,7 @@ async def prune(
 async def _roll_back(client: CMAClient, store: Store, kind: Kind, remote_id: str, name: str) -> bool:
     """Archive what this call created; best effort on its own budget, shielded from the
     caller's cancellation. True when it is archived."""
-    with trio.CancelScope(shield=True), trio.move_on_after(ROLLBACK_BUDGET_S):
+    with anyio.CancelScope(shield=True), anyio.move_on_after(ROLLBACK_BUDGET_S):
         try:
             done = await _archive(client, kind, remote_id)
         except Exception as exc:

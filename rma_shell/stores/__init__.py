@@ -15,7 +15,7 @@ Where the default store lives (``default_store_path``), first match wins:
 2. ``$XDG_STATE_HOME/rma/rma.sqlite3`` when ``XDG_STATE_HOME`` is set to an absolute path;
 3. ``~/.local/state/rma/rma.sqlite3``.
 
-Stores are synchronous; call them from trio through ``trio.to_thread.run_sync`` (as
+Stores are synchronous; call them from async code through ``anyio.to_thread.run_sync`` (as
 ``ensure_record`` does).
 """
 

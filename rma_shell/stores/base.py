@@ -24,8 +24,8 @@ synchronized clocks). Claims only avoid wasted duplicate creates: correctness re
 deterministic provider-side names, so a creator that crashed after the remote create is
 recovered by the next one's 409-by-name path, and ``put`` stays create-if-absent.
 
-**Calling from trio.** Stores are synchronous (SQLite and file locks block); trio code runs
-them in worker threads — ``await trio.to_thread.run_sync(store.get, key, digest)`` — as
+**Calling from async code.** Stores are synchronous (SQLite and file locks block); async code runs
+them in worker threads — ``await anyio.to_thread.run_sync(store.get, key, digest)`` — as
 ``ensure_record`` does. A store object may be shared by threads of one process; each process
 opens its own.
 
@@ -48,8 +48,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final, Protocol, Self, TypeVar
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.provisioning.errors import InvalidRef, UnknownTag, UntrackedDigest
@@ -423,9 +423,9 @@ def default_owner() -> str:
 
 async def _keep_claim(store: Store, claim: Claim, lease_s: float, every_s: float) -> None:
     while True:
-        await trio.sleep(every_s)
+        await anyio.sleep(every_s)
         try:
-            renewed = await trio.to_thread.run_sync(store.renew, claim, lease_s)
+            renewed = await anyio.to_thread.run_sync(store.renew, claim, lease_s)
         except StoreError as exc:
             log.warning(
                 "could not renew the claim on %s: %s", claim.digest, exc, extra={"digest": claim.digest}
@@ -444,7 +444,7 @@ async def _keep_claim(store: Store, claim: Claim, lease_s: float, every_s: float
 async def _release_quietly(store: Store, claim: Claim) -> None:
     # Never mask the build's own outcome: an unreleased claim only delays others one lease.
     try:
-        await trio.to_thread.run_sync(store.release, claim)
+        await anyio.to_thread.run_sync(store.release, claim)
     except StoreError as exc:
         log.warning(
             "could not release the claim on %s: %s", claim.digest, exc, extra={"digest": claim.digest}
@@ -461,7 +461,7 @@ async def _build_holding(
     """``build()`` while a background task renews the claim; the build's own exception comes
     out as itself, not wrapped in the nursery's exception group."""
     try:
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             nursery.start_soon(_keep_claim, store, claim, lease_s, every_s)
             try:
                 return await build()
@@ -471,6 +471,7 @@ async def _build_holding(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    raise AssertionError("unreachable: the task group returned without the build's result")
 
 
 async def ensure_record(
@@ -493,18 +494,18 @@ async def ensure_record(
     ``put(..., claim=...)`` and return what the store holds; ``Failure`` → release the claim
     and return the failure (the next caller tries again); an exception or cancellation →
     release (shielded) and re-raise.
-    Store calls run in worker threads. Wrap the call in a trio cancel scope to bound the wait.
+    Store calls run in worker threads. Bound the wait with a cancel scope (``anyio.move_on_after``).
     """
     who = owner or default_owner()
     lease_s = _lease(lease_s)
     every_s = _positive("renew_every_s", lease_s / 3 if renew_every_s is None else renew_every_s)
     poll_s = _positive("poll_s", poll_s)
     while True:
-        outcome = await trio.to_thread.run_sync(store.claim, key, digest, who, lease_s)
+        outcome = await anyio.to_thread.run_sync(store.claim, key, digest, who, lease_s)
         if isinstance(outcome, Existing):
             return Success(Ensured(record=outcome.record, built=False))
         if isinstance(outcome, Held):
-            await trio.sleep(poll_s)
+            await anyio.sleep(poll_s)
             continue
         claim = outcome.claim
         try:
@@ -513,9 +514,9 @@ async def ensure_record(
                 await _release_quietly(store, claim)
                 return Failure(result.failure())
             put = functools.partial(store.put, key, digest, result.unwrap(), claim=claim)
-            record = await trio.to_thread.run_sync(put)
+            record = await anyio.to_thread.run_sync(put)
         except BaseException:
-            with trio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
                 await _release_quietly(store, claim)
             raise
         return Success(Ensured(record=record, built=True))

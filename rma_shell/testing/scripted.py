@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Sequence
 
+import anyio
 import attrs
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import ProviderError, SessionError, StreamDropped
@@ -77,7 +77,7 @@ class ScriptedProvider(Provider[ScriptedConn]):
         self.closed = 0
         self.streams_opened = 0
         self.active_streams = 0
-        self._send, self._recv = trio.open_memory_channel[JSON](math.inf)
+        self._send, self._recv = anyio.create_memory_object_stream[JSON](math.inf)
 
     # ── script plumbing ──
 
@@ -99,7 +99,7 @@ class ScriptedProvider(Provider[ScriptedConn]):
     # ── Provider ──
 
     async def open(self, request: OpenRequest) -> Result[ScriptedConn, SessionError]:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         self.opened.append(request)
         if self.open_error is not None:
             return Failure(self.open_error)
@@ -121,9 +121,9 @@ class ScriptedProvider(Provider[ScriptedConn]):
     ) -> PollOutcome[ScriptedConn]:
         self._record_input(input)
         if self.turn_delay:
-            await trio.sleep(self.turn_delay)
+            await anyio.sleep(self.turn_delay)
         else:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
         turn = self._next_turn(input)
         if isinstance(turn, BaseException):
             raise turn
@@ -139,7 +139,7 @@ class ScriptedProvider(Provider[ScriptedConn]):
     async def push_input(self, conn: ScriptedConn, input: Input) -> Result[None, SessionError]:
         index = len(self.inputs)
         self._record_input(input)
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         if index in self.push_failures:
             return Failure(ProviderError(detail=f"push {index} refused"))
         if isinstance(input, list) and input and isinstance(input[0], dict):
@@ -180,7 +180,7 @@ class ScriptedProvider(Provider[ScriptedConn]):
                 if ev == CLOSE:
                     return Success(None)
                 if self.turn_delay:
-                    await trio.sleep(self.turn_delay)
+                    await anyio.sleep(self.turn_delay)
                 has_id = isinstance(ev, dict) and "id" in ev
                 if not has_id or ev not in self.history:
                     self.history.append(ev)
@@ -196,7 +196,7 @@ class ScriptedProvider(Provider[ScriptedConn]):
         buffer); on the first reconnect of a resumed conn, the last boundary in history is
         the position and its unanswered tool uses are pending."""
         self.reconnects.append(seen)
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         if self.reconnect_errors > 0:
             self.reconnect_errors -= 1
             return Failure(ProviderError(detail="reconnect refused"))
@@ -232,4 +232,4 @@ class ScriptedProvider(Provider[ScriptedConn]):
 
     async def aclose(self, conn: ScriptedConn) -> None:
         self.closed += 1
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()

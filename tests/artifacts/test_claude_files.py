@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import attrs
 import httpx
 import pytest
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import HttpError, InvalidOpts, MalformedResponse, NotFound, SessionError
@@ -308,11 +308,11 @@ async def test_A5_newest_is_decided_by_the_parsed_time_not_the_text_or_the_listi
 
 async def test_A6_a_cancelled_attach_still_deletes_the_upload() -> None:
     fake = FakeFiles([])
-    with trio.CancelScope() as scope:
+    with anyio.CancelScope() as scope:
 
         async def cancel_then_hang() -> None:
             scope.cancel()
-            await trio.sleep_forever()
+            await anyio.sleep_forever()
 
         fake.on_attach = cancel_then_hang
         await ClaudeFiles(fake, "sesn_1").put("x.txt", b"x")

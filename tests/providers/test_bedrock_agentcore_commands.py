@@ -6,8 +6,8 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
-import trio
 from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts, NotFound, ProviderError
@@ -156,12 +156,12 @@ class TestSessionStorage:
 
     async def test_A13_a_cancelled_put_leaves_no_part_file(self, emu_provider: Any) -> None:
         emu, p = emu_provider
-        with trio.CancelScope() as scope:
+        with anyio.CancelScope() as scope:
 
             async def run(command: str) -> Any:
                 if "os.replace" in command:  # cancelled while finishing
                     scope.cancel()
-                    await trio.sleep_forever()
+                    await anyio.sleep_forever()
                 return await p.run_command(command, runtime_session_id=SID)
 
             await SessionStorage(run).put("big.bin", b"x" * 10)

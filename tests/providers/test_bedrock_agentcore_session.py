@@ -6,8 +6,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
-import trio
 from returns.result import Failure, Success
 
 from rma.errors import (
@@ -326,7 +326,7 @@ class TestFailures:
 
     async def test_the_run_timeout_tears_the_invoke_down(self, made: list[BedrockAgentCore]) -> None:
         with AgentCoreEmulator([ace.text_turn("x")], faults=[ace.stall(30.0, after=1)]) as emu:
-            with trio.fail_after(10):
+            with anyio.fail_after(10):
                 got = await run(
                     provider(emu, made), handler=Tools(), prompt="x", runtime_session_id=SID, timeout=0.5
                 )

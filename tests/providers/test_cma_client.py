@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, Secret
@@ -54,7 +54,7 @@ class Sleeps:
         self.delays.append(delay)
         if self.on_sleep is not None:
             self.on_sleep(len(self.delays))
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
 
 Step = httpx.Response | type[httpx.TransportError] | Callable[[httpx.Request], httpx.Response]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-import trio
 from returns.result import Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, Secret
@@ -29,7 +29,7 @@ async def test_open_streams_leave_the_request_pool_to_the_posts(monkeypatch: pyt
     with CMAEmulator([text_turn("hello")], api_key=KEY) as emu:
         client = CMAClient(AnthropicSettings(auth=ApiKeyAuth(Secret(KEY)), base_url=emu.base_url))
         try:
-            with trio.fail_after(30):
+            with anyio.fail_after(30):
                 agent = (await client.create_agent({"name": "a", "model": "claude-sonnet-4-6"})).unwrap()
                 env = (await client.create_environment({"name": "e"})).unwrap()
                 body = {"agent": agent["id"], "environment_id": env["id"]}

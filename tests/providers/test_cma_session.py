@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
-import trio
 from returns.result import Success
 
 from rma.errors import AuthenticationError, BudgetNotConfirmed, InvalidOpts, ProviderError
@@ -206,7 +206,7 @@ async def test_R15_R18_live_drop_reconnects_and_a_terminal_while_disconnected_is
         provider_closer.append(provider)
         tools = Tools()
         async with open_session(provider, handler=tools, prompt="go") as session:
-            with trio.fail_after(20):
+            with anyio.fail_after(20):
                 r = (await session.next_result()).unwrap()
     assert r.text == "after the drop" and tools.calls == [("fetch", {"n": 1})]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-import trio
 from returns.result import Failure, Success
 
 from rma_shell import run
@@ -93,7 +93,7 @@ async def test_request_telemetry_for_a_listener_that_attaches_mid_session() -> N
     class AttachOnTool:
         async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
             telemetry.attach("late", "rma.request.*", lambda n, m, md: seen.append(n))
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             return "sunny"
 
     with OpenAIEmulator([call, {"content": "done"}]) as emu:

@@ -7,8 +7,8 @@ import io
 import json
 from typing import Any
 
+import anyio
 import httpx
-import trio
 from returns.result import Success
 
 from rma.codec_json import dumps
@@ -102,7 +102,7 @@ async def test_request_telemetry_spans_every_http_attempt_without_the_key() -> N
     with OpenAIEmulator([{"content": "ok"}], api_key=KEY, faults={0: status(500)}) as emu:
 
         async def no_sleep(_: float) -> None:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
 
         await run(local(emu, telemetry=t, sleep=no_sleep), handler=Weather(), prompt="x")
     names = [n for n, _ in events]
@@ -114,7 +114,7 @@ async def test_request_telemetry_spans_every_http_attempt_without_the_key() -> N
 async def test_S81_timeout_cancels_the_in_flight_http_request_and_closes_the_connection() -> None:
     client = httpx.AsyncClient()
     with OpenAIEmulator([{"content": "too late"}], api_key=KEY, faults={0: delay(30)}) as emu:
-        with trio.fail_after(10):
+        with anyio.fail_after(10):
             outcome = await run(local(emu, http_client=client), handler=Weather(), prompt="x", timeout=0.5)
         assert isinstance(outcome.failure(), Timeout)
         pool = client._transport._pool  # type: ignore[attr-defined]

@@ -8,9 +8,9 @@ import socket
 import time
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.errors import (
@@ -42,7 +42,7 @@ class Sleeps:
 
     async def __call__(self, seconds: float) -> None:
         self.delays.append(seconds)
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
 
 def make(base_url: str, sleeps: Sleeps | None = None, **kwargs: Any) -> Local:
@@ -358,7 +358,7 @@ async def test_cancellation_aborts_an_in_flight_request() -> None:
         local = make(emu.base_url)
         conn = await opened(local)
         started = time.monotonic()
-        with trio.move_on_after(0.2) as scope:
+        with anyio.move_on_after(0.2) as scope:
             await kickoff(local, conn)
         await local.aclose(conn)
     assert scope.cancelled_caught
@@ -398,7 +398,7 @@ async def test_chat_callable_replaces_http() -> None:
 
     async def chat(body: dict[str, JSON]) -> dict[str, Any]:
         seen.append(body)
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         return reply("from chat")
 
     local = Local(chat=chat, system_prompt="S", tools=[WEATHER], sleep=Sleeps())

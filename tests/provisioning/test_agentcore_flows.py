@@ -1,6 +1,6 @@
 """AgentCore harness provisioning against the emulator's control plane, in trio's virtual time.
 
-The flow reads ``trio.current_time`` (a ``MockClock``) and sleeps by jumping it, and the emulator's
+The flow reads ``anyio.current_time`` (a ``MockClock``) and sleeps by jumping it, and the emulator's
 lifecycles read the same clock, so a 365-second budget costs milliseconds (B-47…B-84, M-3, M-9).
 """
 
@@ -12,6 +12,7 @@ import math
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 import trio
 import trio.testing
@@ -73,7 +74,7 @@ class World:
 
     async def sleep(self, seconds: float) -> None:
         self.clock.jump(seconds)
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
     async def provision(self, **kw: Any) -> Any:
         kw.setdefault("execution_role_arn", ROLE)
@@ -112,13 +113,13 @@ def error_of(got: Any) -> HarnessError:
 async def test_B51_B64_B75_B76_B79_B82_create_then_wait_for_ready_and_the_endpoint(
     mock_clock: trio.testing.MockClock, world: World
 ) -> None:
-    started = trio.current_time()
+    started = anyio.current_time()
     handle = (await world.provision()).unwrap()
     assert isinstance(handle, HarnessHandle) and handle.created and handle.name == NAME
     assert world.emu.control.harness(handle.harness_id).status == "READY"
     assert world.emu.control.harness(handle.harness_id).endpoints["DEFAULT"] == "READY"
     # Default lifecycles: READY after 10 s, the DEFAULT endpoint 20 s after that, at a 5 s cadence.
-    assert 30 <= trio.current_time() - started <= 40
+    assert 30 <= anyio.current_time() - started <= 40
     assert world.calls("CreateHarness") == 1 and world.calls("DeleteHarness") == 0
     body = world.emu.control.create_bodies[0]
     assert body["harnessName"] == NAME and len(body["clientToken"]) >= 33
@@ -213,11 +214,11 @@ async def test_B53_B70_a_deleting_same_name_harness_is_waited_out_then_recreated
     world.emu.control.script_harness(NAME, delete_after_s=40)
     old = world.emu.control.add_harness(NAME)
     assert isinstance(await teardown_harness(world.client, old.id), Success)
-    started = trio.current_time()
+    started = anyio.current_time()
     handle = (await world.provision(timeout=200)).unwrap()
     assert handle.harness_id != old.id and handle.created
     assert world.calls("CreateHarness") == 2  # the 409, then the re-create
-    assert trio.current_time() - started <= 200
+    assert anyio.current_time() - started <= 200
 
 
 async def test_B68_a_deletion_that_outlasts_the_budget_is_harness_still_deleting(
@@ -267,7 +268,7 @@ async def test_B72_B77_cancellation_mid_wait_still_rolls_back(
     mock_clock: trio.testing.MockClock, world: World
 ) -> None:
     world.emu.control.script_harness(NAME, create="CREATING")
-    with trio.move_on_after(50):  # virtual seconds: the wait is cancelled mid-poll
+    with anyio.move_on_after(50):  # virtual seconds: the wait is cancelled mid-poll
         await world.provision(timeout=300)
     assert world.calls("DeleteHarness") == 1
     [exception] = [md for n, _, md in world.events if n.endswith(".exception")]

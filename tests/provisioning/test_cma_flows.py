@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import httpx
 import pytest
-import trio
 from returns.result import Failure, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, Secret
@@ -313,7 +313,7 @@ async def test_concurrent_ensures_of_one_spec_create_it_once() -> None:
         got.append((await ensure_agent(client, agent_spec(), store=store)).unwrap())
 
     async with emulated() as (emu, client):
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             for _ in range(4):
                 nursery.start_soon(one, client)
         assert len(calls(emu, "POST", "/v1/agents")) == 1

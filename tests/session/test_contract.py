@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import pytest
 import trio
 from returns.result import Failure, Success
@@ -109,7 +110,7 @@ async def test_S17_session_info_is_rebuilt_after_a_reconnect(autojump_clock: tri
     handler = Recorder()
     async with open_session(provider, handler=handler, prompt="go") as session:
         assert session.session_id == "sess_scripted"
-        await trio.sleep(1)
+        await anyio.sleep(1)
         provider.emit(text("b"), idle("end_turn"))
         r = (await session.next_result()).unwrap()
     assert session.session_id == "sess_after" and r.session_id == "sess_after"
@@ -174,7 +175,7 @@ async def test_S78_S80_results_queue_without_blocking_and_nothing_on_validation_
     async with open_session(provider, handler=Recorder(), prompt="x") as s:
         await s.message("m1")
         await s.message("m2")
-        await trio.sleep(0.05)  # nobody reads: the session is not blocked by its consumer
+        await anyio.sleep(0.05)  # nobody reads: the session is not blocked by its consumer
         texts = [(await s.next_result()).unwrap().text for _ in range(3)]
     assert texts == ["a", "b", "c"]
 
@@ -224,7 +225,7 @@ async def test_E7_delivery_is_at_least_once_across_drops_but_the_record_is_exact
     provider = ScriptedProvider([[text("draft", id="d1"), DROP]], streaming=True)
     handler = Recorder()
     async with open_session(provider, handler=handler, prompt="go") as session:
-        await trio.sleep(1)
+        await anyio.sleep(1)
         provider.emit(text("draft again", id="d2"), idle("end_turn"))
         r = (await session.next_result()).unwrap()
     delivered = [e.get("id") for e in handler.events if e.get("type") == "text"]
@@ -282,5 +283,5 @@ def test_P7_the_core_never_sees_a_connection_object() -> None:
 async def test_S86_live_stream_failure_reconnects(autojump_clock: trio.abc.Clock) -> None:
     provider = ScriptedProvider([[DROP]], streaming=True)
     async with open_session(provider, handler=Recorder(), prompt="go"):
-        await trio.sleep(1)
+        await anyio.sleep(1)
     assert len(provider.reconnects) == 1 and provider.streams_opened == 2

@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import pytest
 import trio
 import trio.testing
@@ -91,7 +92,7 @@ async def test_E1_async_handle_event_is_awaited_and_its_return_ignored() -> None
             return "ok"
 
         async def handle_event(self, event: Any, ctx: Any, info: SessionInfo) -> str:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             seen.append(event)
             return "ignored"
 
@@ -132,7 +133,7 @@ async def test_E3_events_are_forwarded_on_arrival_before_the_boundary(
 ) -> None:
     """The handler sees an event while the turn is still open (no boundary yet)."""
     provider = ScriptedProvider([[text("partial")]], streaming=True)
-    got_it = trio.Event()
+    got_it = anyio.Event()
 
     class Watching(Observer):
         def handle_event(self, event: Any, ctx: Any, info: SessionInfo) -> None:
@@ -142,12 +143,12 @@ async def test_E3_events_are_forwarded_on_arrival_before_the_boundary(
     w = Watching()
 
     async def finish_later() -> None:
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             await got_it.wait()
         assert w.events[0]["text"] == "partial"
         provider.emit(idle("end_turn"))
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         nursery.start_soon(finish_later)
         outcome = await run(provider, handler=w, prompt="go")
     assert isinstance(outcome, Success), outcome
@@ -179,7 +180,7 @@ async def test_E5_batch_delivery_when_nothing_went_out_live() -> None:
 class _GatedLiveProvider(ScriptedProvider):
     """Request/response host whose poll does not return until the handler saw its live events."""
 
-    def __init__(self, *args: Any, gate: trio.Event, **kw: Any) -> None:
+    def __init__(self, *args: Any, gate: anyio.Event, **kw: Any) -> None:
         super().__init__(*args, live_events=True, **kw)
         self.gate = gate
 
@@ -187,9 +188,9 @@ class _GatedLiveProvider(ScriptedProvider):
         self, conn: ScriptedConn, input: Any, live: LiveSink | None
     ) -> PollOutcome[ScriptedConn]:
         outcome = await super().poll_turn(conn, input, live)
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             await self.gate.wait()  # a TooSlowError here would fail the turn
-        self.gate = trio.Event()
+        self.gate = anyio.Event()
         return outcome
 
 
@@ -205,7 +206,7 @@ async def test_E4_live_events_are_forwarded_immediately_while_the_poll_is_in_fli
             holder["p"].gate.set()
 
     h = Opener()
-    provider = _GatedLiveProvider([turn], gate=trio.Event())
+    provider = _GatedLiveProvider([turn], gate=anyio.Event())
     holder["p"] = provider
     outcome = await run(provider, handler=h, prompt="go")
     assert isinstance(outcome, Success), outcome
@@ -331,7 +332,7 @@ async def test_S89_raising_handle_event_is_logged_and_the_run_succeeds(
 
     class Async(Sync):
         async def handle_event(self, event: Any, ctx: Any) -> None:  # type: ignore[override]
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             raise RuntimeError("observer broke")
 
     provider = ScriptedProvider([calls(tool("t", "t1")), end("done")], streaming=streaming)

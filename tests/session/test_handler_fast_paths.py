@@ -11,8 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import trio
-import trio.testing
+import anyio
 
 from rma.session.options import handler_shape
 from rma.vocabulary import SessionInfo, ToolUse
@@ -79,7 +78,7 @@ async def test_a_batch_of_one_reports_errors_and_telemetry_like_a_larger_batch()
     async def tool(name: str, input: Any, ctx: object) -> str:
         if name == "boom":
             raise RuntimeError("no")
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         return f"ok {input['n']}"
 
     tools = adapter(tool, telemetry)
@@ -106,10 +105,10 @@ async def test_a_batch_of_one_still_takes_the_concurrency_limit() -> None:
     tools = HandlerAdapter(
         lambda name, input, ctx: "x", None, max_concurrency=1, telemetry=Telemetry(), metadata={}
     )
-    release = trio.Event()
+    release = anyio.Event()
     done: list[object] = []
 
-    async def hold(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def hold(task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with tools._limiter:
             task_status.started()
             await release.wait()
@@ -117,10 +116,10 @@ async def test_a_batch_of_one_still_takes_the_concurrency_limit() -> None:
     async def call() -> None:
         done.extend(await tools.run_batch([ToolUse("a", "step", {})], INFO))
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         await nursery.start(hold)
         nursery.start_soon(call)
-        await trio.testing.wait_all_tasks_blocked()
+        await anyio.wait_all_tasks_blocked()
         assert done == []  # waits for the token another task holds
         release.set()
     assert len(done) == 1

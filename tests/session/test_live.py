@@ -3,8 +3,8 @@ S-32, S-37, S-49, S-66…S-71)."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
-import trio
 from returns.result import Failure, Success
 
 from rma.errors import Closed, MaxTurnsExceeded, ProviderError, Unsupported
@@ -49,7 +49,7 @@ async def test_S70_Better_follow_up_during_a_turn_waits_for_the_result(streaming
 async def test_live_session_without_prompt_waits_for_a_message() -> None:
     provider = ScriptedProvider([end("hello")], streaming=True)
     async with open_session(provider, handler=Recorder()) as session:
-        await trio.sleep(0.01)
+        await anyio.sleep(0.01)
         assert provider.inputs == [] and session.idle
         await session.message("hi")
         assert (await session.next_result()).unwrap().text == "hello"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import trio
 
 from rma.errors import ProviderError, StreamDropped
@@ -36,7 +37,7 @@ async def test_R14_a_sync_run_surfaces_a_drop_and_never_reconnects() -> None:
 
 async def test_S25_Better_clean_close_without_terminal_fails_fast_instead_of_hanging() -> None:
     provider = ScriptedProvider([[text("partial"), CLOSE]], streaming=True)
-    with trio.fail_after(5):
+    with anyio.fail_after(5):
         outcome = await run(provider, handler=Recorder(), prompt="go", timeout=600)
     err = outcome.failure()
     assert isinstance(err, StreamDropped) and err.clean_close
@@ -49,7 +50,7 @@ async def test_R15_R4_R5_live_drop_reconnects_and_redrives_unanswered_tools(
     provider = ScriptedProvider([[tool("fetch", "t1"), DROP], end("after")], streaming=True)
     handler = Recorder()
     async with open_session(provider, handler=handler, prompt="go") as session:
-        await trio.sleep(0.1)  # the stream is down; the host records the idle meanwhile
+        await anyio.sleep(0.1)  # the stream is down; the host records the idle meanwhile
         provider.history.append(idle("requires_action", ["t1"]))
         r = (await session.next_result()).unwrap()
     assert r.text == "after"
@@ -66,7 +67,7 @@ async def test_R3_R8_S21_fresh_session_reconnect_never_resends_the_kickoff(
 ) -> None:
     provider = ScriptedProvider([[text("working"), DROP]], streaming=True)
     async with open_session(provider, handler=Recorder(), prompt="go") as session:
-        await trio.sleep(5)
+        await anyio.sleep(5)
         provider.emit(text("done"), idle("end_turn"))
         r = (await session.next_result()).unwrap()
     # R-3 discards the partial buffer; R-18 Better refolds the open turn from the host's history.
@@ -78,12 +79,12 @@ async def test_R3_R8_S21_fresh_session_reconnect_never_resends_the_kickoff(
 async def test_R11_R13_live_reconnect_failures_back_off_and_escalate(autojump_clock: trio.abc.Clock) -> None:
     provider = ScriptedProvider([[DROP]], streaming=True, reconnect_errors=2)
     async with open_session(provider, handler=Recorder(), prompt="go") as session:
-        start = trio.current_time()
-        await trio.sleep(3.45)
+        start = anyio.current_time()
+        await anyio.sleep(3.45)
         assert len(provider.reconnects) == 2
-        await trio.sleep(0.1)
+        await anyio.sleep(0.1)
         assert len(provider.reconnects) == 3
-        elapsed = trio.current_time() - start
+        elapsed = anyio.current_time() - start
         assert session.session_id == "sess_scripted"
     # 500 ms, then 1 s, then 2 s: the counter does not reset on a failed attempt.
     assert 3.5 <= elapsed <= 3.6
@@ -112,7 +113,7 @@ async def test_R9_pending_tool_uses_win_over_the_prompt() -> None:
 
 async def test_R10_Better_sync_resume_with_nothing_to_do_returns_at_once() -> None:
     provider = ScriptedProvider([], streaming=True)
-    with trio.fail_after(5):
+    with anyio.fail_after(5):
         outcome = await run(provider, handler=Recorder(), session_id="sess_old", timeout=600)
     r = outcome.unwrap()
     assert r.reason == "resumed_idle" and r.resumed and r.turns == 0
@@ -123,10 +124,10 @@ async def test_R7_sync_resume_of_a_running_session_waits_for_its_events() -> Non
     provider = ScriptedProvider([], streaming=True, remote_idle=False)
 
     async def the_running_turn_ends_later() -> None:
-        await trio.sleep(0.05)
+        await anyio.sleep(0.05)
         provider.emit(text("late"), idle("end_turn"))
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         nursery.start_soon(the_running_turn_ends_later)
         outcome = await run(provider, handler=Recorder(), session_id="sess_old", timeout=10)
     r = outcome.unwrap()
@@ -138,7 +139,7 @@ async def test_R16_E11_events_already_seen_are_not_processed_again(autojump_cloc
     provider = ScriptedProvider([[first, DROP]], streaming=True)
     handler = Recorder()
     async with open_session(provider, handler=handler, prompt="go") as session:
-        await trio.sleep(2)
+        await anyio.sleep(2)
         provider.emit(first, text("world", id="m2"), idle("end_turn"))  # m1 re-delivered after reconnect
         r = (await session.next_result()).unwrap()
     # m1 is refolded once from history (the open turn); its re-delivery on the new stream is skipped.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import anyio
 import pytest
 import trio
 import trio.testing
@@ -49,7 +50,7 @@ async def test_S81_S84_timeout_cancels_a_hung_async_tool(
 
     async def hang(name: str, input: dict[str, Any], ctx: Any) -> str:
         try:
-            await trio.sleep_forever()
+            await anyio.sleep_forever()
         finally:
             cleaned_up.append(name)
         return "unreachable"  # pragma: no cover
@@ -58,10 +59,10 @@ async def test_S81_S84_timeout_cancels_a_hung_async_tool(
     seen = _Events()
     tel.attach("all", "rma.*", seen)
     provider = ScriptedProvider([calls(tool("hang", "t1"), tool("hang2", "t2")), end()], streaming=streaming)
-    start = trio.current_time()
+    start = anyio.current_time()
     outcome = await run(provider, handler=hang, prompt="go", timeout=5, telemetry=tel)
     assert outcome == Failure(Timeout(timeout_s=5))
-    assert trio.current_time() - start == pytest.approx(5)
+    assert anyio.current_time() - start == pytest.approx(5)
     assert sorted(cleaned_up) == ["hang", "hang2"]  # the tools were cancelled, their finally ran
     assert provider.closed == 1  # aclose called once
     assert provider.active_streams == 0
@@ -86,10 +87,10 @@ async def test_S81_S83_timeout_tears_down_a_hung_stream(autojump_clock: trio.tes
 async def test_S81_S83_timeout_cancels_a_hung_poll(autojump_clock: trio.testing.MockClock) -> None:
     before = _task_count()
     provider = ScriptedProvider([end()], turn_delay=1_000)
-    start = trio.current_time()
+    start = anyio.current_time()
     outcome = await run(provider, handler=lambda n, i, c: "ok", prompt="go", timeout=2)
     assert outcome == Failure(Timeout(timeout_s=2))
-    assert trio.current_time() - start == pytest.approx(2)  # did not wait for the poll
+    assert anyio.current_time() - start == pytest.approx(2)  # did not wait for the poll
     assert provider.turns  # the poll never completed: its turn is still scripted
     assert provider.closed == 1
     assert _task_count() == before
@@ -109,7 +110,7 @@ async def test_S84_a_blocking_sync_tool_does_not_prevent_the_timeout(
     before = _task_count()
     provider = ScriptedProvider([calls(tool("block", "t1")), end()])
     try:
-        with trio.fail_after(60):  # mock time: fails only if run() never returns
+        with anyio.fail_after(60):  # mock time: fails only if run() never returns
             outcome = await run(provider, handler=blocking, prompt="go", timeout=1)
     finally:
         gate.set()  # release the abandoned worker thread
@@ -126,13 +127,13 @@ async def test_S84_cancelling_the_caller_cancels_tools_and_closes_the_provider(
 
     async def hang(name: str, input: dict[str, Any], ctx: Any) -> str:
         try:
-            await trio.sleep_forever()
+            await anyio.sleep_forever()
         finally:
             cleaned_up.append(name)
         return "unreachable"  # pragma: no cover
 
     provider = ScriptedProvider([calls(tool("hang", "t1")), end()], streaming=True)
-    with trio.move_on_after(4) as scope:
+    with anyio.move_on_after(4) as scope:
         await run(provider, handler=hang, prompt="go", timeout=None)
     assert scope.cancelled_caught
     assert cleaned_up == ["hang"]
@@ -156,7 +157,7 @@ async def test_S90_S91_stream_events_arriving_while_tools_run_form_the_next_turn
         async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: Any) -> str:
             snapshot["before"] = len(observed)
             provider.emit(*next_turn)  # the host runs ahead: turn 2 is on the wire already
-            await trio.sleep(1)  # the stream delivers all of it while we are still running
+            await anyio.sleep(1)  # the stream delivers all of it while we are still running
             during_tool.extend(observed[snapshot["before"] :])
             return "ok"
 
@@ -190,7 +191,7 @@ async def test_S91_a_boundary_arriving_while_tools_run_is_not_taken_for_this_tur
 
     async def handler(name: str, input: dict[str, Any], ctx: Any) -> str:
         provider.emit(idle("end_turn"))  # a stray boundary on the wire while we work
-        await trio.sleep(1)
+        await anyio.sleep(1)
         return "ok"
 
     outcome = await run(provider, handler=handler, prompt="go", timeout=60)
@@ -207,7 +208,7 @@ async def test_S91_a_boundary_arriving_while_tools_run_is_not_taken_for_this_tur
 
 async def test_S92_S67_send_event_mid_turn_is_pushed_at_once(autojump_clock: trio.testing.MockClock) -> None:
     provider = ScriptedProvider([[text("working")]], streaming=True)
-    saw_text = trio.Event()
+    saw_text = anyio.Event()
 
     class Handler:
         def handle_tool_call(self, name: str, input: dict[str, Any], ctx: Any) -> str:
@@ -218,15 +219,15 @@ async def test_S92_S67_send_event_mid_turn_is_pushed_at_once(autojump_clock: tri
                 saw_text.set()
 
     async with open_session(provider, handler=Handler(), prompt="go") as session:
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             await saw_text.wait()  # mid-turn: no boundary yet
-        start = trio.current_time()
+        start = anyio.current_time()
         reply = await session.send_event(INTERRUPT)
         assert reply == Success(None)
-        assert trio.current_time() == start  # pushed at once, no waiting for the boundary
+        assert anyio.current_time() == start  # pushed at once, no waiting for the boundary
         assert provider.inputs[-1] == [INTERRUPT]  # verbatim
         provider.emit(idle("end_turn"))
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             result = await session.next_result()
     assert isinstance(result, Success), result
     r = result.unwrap()
@@ -238,7 +239,7 @@ async def test_S90_S92_send_event_while_tools_run_waits_for_them(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     provider = ScriptedProvider([calls(tool("slow", "t1")), end("fin")], streaming=True)
-    started, release = trio.Event(), trio.Event()
+    started, release = anyio.Event(), anyio.Event()
 
     async def handler(name: str, input: dict[str, Any], ctx: Any) -> str:
         started.set()
@@ -247,22 +248,22 @@ async def test_S90_S92_send_event_while_tools_run_waits_for_them(
 
     replies: list[Any] = []
     async with open_session(provider, handler=handler, prompt="go") as session:
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             await started.wait()
 
         async def send() -> None:
             replies.append(await session.send_event(INTERRUPT, timeout=100))
 
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             nursery.start_soon(send)
-            await trio.sleep(10)
+            await anyio.sleep(10)
             assert [INTERRUPT] not in provider.inputs  # held while the tools run
             assert replies == []
             release.set()
         assert replies == [Success(None)]
         resume = [{"type": "tool_result", "tool_use_id": "t1", "text": "ok", "is_error": False}]
         assert provider.inputs.index(resume) < provider.inputs.index([INTERRUPT])
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             result = await session.next_result()
     assert isinstance(result, Success), result
     assert result.unwrap().text == "fin"
@@ -270,7 +271,7 @@ async def test_S90_S92_send_event_while_tools_run_waits_for_them(
 
 async def test_S92_send_event_timeout_while_tools_run(autojump_clock: trio.testing.MockClock) -> None:
     provider = ScriptedProvider([calls(tool("slow", "t1")), end("fin")], streaming=True)
-    started, release = trio.Event(), trio.Event()
+    started, release = anyio.Event(), anyio.Event()
 
     async def handler(name: str, input: dict[str, Any], ctx: Any) -> str:
         started.set()
@@ -282,7 +283,7 @@ async def test_S92_send_event_timeout_while_tools_run(autojump_clock: trio.testi
         reply = await session.send_event(INTERRUPT, timeout=2)
         assert reply == Failure(Timeout(timeout_s=2, operation="send_event"))
         release.set()
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             result = await session.next_result()
         assert isinstance(result, Success), result
 
@@ -292,10 +293,10 @@ async def test_S68_send_event_on_a_request_response_host_is_unsupported(
 ) -> None:
     provider = ScriptedProvider([end("a")], turn_delay=5)
     async with open_session(provider, handler=lambda n, i, c: "ok", prompt="go") as session:
-        await trio.sleep(1)  # mid-turn: the poll is in flight
+        await anyio.sleep(1)  # mid-turn: the poll is in flight
         reply = await session.send_event(INTERRUPT)
         assert reply == Failure(Unsupported(operation="send_event"))
-        with trio.fail_after(10):
+        with anyio.fail_after(10):
             result = await session.next_result()
         assert isinstance(result, Success), result
         assert session.idle
@@ -306,10 +307,10 @@ async def test_S68_send_event_on_a_request_response_host_is_unsupported(
 
 async def test_S81_default_timeout_is_600_seconds(autojump_clock: trio.testing.MockClock) -> None:
     provider = ScriptedProvider([end()], turn_delay=10_000)
-    start = trio.current_time()
+    start = anyio.current_time()
     outcome = await run(provider, handler=lambda n, i, c: "ok", prompt="go")
     assert outcome == Failure(Timeout(timeout_s=600.0))
-    assert trio.current_time() - start == pytest.approx(600)
+    assert anyio.current_time() - start == pytest.approx(600)
 
 
 async def test_S92_send_event_reply_is_the_push_result_and_the_session_goes_on(
@@ -318,12 +319,12 @@ async def test_S92_send_event_reply_is_the_push_result_and_the_session_goes_on(
     # inputs[0] is the kickoff; the push at index 1 (our send_event) is refused by the host.
     provider = ScriptedProvider([[text("working")]], streaming=True, push_failures=[1])
     async with open_session(provider, handler=lambda n, i, c: "ok", prompt="go") as session:
-        await trio.sleep(1)
+        await anyio.sleep(1)
         reply = await session.send_event(INTERRUPT)
         assert isinstance(reply, Failure)
         assert isinstance(reply.failure(), ProviderError)
         provider.emit(idle("end_turn"))
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             result = await session.next_result()
     assert isinstance(result, Success), result
     assert result.unwrap().text == "working"

@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+import anyio
 import pytest
 import trio
 import trio.testing
@@ -47,7 +48,7 @@ class _Gauge:
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
-            await trio.sleep(input["delay"])
+            await anyio.sleep(input["delay"])
         finally:
             self.active -= 1
         self.finished.append(input["i"])
@@ -103,12 +104,12 @@ async def test_T1_sync_tools_are_also_capped() -> None:
     async def releaser() -> None:
         # Give every worker that can start a chance to, then let them all go.
         while state["active"] < 2:  # noqa: ASYNC110 - polling state set by worker threads
-            await trio.sleep(0.01)
-        await trio.sleep(0.05)
+            await anyio.sleep(0.01)
+        await anyio.sleep(0.05)
         release.set()
 
     provider = ScriptedProvider([calls(*(tool("b", f"t{i}", i=i) for i in range(5))), end()])
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         nursery.start_soon(releaser)
         outcome = await run(provider, handler=blocking, prompt="go", max_concurrency=2)
     assert isinstance(outcome, Success), outcome
@@ -227,7 +228,7 @@ async def test_T6_raising_handler_becomes_is_error_and_the_session_continues(
 
 async def test_T6_raising_async_handler_becomes_is_error() -> None:
     async def handler(name: str, input: dict[str, Any], ctx: Any) -> str:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         raise KeyError("missing")
 
     outcome, provider = await _one_call(handler, streaming=True)
@@ -243,7 +244,7 @@ async def test_T6_raising_async_handler_becomes_is_error() -> None:
     ids=["dict", "None", "int", "Success(dict)", "Failure(dict)", "list", "bytes", "bool"],
 )
 async def test_T7_other_return_shapes_are_is_error_never_a_crash(value: object) -> None:
-    with trio.fail_after(5):  # never a hang (real clock: the sync handler runs in a thread)
+    with anyio.fail_after(5):  # never a hang (real clock: the sync handler runs in a thread)
         outcome, provider = await _one_call(lambda name, input, ctx: value)
     assert isinstance(outcome, Success), outcome
     [(tid, text, is_error)] = _results(provider)
@@ -380,7 +381,7 @@ async def test_T14_T15_sync_handlers_run_in_parallel_worker_threads() -> None:
         return "released"
 
     provider = ScriptedProvider([calls(tool("first", "t1"), tool("second", "t2")), end()])
-    with trio.fail_after(5):
+    with anyio.fail_after(5):
         outcome = await run(provider, handler=handler, prompt="go")
     assert isinstance(outcome, Success), outcome
     assert _results(provider) == [("t1", "ran", False), ("t2", "released", False)]
@@ -405,18 +406,18 @@ async def test_T14_a_blocking_sync_tool_does_not_block_the_trio_loop() -> None:
         nonlocal ticks
         while not release.is_set():
             ticks += 1
-            await trio.sleep(0.001)
+            await anyio.sleep(0.001)
 
     async def loop_side() -> None:
         # Runs on the trio thread: it can only release the tool if the loop is not blocked.
-        with trio.fail_after(5):
+        with anyio.fail_after(5):
             while not started.is_set():  # noqa: ASYNC110 - a threading.Event, set by the worker
-                await trio.sleep(0.001)
-        await trio.sleep(0.03)
+                await anyio.sleep(0.001)
+        await anyio.sleep(0.03)
         release.set()
 
     provider = ScriptedProvider([calls(tool("sync", "t1")), end()])
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         nursery.start_soon(ticker)
         nursery.start_soon(loop_side)
         outcome = await run(provider, handler=blocking, prompt="go")
@@ -432,7 +433,7 @@ async def test_T14_async_handlers_are_awaited_on_the_trio_thread() -> None:
 
     class AsyncHandler:
         async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: Any) -> str:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             where.append(threading.get_ident())
             return f"awaited {name}"
 
@@ -445,7 +446,7 @@ async def test_T14_async_handlers_are_awaited_on_the_trio_thread() -> None:
 async def test_T14_async_callable_object_is_awaited() -> None:
     class AsyncCallable:
         async def __call__(self, name: str, input: dict[str, Any], ctx: Any, info: SessionInfo) -> str:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             return f"{name}@{info.session_id}"
 
     outcome, provider = await _one_call(AsyncCallable())
@@ -458,7 +459,7 @@ async def test_T14_async_callable_object_is_awaited() -> None:
 
 async def test_T14_a_sync_callable_returning_an_awaitable_is_awaited() -> None:
     async def real(name: str, input: dict[str, Any], ctx: Any) -> str:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         return f"async {name}"
 
     def wrapper(name: str, input: dict[str, Any], ctx: Any) -> Any:  # e.g. a plain logging decorator
@@ -514,13 +515,13 @@ async def test_T1_max_concurrency_above_40_holds_for_sync_handlers() -> None:
         return "ok"
 
     async def releaser() -> None:
-        with trio.move_on_after(0.5):  # plenty for 45 threads to start when they may
+        with anyio.move_on_after(0.5):  # plenty for 45 threads to start when they may
             while state["peak"] < n:  # noqa: ASYNC110 - polling state set by worker threads
-                await trio.sleep(0.005)
+                await anyio.sleep(0.005)
         release.set()
 
     provider = ScriptedProvider([calls(*(tool("b", f"t{i}") for i in range(n))), end()])
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         nursery.start_soon(releaser)
         outcome = await run(provider, handler=blocking, prompt="go", max_concurrency=n)
     assert isinstance(outcome, Success), outcome

@@ -31,7 +31,7 @@ def _own(w: int) -> list[str]:
 
 
 def _worker(db: str, creates: str, w: int, start: Barrier, out: Any) -> None:
-    import trio
+    import anyio
     from returns.result import Result, Success
 
     from rma_shell.stores import ensure_record
@@ -50,7 +50,7 @@ def _worker(db: str, creates: str, w: int, start: Barrier, out: Any) -> None:
                     os.write(fd, f"{digest} {w}\n".encode())
                 finally:
                     os.close(fd)
-                await trio.sleep(0.05)  # a slow remote create widens the race window
+                await anyio.sleep(0.05)  # a slow remote create widens the race window
                 return Success(Entry(remote_id=f"h-{digest[:8]}-w{w}", name=f"billing_{digest[:8]}"))
 
             ensured = await ensure_record(store, KEY, digest, build, owner=f"worker-{w}", poll_s=0.01)
@@ -60,7 +60,7 @@ def _worker(db: str, creates: str, w: int, start: Barrier, out: Any) -> None:
         return got
 
     try:
-        out.put((w, trio.run(main)))
+        out.put((w, anyio.run(main, backend="trio")))
     finally:
         store.close()
 
@@ -111,7 +111,7 @@ def _claim_and_crash(db: str, lease_s: float, out: Any) -> None:
 async def test_a_creator_that_crashed_holding_a_claim_blocks_others_for_one_lease_only(
     tmp_path: Path,
 ) -> None:
-    import trio
+    import anyio
     from returns.result import Result, Success
 
     from rma_shell.stores import ensure_record
@@ -120,8 +120,8 @@ async def test_a_creator_that_crashed_holding_a_claim_blocks_others_for_one_leas
     out = CTX.Queue()
     proc = CTX.Process(target=_claim_and_crash, args=(db, 0.5, out))
     proc.start()
-    expires_at = await trio.to_thread.run_sync(out.get, True, 60)
-    await trio.to_thread.run_sync(proc.join, 30)
+    expires_at = await anyio.to_thread.run_sync(out.get, True, 60)
+    await anyio.to_thread.run_sync(proc.join, 30)
     assert proc.exitcode == 3
 
     builds: list[str] = []

@@ -10,8 +10,8 @@ import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
-import trio
 from returns.result import Failure, Result, Success
 
 from rma.provisioning import InvalidRef, UnknownTag, UntrackedDigest
@@ -370,14 +370,14 @@ async def test_concurrent_ensures_build_once(store: BaseStore) -> None:
 
     async def build() -> Result[Entry, str]:
         builds.append(1)
-        await trio.sleep(0.05)
+        await anyio.sleep(0.05)
         return Success(entry(len(builds)))
 
     async def one() -> None:
         ensured = (await ensure_record(store, KEY, D[0], build, poll_s=0.01)).unwrap()
         results.append(ensured.record.remote_id)
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         for _ in range(6):
             nursery.start_soon(one)
     assert builds == [1]
@@ -405,10 +405,10 @@ async def test_a_raising_or_cancelled_build_releases_the_claim(store: BaseStore)
     assert isinstance(store.claim(KEY, D[0], "next"), Acquired)
 
     async def hanging() -> Result[Entry, str]:
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
         raise AssertionError
 
-    with trio.move_on_after(0.05):
+    with anyio.move_on_after(0.05):
         await ensure_record(store, KEY, D[1], hanging)
     assert isinstance(store.claim(KEY, D[1], "next"), Acquired)
 
@@ -420,10 +420,10 @@ async def test_a_waiter_takes_over_when_the_holder_crashed(store: BaseStore, clo
         return Success(entry(3))
 
     async def expire_soon() -> None:
-        await trio.sleep(0.05)
+        await anyio.sleep(0.05)
         clock.advance(6)
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         nursery.start_soon(expire_soon)
         ensured = (await ensure_record(store, KEY, D[0], build, poll_s=0.01)).unwrap()
     assert ensured.built is True
@@ -442,7 +442,7 @@ async def test_a_long_build_keeps_its_claim_alive_by_renewing_it(
         return renewed
 
     monkeypatch.setattr(store, "renew", counting)
-    finish = trio.Event()
+    finish = anyio.Event()
     observed: list[str] = []
 
     async def slow_build() -> Result[Entry, str]:
@@ -454,15 +454,15 @@ async def test_a_long_build_keeps_its_claim_alive_by_renewing_it(
         # that, move it again — past where the lease would have ended without the renewal.
         for _ in range(3):
             clock.advance(20)
-            with trio.fail_after(30):  # no renewal at all would hang here
+            with anyio.fail_after(30):  # no renewal at all would hang here
                 while not renewals or renewals[-1] < clock.now:  # noqa: ASYNC110 - set from a worker thread
-                    await trio.sleep(0.001)
+                    await anyio.sleep(0.001)
             clock.advance(20)
-            outcome = await trio.to_thread.run_sync(store.claim, KEY, D[0], "competitor", 30)
+            outcome = await anyio.to_thread.run_sync(store.claim, KEY, D[0], "competitor", 30)
             observed.append(type(outcome).__name__)
         finish.set()
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         nursery.start_soon(competitor)
         # The lease is on the store's (fake) clock; renewals run on trio's: every 3 ms here.
         ensured = await ensure_record(store, KEY, D[0], slow_build, lease_s=30, renew_every_s=0.003)

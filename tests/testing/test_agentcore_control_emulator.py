@@ -9,13 +9,13 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import boto3
 import botocore.auth
 import botocore.exceptions
 import botocore.session
 import httpx
 import pytest
-import trio
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
@@ -183,15 +183,15 @@ def test_the_default_endpoint_is_absent_then_creating_then_ready() -> None:
 
 async def test_a_poll_loop_on_trios_autojump_clock_needs_no_real_sleep(autojump_clock: MockClock) -> None:
     with emulator(autojump_clock, ready_after_s=11, endpoint_ready_after_s=151) as emu:
-        sdk = await trio.to_thread.run_sync(control, emu)
-        harness = await trio.to_thread.run_sync(create, sdk, "autojump")
-        started = trio.current_time()
+        sdk = await anyio.to_thread.run_sync(control, emu)
+        harness = await anyio.to_thread.run_sync(create, sdk, "autojump")
+        started = anyio.current_time()
         for poll in (status, endpoint_status):
             for _ in range(100):
-                if await trio.to_thread.run_sync(poll, sdk, harness["harnessId"]) == "READY":
+                if await anyio.to_thread.run_sync(poll, sdk, harness["harnessId"]) == "READY":
                     break
-                await trio.sleep(5)
-        waited = trio.current_time() - started
+                await anyio.sleep(5)
+        waited = anyio.current_time() - started
     assert waited == 165.0
     assert emu.control.count("GetHarness") == 4
     assert emu.control.count("GetHarnessEndpoint") == 31

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import anyio
 import httpx
 import httpx2
 import pytest
-import trio
 from anthropic import beta_async_tool
 
 from rma_shell.testing.cma_emulator import (
@@ -354,7 +354,7 @@ async def test_sdk_session_tool_runner_completes_a_scripted_tool_loop() -> None:
         async with sdk:
             session_id = await _provision(sdk)
             await sdk.beta.sessions.events.send(session_id, events=[user_message("Tiers of c9 and c10?")])
-            with trio.fail_after(20):
+            with anyio.fail_after(20):
                 calls = [
                     call
                     async for call in sdk.beta.sessions.events.tool_runner(
@@ -394,7 +394,7 @@ async def test_sdk_tool_runner_recovers_from_a_dropped_stream() -> None:
             # history only, and the runner's reconnect + history read finds the finished turn.
             emu.inject(drop_stream_after(2), session_id=session_id)
             await sdk.beta.sessions.events.send(session_id, events=[user_message("c9?")])
-            with trio.fail_after(20):
+            with anyio.fail_after(20):
                 calls = [
                     c
                     async for c in sdk.beta.sessions.events.tool_runner(
