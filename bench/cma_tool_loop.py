@@ -293,7 +293,7 @@ def versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for dist in ("rma", "trio", "httpx", "anthropic", "httpx2", "anyio"):
+    for dist in ("rma-agents", "trio", "httpx", "anthropic", "httpx2", "anyio"):
         with contextlib.suppress(PackageNotFoundError):
             out[dist] = version(dist)
     return out

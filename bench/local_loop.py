@@ -408,7 +408,7 @@ def versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for dist in ("rma", "trio", "httpx", "openai", "openai-agents", "pydantic-ai", "anyio"):
+    for dist in ("rma-agents", "trio", "httpx", "openai", "openai-agents", "pydantic-ai", "anyio"):
         with contextlib.suppress(PackageNotFoundError):
             out[dist] = version(dist)
     return out

@@ -311,7 +311,7 @@ def main() -> int:
     from importlib.metadata import version
 
     print(
-        f"versions: python {sys.version.split()[0]}, rma {version('rma')}, trio {version('trio')}, "
+        f"versions: python {sys.version.split()[0]}, rma {version('rma-agents')}, trio {version('trio')}, "
         f"httpx {version('httpx')}"
     )
     digest = source_digest()

@@ -470,7 +470,7 @@ def versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for dist in ("rma", "trio", "httpx", "httpcore", "h11"):
+    for dist in ("rma-agents", "trio", "httpx", "httpcore", "h11"):
         with contextlib.suppress(PackageNotFoundError):
             out[dist] = version(dist)
     return out

@@ -5,7 +5,7 @@
         --harness-arn arn:aws:bedrock-agentcore:us-east-1:123456789012:harness/support_1a2b3c4d-AbCdEfGhIj
 
 Against AWS it needs credentials (keys in the environment, or a profile/SSO/role with
-``pip install 'rma[aws]'``) and a harness whose execution role may call your model. It runs one
+``pip install 'rma-agents[aws]'``) and a harness whose execution role may call your model. It runs one
 session with a client tool, prints the result, then reads the session's storage mount
 (if the harness declares one) through a runtime command.
 """

@@ -203,7 +203,7 @@ class Bridge:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            own_version = version("rma")
+            own_version = version("rma-agents")
         except PackageNotFoundError:
             own_version = "0"
         self.tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, own_version, tracer_provider=tracer_provider)

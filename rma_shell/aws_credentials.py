@@ -50,7 +50,7 @@ from rma.errors import AuthenticationError, InvalidOpts, SessionError
 from rma.vocabulary import JSON
 from rma.wire.sigv4 import Credentials
 
-AWS_EXTRA_HINT: Final = "pip install 'rma[aws]' enables profiles, SSO and container/instance roles"
+AWS_EXTRA_HINT: Final = "pip install 'rma-agents[aws]' enables profiles, SSO and container/instance roles"
 PROFILE_OPTION: Final = "aws_profile"
 PROFILE_ENV_VARS: Final = ("AWS_PROFILE",)
 
@@ -172,7 +172,7 @@ def _layer(opts: Mapping[str, JSON], app: Mapping[str, JSON]) -> str:
 
 
 def botocore_available() -> bool:
-    """Whether botocore is importable (install ``rma[aws]``)."""
+    """Whether botocore is importable (install ``rma-agents[aws]``)."""
     try:
         importlib.import_module("botocore.session")
     except ImportError:

@@ -35,7 +35,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("rma")
+        return version("rma-agents")
     except PackageNotFoundError:
         return "unknown"
 

@@ -70,7 +70,7 @@ class Instrumentation:
 
 
 def available() -> bool:
-    """Whether the OpenTelemetry API is importable (install ``rma[otel]``)."""
+    """Whether the OpenTelemetry API is importable (install ``rma-agents[otel]``)."""
     try:
         import opentelemetry.metrics
         import opentelemetry.trace  # noqa: F401
@@ -97,7 +97,7 @@ def instrument(
     """
     if not available():
         return Failure(
-            OTelError("opentelemetry_unavailable", "install the otel extra: pip install 'rma[otel]'")
+            OTelError("opentelemetry_unavailable", "install the otel extra: pip install 'rma-agents[otel]'")
         )
     from rma_shell._otel_bridge import Bridge
 

@@ -147,7 +147,7 @@ async def test_without_botocore_and_without_keys_the_error_names_the_key_and_the
     error = got.failure()
     assert isinstance(error, InvalidOpts)
     assert error.option == "aws_access_key_id"
-    assert "pip install 'rma[aws]'" in error.detail
+    assert "pip install 'rma-agents[aws]'" in error.detail
     assert AWS_EXTRA_HINT in error.message
 
 
