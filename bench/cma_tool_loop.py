@@ -11,6 +11,7 @@ Each client answers every tool call with ``"step {n} done"`` from an ``async def
   provider (and so its HTTP client) is built once per worker and reused by every session.
 - ``rma-live``: the same through ``open_session`` + ``next_result()`` (a live session: the
   form that reconnects after a drop; ``run`` never does, by design — R-14).
+- ``rma-asyncio`` / ``rma-live-asyncio``: the same two under ``asyncio.run`` (one shell on anyio).
 - ``sdk-asyncio`` / ``sdk-trio``: ``AsyncAnthropic`` built once per worker;
   per session ``beta.sessions.create``, ``events.send`` (the kickoff ``user.message``), then
   ``async for call in beta.sessions.events.tool_runner(session_id, tools=[step],
@@ -63,7 +64,7 @@ from local_loop import load, machine, source_digest  # noqa: E402
 
 API_KEY = "sk-ant-bench"
 PROMPT = "Run the steps."
-CLIENTS = ("rma", "rma-live", "sdk-asyncio", "sdk-trio")
+CLIENTS = ("rma", "rma-live", "rma-asyncio", "rma-live-asyncio", "sdk-asyncio", "sdk-trio")
 BASELINE = "sdk-asyncio"
 FULL_SCENARIOS = ((50, 1), (10, 10), (1, 100))
 QUICK_SCENARIOS = ((2, 3),)
@@ -190,6 +191,10 @@ def make_client(
         return ("trio", *client_rma(base_url, agent, env, steps, live=False))
     if name == "rma-live":
         return ("trio", *client_rma(base_url, agent, env, steps, live=True))
+    if name == "rma-asyncio":  # the same code on the other anyio backend
+        return ("asyncio", *client_rma(base_url, agent, env, steps, live=False))
+    if name == "rma-live-asyncio":
+        return ("asyncio", *client_rma(base_url, agent, env, steps, live=True))
     if name == "sdk-asyncio":
         return ("asyncio", *client_sdk(base_url, agent, env, steps))
     if name == "sdk-trio":
@@ -311,7 +316,7 @@ def report(samples: dict[str, dict[str, dict[str, Any]]], clients: list[str]) ->
         n = sessions * steps
         print(f"\n{scenario}: {sessions} sessions × {steps} tool round trips ({n} a sample)")
         print(
-            f"  {'client':<12} {'ms/trip':>8} {'CPU ms/trip':>12} {'ms/session':>11} "
+            f"  {'client':<16} {'ms/trip':>8} {'CPU ms/trip':>12} {'ms/session':>11} "
             f"{'× sdk':>6} {'CPU × sdk':>10}  samples  checks"
         )
         rows: dict[str, Any] = {}
@@ -344,7 +349,7 @@ def report(samples: dict[str, dict[str, dict[str, Any]]], clients: list[str]) ->
                 ratio = f"{'-':>6} {'-':>10}"
             checks = f"{row['sessions_ok']}/{row['sessions']} ok, {row['executions']} executions"
             print(
-                f"  {name:<12} {row['ms_per_trip']:8.3f} {row['cpu_ms_per_trip']:12.3f} "
+                f"  {name:<16} {row['ms_per_trip']:8.3f} {row['cpu_ms_per_trip']:12.3f} "
                 f"{row['ms_per_session']:11.1f} {ratio}  {row['samples']:>7}  {checks}"
             )
             for error in row["errors"]:
@@ -366,7 +371,7 @@ def recovery(summary: dict[str, Any]) -> None:
         print(f"  drop after {at} events ({DROP_POINTS.get(at, '?')}), {sessions} sessions × {steps} steps")
         for name, row in summary[scenario].items():
             verdict = "recovered" if row["sessions_ok"] == row["sessions"] else "FAILED"
-            line = f"    {name:<12} {verdict}: {row['sessions_ok']}/{row['sessions']} sessions ended right"
+            line = f"    {name:<16} {verdict}: {row['sessions_ok']}/{row['sessions']} sessions ended right"
             line += f", {row['executions']} tool executions for {row['sessions'] * steps} calls"
             if "ms_per_session" in row:
                 line += f", {row['ms_per_session']:.0f} ms/session"
@@ -383,7 +388,7 @@ def targets(summary: dict[str, Any]) -> None:
     for scenario, rows in summary.items():
         if "drop@" in scenario:
             continue
-        for name in ("rma", "rma-live"):
+        for name in ("rma", "rma-live", "rma-asyncio", "rma-live-asyncio"):
             if name in rows and "x_sdk" in rows[name]:
                 x = rows[name]["x_sdk"]
                 verdict = "holds" if x <= 1.0 else ("within noise" if x <= 1.05 else "FAILS")

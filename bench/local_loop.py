@@ -11,6 +11,7 @@ tool, N tool calls, a final answer, so T = N + 1 model calls ("turns") — is ru
 - ``rma``: ``rma_shell.run(Local(...), ...)`` under trio, the provider built once, as documented
   (Local builds one ``httpx.AsyncClient`` on first use; its sessions share it);
 - ``rma+client``: the same with ``Local(http_client=...)``, one caller-owned client for all runs;
+- ``rma-asyncio`` / ``rma+client-asyncio``: the same two under ``asyncio.run`` (one shell on anyio);
 - ``openai-agents``: ``Runner.run`` with tracing disabled and ``max_turns`` raised (asyncio);
 - ``pydantic-ai``: ``Agent.run`` with ``UsageLimits(request_limit=…)`` raised (asyncio).
 
@@ -64,7 +65,16 @@ STEP_SCHEMA = {
 STEP_DESCRIPTION = "Run step n."
 
 FLOOR = "httpx-asyncio"
-CLIENTS = ("httpx-asyncio", "httpx-trio", "rma", "rma+client", "openai-agents", "pydantic-ai")
+CLIENTS = (
+    "httpx-asyncio",
+    "httpx-trio",
+    "rma",
+    "rma+client",
+    "rma-asyncio",
+    "rma+client-asyncio",
+    "openai-agents",
+    "pydantic-ai",
+)
 NEEDS = {"openai-agents": "agents", "pydantic-ai": "pydantic_ai"}
 FULL_SCENARIOS = ((100, 2), (20, 10), (1, 200))
 QUICK_SCENARIOS = ((3, 2), (1, 10))
@@ -233,6 +243,10 @@ def make_client(name: str, base_url: str, turns: int) -> tuple[str, Callable[[],
         return ("trio", *client_rma(base_url, model, turns, shared_client=False))
     if name == "rma+client":
         return ("trio", *client_rma(base_url, model, turns, shared_client=True))
+    if name == "rma-asyncio":  # the same code on the other anyio backend
+        return ("asyncio", *client_rma(base_url, model, turns, shared_client=False))
+    if name == "rma+client-asyncio":
+        return ("asyncio", *client_rma(base_url, model, turns, shared_client=True))
     if name == "openai-agents":
         return ("asyncio", *client_openai_agents(base_url, model, turns))
     if name == "pydantic-ai":
@@ -450,7 +464,7 @@ def report(
     for (runs, turns), by_client in samples.items():
         print(f"\n{runs} runs × {turns} turns ({runs * turns} turns a sample)")
         print(
-            f"  {'client':<14} {'ms/turn':>8} {'CPU ms/turn':>12} {'× floor':>8} {'CPU × floor':>12}"
+            f"  {'client':<20} {'ms/turn':>8} {'CPU ms/turn':>12} {'× floor':>8} {'CPU × floor':>12}"
             f" {'× trio floor':>13}  samples"
         )
         n = runs * turns
@@ -477,7 +491,7 @@ def report(
             spread = by_client[name]["wall"]
             lo, hi = min(spread) / n * 1000, max(spread) / n * 1000
             print(
-                f"  {name:<14} {row['ms_per_turn']:8.3f} {row['cpu_ms_per_turn']:12.3f} {ratio}"
+                f"  {name:<20} {row['ms_per_turn']:8.3f} {row['cpu_ms_per_turn']:12.3f} {ratio}"
                 f"  {row['samples']} (wall {lo:.3f}–{hi:.3f})"
             )
         summary[f"{runs}x{turns}"] = rows
@@ -488,7 +502,7 @@ def targets(summary: dict[str, Any], scenarios: list[tuple[int, int]]) -> None:
     print("\ntargets")
     for runs, turns in scenarios:
         rows = summary.get(f"{runs}x{turns}", {})
-        for name in ("rma", "rma+client"):
+        for name in ("rma", "rma+client", "rma-asyncio", "rma+client-asyncio"):
             if name in rows and "x_floor" in rows[name]:
                 x = rows[name]["x_floor"]
                 verdict = "holds" if x <= 1.5 else "FAILS"
@@ -498,7 +512,7 @@ def targets(summary: dict[str, Any], scenarios: list[tuple[int, int]]) -> None:
         if name in long and name in mid:
             g = long[name]["ms_per_turn"] / mid[name]["ms_per_turn"]
             print(f"  (for reference, {name} 200-turn / 10-turn per-turn cost: {g:.2f} wall)")
-    for name in ("rma", "rma+client"):
+    for name in ("rma", "rma+client", "rma-asyncio", "rma+client-asyncio"):
         if name in long and name in mid:
             g = long[name]["ms_per_turn"] / mid[name]["ms_per_turn"]
             c = long[name]["cpu_ms_per_turn"] / mid[name]["cpu_ms_per_turn"]
