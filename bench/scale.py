@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Many live Claude Managed Agents sessions in one trio process: memory, latency, CPU.
+"""Many live Claude Managed Agents sessions in one process, on trio and on asyncio: memory, latency, CPU.
 
 The loopback ``CMAEmulator`` runs in a process of its own (``bench/_cma_server.py --scale``:
 fd limit raised, small thread stacks, a deep listen backlog; one thread per open stream).
@@ -115,7 +115,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def worker(args: argparse.Namespace) -> dict[str, Any]:
-    import trio
+    import anyio
 
     from rma_shell import open_session
     from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
@@ -177,8 +177,8 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
     live: list[Any] = []
     busy: list[bool] = []
     failures: list[str] = []
-    all_open = trio.Event()
-    opening = trio.Semaphore(args.open_concurrency)
+    all_open = anyio.Event()
+    opening = anyio.Semaphore(args.open_concurrency)
     done_rounds = [0]
 
     async def check(session: Any, what: str) -> None:
@@ -247,7 +247,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             next_at += rng.expovariate(rate)
             if next_at >= deadline:
                 break
-            await trio.sleep_until(trio.current_time() + max(0.0, next_at - time.perf_counter()))
+            await anyio.sleep(max(0.0, next_at - time.perf_counter()))
             for _ in range(20):  # a random idle session (skip the few that are still busy)
                 slot = rng.randrange(k)
                 if not busy[slot]:
@@ -257,9 +257,9 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             busy[slot] = True
             started_rounds += 1
             await live[slot].message("again")
-        with trio.move_on_after(60):
+        with anyio.move_on_after(60):
             while done_rounds[0] - done_before < started_rounds:  # noqa: ASYNC110 - a bench's poll
-                await trio.sleep(0.01)
+                await anyio.sleep(0.01)
         if profiler:
             profiler.disable()
         wall = time.perf_counter() - w0
@@ -297,7 +297,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
         }
 
     profiler = cProfile.Profile(time.process_time) if args.profile else None
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as nursery:
         gc.collect()
         rss0 = rss_bytes()
         if args.tracemalloc:
@@ -307,7 +307,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
         w0, c0 = time.perf_counter(), time.process_time()
         for index in range(k):
             nursery.start_soon(one, index)
-        with trio.move_on_after(args.open_timeout) as opened_in_time:
+        with anyio.move_on_after(args.open_timeout) as opened_in_time:
             await all_open.wait()
         if opened_in_time.cancelled_caught:
             out["error"] = f"only {len(live)} of {k} sessions opened within {args.open_timeout:.0f} s"
@@ -315,7 +315,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             return out
         out["open_s"] = time.perf_counter() - w0
         out["open_cpu_ms_per_session"] = (time.process_time() - c0) / k * 1000
-        await trio.sleep(0.5)  # let closed keep-alive connections and finished tasks go
+        await anyio.sleep(0.5)  # let closed keep-alive connections and finished tasks go
         gc.collect()
         out["rss_per_idle_kib"] = (rss_bytes() - rss0) / k / 1024
         out["rss_mib"] = rss_bytes() / 2**20
@@ -342,7 +342,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
         if not args.gc_freeze:
             gc.unfreeze()
         c0 = time.process_time()
-        await trio.sleep(args.idle_seconds)
+        await anyio.sleep(args.idle_seconds)
         out["idle_cpu_pct"] = (time.process_time() - c0) / args.idle_seconds * 100
 
         out["steady"] = [await steady(rate) for rate in args.rates]
@@ -415,13 +415,15 @@ class Emulator:
         self.log.close()
 
 
-def run_worker(k: int, args: argparse.Namespace, *, traced: bool) -> dict[str, Any]:
+def run_worker(k: int, args: argparse.Namespace, *, traced: bool, backend: str = "trio") -> dict[str, Any]:
     emulator = Emulator()
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
         "--worker",
         str(k),
+        "--backend",
+        backend,
         "--base-url",
         emulator.base_url,
         "--agent",
@@ -462,6 +464,7 @@ def run_worker(k: int, args: argparse.Namespace, *, traced: bool) -> dict[str, A
     result["emulator_cpu_s"] = emulator_cpu
     result["emulator_errors"] = len(emulator_errors)
     result["emulator_rss_mib"] = emulator_rss
+    result["backend"] = backend
     return result
 
 
@@ -470,7 +473,7 @@ def versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for dist in ("rma-agents", "trio", "httpx", "httpcore", "h11"):
+    for dist in ("rma-agents", "anyio", "trio", "httpx", "httpcore", "h11"):
         with contextlib.suppress(PackageNotFoundError):
             out[dist] = version(dist)
     return out
@@ -486,7 +489,8 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "Poisson); latency = idle event handed to the session → its tool call starts"
     )
     print(
-        f"  {'sessions':>8} {'RSS KiB/idle':>12} {'traced KiB':>10} {'idle CPU%':>9} {'open s':>7} "
+        f"  {'sessions':>8} {'backend':>7} {'RSS KiB/idle':>12} {'traced KiB':>10} {'idle CPU%':>9} "
+        f"{'open s':>7} "
         f"{'full GC':>8} {'frozen':>7} "
         f"{'rate/s':>6} {'trips':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'busy99':>7} "
         f"{'busy%':>6} {'e2e p50':>8} "
@@ -514,12 +518,14 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ("cpu_pct", "6.1f"),
         ("gc2_max_ms", "8.1f"),
     )
-    blank = " " * (12 + 10 + 9 + 7 + 8 + 7 + 5)
+    blank = " " * (8 + 12 + 10 + 9 + 7 + 8 + 7 + 5)
     for r in rows:
         if "error" in r:
             print(f"  {r['sessions']:>8} {r['error']}")
             continue
-        head = f"  {r['sessions']:>8} " + " ".join(fmt(r.get(name), spec) for name, spec in per_size)
+        head = f"  {r['sessions']:>8} {r.get('backend', 'trio'):>7} " + " ".join(
+            fmt(r.get(name), spec) for name, spec in per_size
+        )
         for i, phase in enumerate(r.get("steady", [])):
             lead = head if i == 0 else f"  {'':>8} {blank}"
             print(lead + " " + " ".join(fmt(phase.get(name), spec) for name, spec in per_rate))
@@ -556,13 +562,20 @@ def targets(rows: list[dict[str, Any]]) -> None:
             kib = r["rss_per_idle_kib"]
             verdict = "holds" if kib < TARGET_IDLE_KIB else "FAILS"
             target = f"(< {TARGET_IDLE_KIB}): {verdict}"
-            print(f"  {r['sessions']} sessions: {kib:.1f} KiB RSS per idle session {target}")
+            print(
+                f"  {r['sessions']} sessions ({r.get('backend', 'trio')}): "
+                f"{kib:.1f} KiB RSS per idle session {target}"
+            )
     for r in rows:
         for phase in r.get("steady", []) if r["sessions"] == 1_000 else []:
             p99 = phase["p99_ms"]
             verdict = "holds" if p99 < TARGET_P99_MS else "FAILS"
-            print(f"  1,000 sessions at {phase['rate']:g}/s: p99 {p99:.2f} ms (< {TARGET_P99_MS}): {verdict}")
-    sized = [r for r in rows if "rss_per_idle_kib" in r]
+            backend = r.get("backend", "trio")
+            print(
+                f"  1,000 sessions ({backend}) at {phase['rate']:g}/s: "
+                f"p99 {p99:.2f} ms (< {TARGET_P99_MS}): {verdict}"
+            )
+    sized = [r for r in rows if "rss_per_idle_kib" in r and r.get("backend", "trio") == "trio"]
     if len(sized) >= 2:
         lo, hi = sized[0], sized[-1]
         growth = (hi["rss_per_idle_kib"] * hi["sessions"]) / (lo["rss_per_idle_kib"] * lo["sessions"])
@@ -590,6 +603,10 @@ def main() -> int:
     )
     parser.add_argument("--profile", help="cProfile the steady phases into this file (one size)")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--backends", default="trio,asyncio", help="anyio backends to run, in order (default trio,asyncio)"
+    )
+    parser.add_argument("--backend", default="trio", help=argparse.SUPPRESS)
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--agent", help=argparse.SUPPRESS)
@@ -603,9 +620,9 @@ def main() -> int:
     args.idle_seconds = args.idle_seconds or (1.0 if args.quick else 3.0)
 
     if args.worker:
-        import trio
+        import anyio
 
-        print(json.dumps(trio.run(worker, args)))
+        print(json.dumps(anyio.run(worker, args, backend=args.backend)))
         sys.stdout.flush()
         os._exit(0)  # tearing down thousands of sessions measures nothing; the emulator copes
 
@@ -621,15 +638,17 @@ def main() -> int:
     started = time.perf_counter()
     rows = []
     for k in sizes:
-        row = run_worker(k, args, traced=False)
-        # The traced heap per session does not depend on K; 10,000 traced opens take long.
-        traced_run = k <= TRACED_SIZES_MAX and not args.no_tracemalloc and not args.quick
-        if traced_run and "error" not in row:
-            traced = run_worker(k, args, traced=True)
-            row["traced_per_idle_kib"] = traced.get("traced_per_idle_kib")
-            row["traced_by_file"] = traced.get("traced_by_file")
-        rows.append(row)
-        print(f"  {k} sessions done ({time.perf_counter() - started:.0f} s)", flush=True)
+        for backend in args.backends.split(","):
+            row = run_worker(k, args, traced=False, backend=backend)
+            # The traced heap per session does not depend on K (nor on the backend much);
+            # 10,000 traced opens take long.
+            traced_run = k <= TRACED_SIZES_MAX and not args.no_tracemalloc and not args.quick
+            if traced_run and "error" not in row and backend == "trio":
+                traced = run_worker(k, args, traced=True, backend=backend)
+                row["traced_per_idle_kib"] = traced.get("traced_per_idle_kib")
+                row["traced_by_file"] = traced.get("traced_by_file")
+            rows.append(row)
+            print(f"  {k} sessions on {backend} done ({time.perf_counter() - started:.0f} s)", flush=True)
     report(rows, args)
     if args.profile:
         buf = io.StringIO()
