@@ -1,11 +1,29 @@
-"""Tools from anywhere: the contract every tool source keeps (typed functions, MCP servers).
+"""Tools from anywhere: typed Python functions, tool sources (MCP servers), one toolbox.
 
-A tool source declares tools (``ToolSpec``: name, description, JSON schema — the shape every
-provider already accepts in ``tools=``) and runs calls to them. A toolbox gathers sources and
-is itself a handler, so one toolbox serves all three hosts. This package holds the contract;
-the sources live in their own modules.
+``@tool`` turns a typed function into a tool (schema from its type hints and docstring,
+arguments validated by Pydantic before it runs); a ``Toolbox`` gathers such functions and
+``ToolSource`` objects behind one handler whose ``tools()`` every provider accepts, so one
+toolbox serves all three hosts. Needs the ``tools`` extra: ``pip install "rma-agents[tools]"``.
 """
 
+from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
+from rma_shell.tools.schema_validation import InvalidSchema, SchemaValidator
 from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
+from rma_shell.tools.toolbox import DEFAULT_MAX_RESULT_CHARS, Toolbox, ToolboxError, truncate
 
-__all__ = ["ToolOutput", "ToolSource", "ToolSpec"]
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "FunctionTool",
+    "InvalidSchema",
+    "SchemaValidator",
+    "ToolCall",
+    "ToolOutput",
+    "ToolSource",
+    "ToolSpec",
+    "Toolbox",
+    "ToolboxError",
+    "serialise",
+    "strict_schema",
+    "tool",
+    "truncate",
+]

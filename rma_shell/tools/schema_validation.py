@@ -1,0 +1,60 @@
+"""Checking a tool call's arguments against its declared JSON schema (the ``jsonschema`` library).
+
+Used for tools whose schema was written by hand (raw handlers) or came from a source (an MCP
+server's ``inputSchema``): the model's arguments are checked before the tool runs, and what is
+wrong comes back as one line per bad field — the same text format typed functions give. A
+schema that is itself invalid is reported once, when the validator is built, not per call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+
+_MAX_GOT = 200
+_MAX_ERRORS = 20
+
+
+class InvalidSchema(ValueError):
+    """A declared tool schema that is not valid JSON Schema."""
+
+
+class SchemaValidator:
+    """The validator of one tool's ``input_schema`` (draft chosen by its ``$schema``, else 2020-12)."""
+
+    def __init__(self, tool: str, schema: Mapping[str, Any]) -> None:
+        self.tool = tool
+        schema = dict(schema)
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except jsonschema.exceptions.SchemaError as exc:
+            raise InvalidSchema(
+                f"tool {tool}: its input_schema is not valid JSON Schema: {exc.message}"
+            ) from exc
+        self._validator = cls(schema)
+
+    def check(self, arguments: object) -> str | None:
+        """None when ``arguments`` conform, else the text telling the model what is wrong."""
+        if not isinstance(arguments, Mapping):
+            return f"invalid arguments for {self.tool}:\n- (arguments): must be a JSON object"
+        errors = sorted(self._validator.iter_errors(dict(arguments)), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        lines = [f"invalid arguments for {self.tool}:"]
+        for error in errors[:_MAX_ERRORS]:
+            loc = ".".join(str(part) for part in error.absolute_path) or "(arguments)"
+            line = f"- {loc}: {error.message}"
+            if error.absolute_path:
+                got = json.dumps(error.instance, default=repr)
+                if not error.message.startswith(got[:40]):
+                    line += f" (got {got if len(got) <= _MAX_GOT else got[:_MAX_GOT] + '…'})"
+            lines.append(line)
+        if len(errors) > _MAX_ERRORS:
+            lines.append(f"- … and {len(errors) - _MAX_ERRORS} more")
+        return "\n".join(lines)
