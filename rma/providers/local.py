@@ -219,27 +219,53 @@ def _append(conv: Conversation, messages: Sequence[JSON], **changes: Any) -> Con
 
 def _tool_spec(tool: object) -> Result[JSON, SessionError]:
     """A declaration from a spec tool: a mapping or an object with name/description/input_schema
-    (L-2, L-5 — both shapes accepted), or an already-declared ``{"type": "function", …}``."""
+    (and ``strict``) (L-2, L-5 — both shapes accepted), or an already-declared
+    ``{"type": "function", …}``, which is kept as declared — ``strict`` and any other field the
+    API defines reach the wire unchanged; only a missing description or parameters is filled
+    in (L-5)."""
     if isinstance(tool, Mapping):
         function = tool.get("function")
         if tool.get("type") == "function" and isinstance(function, Mapping):
             name = function.get("name")
             if not isinstance(name, str) or not name:
                 return _invalid("tools", f"function tool without a name: {tool!r}")
-            return Success(tool_declaration(name, function.get("description"), function.get("parameters")))
+            checked = _check_tool_fields(
+                name, function.get("description"), function.get("parameters"), function.get("strict")
+            )
+            if isinstance(checked, Failure):
+                return checked
+            declared = dict(function)
+            declared["description"] = function.get("description") or ""
+            declared["parameters"] = function.get("parameters") or {"type": "object"}
+            return Success({**tool, "function": declared})
         name, description = tool.get("name"), tool.get("description")
         schema = tool.get("input_schema", tool.get("parameters"))
+        strict = tool.get("strict")
     else:
         name = getattr(tool, "name", None)
         description = getattr(tool, "description", None)
         schema = getattr(tool, "input_schema", None)
+        strict = getattr(tool, "strict", None)
     if not isinstance(name, str) or not name:
         return _invalid("tools", f"every tool needs a non-empty string name, got {tool!r}")
+    checked = _check_tool_fields(name, description, schema, strict)
+    if isinstance(checked, Failure):
+        return checked
+    return Success(
+        tool_declaration(name, description, dict(schema) if schema is not None else None, strict=strict)
+    )
+
+
+def _check_tool_fields(
+    name: str, description: object, schema: object, strict: object
+) -> Result[None, SessionError]:
     if description is not None and not isinstance(description, str):
         return _invalid("tools", f"tool {name!r}: description must be a string")
     if schema is not None and not isinstance(schema, Mapping):
         return _invalid("tools", f"tool {name!r}: input_schema must be a JSON object")
-    return Success(tool_declaration(name, description, dict(schema) if schema is not None else None))
+    if strict is not None and not isinstance(strict, bool):
+        return _invalid("tools", f"tool {name!r}: strict must be true or false")
+    return Success(None)
 
 
 def _model_config(model_config: object) -> Result[tuple[str | None, dict[str, JSON]], SessionError]:

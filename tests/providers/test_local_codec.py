@@ -129,9 +129,44 @@ def test_L2_openai_shaped_tools_accepted() -> None:
     assert conv.tools[0]["function"] == {"name": "x", "description": "", "parameters": {"type": "object"}}
 
 
+def test_declared_tools_keep_strict_and_every_other_field_as_declared() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    declared = {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Weather", "parameters": schema, "strict": True},
+        "x-gateway-lane": "fast",
+    }
+    conv = conv_of(tools=[declared])
+    assert json.loads(request_body_bytes(conv, stream=False))["tools"] == [declared]
+    assert request_body(conv)["tools"] == [declared]
+
+
+def test_flat_tools_carry_strict_to_the_declaration() -> None:
+    @attrs.frozen
+    class Tool:
+        name: str
+        description: str
+        input_schema: dict[str, Any]
+        strict: bool
+
+    conv = conv_of(tools=[{**WEATHER, "strict": True}, Tool("submit", "Finish", {"type": "object"}, False)])
+    functions = [tool["function"] for tool in json.loads(request_body_bytes(conv, stream=False))["tools"]]
+    assert [(f["name"], f["strict"]) for f in functions] == [("get_weather", True), ("submit", False)]
+    # No strict given: none sent (a server's default stays the server's).
+    assert "strict" not in conv_of(tools=[WEATHER]).tools[0]["function"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "option"),
     [
+        ({"tools": [{"name": "x", "strict": "yes"}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "x", "strict": 1}}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "x", "parameters": "object"}}]}, "tools"),
         ({"tools": [{"description": "no name"}]}, "tools"),
         ({"tools": [WEATHER, WEATHER]}, "tools"),
         ({"tools": [{"name": "x", "input_schema": "string"}]}, "tools"),

@@ -1,0 +1,87 @@
+"""The Local provider's wire contract through ``run`` over real HTTP (issue #12): what the
+request bodies carry (tool declarations, tool results in call order) and how the edges of a
+reply are handled (a call cut off by max_tokens, a corrupt stream chunk, the stream's end)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from rma_shell import run
+from rma_shell.providers.local import Local
+from rma_shell.testing import OpenAIEmulator
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+class Recorder:
+    """A handler that records every call and answers with its arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+        self.calls.append((name, dict(input)))
+        return f"{name} ran with {json.dumps(input, sort_keys=True)}"
+
+
+async def no_sleep(_: float) -> None:
+    await anyio.lowlevel.checkpoint()
+
+
+def local(emu: OpenAIEmulator, **kw: Any) -> Local:
+    kw.setdefault("model", "m")
+    kw.setdefault("tools", [{"name": "get_weather", "description": "Weather", "input_schema": SCHEMA}])
+    return Local(base_url=emu.base_url, sleep=no_sleep, rand=lambda: 0.0, **kw)
+
+
+# --- item 9: tool declarations reach the wire as declared --------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_declared_tools_reach_the_wire_unchanged_strict_included(stream: bool) -> None:
+    declared = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather",
+                "parameters": SCHEMA,
+                "strict": True,
+            },
+        },
+        {
+            "type": "function",
+            "function": {"name": "submit", "description": "Finish", "parameters": {"type": "object"}},
+            "x-vendor-hint": {"cache": "ephemeral"},
+        },
+    ]
+    with OpenAIEmulator([{"content": "ok"}]) as emu:
+        result = await run(local(emu, tools=declared, stream=stream), handler=Recorder(), prompt="x")
+    assert result.unwrap().text == "ok"
+    assert emu.requests[0].body["tools"] == declared
+
+
+async def test_a_flat_tool_with_strict_is_declared_strict_on_the_wire() -> None:
+    flat = {"name": "get_weather", "description": "Weather", "input_schema": SCHEMA, "strict": True}
+    with OpenAIEmulator([{"content": "ok"}]) as emu:
+        await run(local(emu, tools=[flat]), handler=Recorder(), prompt="x")
+    assert emu.requests[0].body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather",
+                "parameters": SCHEMA,
+                "strict": True,
+            },
+        }
+    ]
