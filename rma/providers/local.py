@@ -25,6 +25,12 @@ Decisions where the reference was silent, weak or crash-prone:
   tools. The terminal tool counts as known even when it is not among ``tools``.
 - **Duplicate calls** (L-16) are also detected *within* one response, not only against
   earlier responses of the request.
+- **Tool results go back in call order.** Qwen/Hermes-style chat templates drop
+  ``tool_call_id`` and pair the n-th result with the n-th call, so the answers Local makes
+  itself (duplicates, rejected calls) are held back while other calls of the same reply wait
+  for the handler, and sent with those results in the order of the reply's ``tool_calls``.
+  The assistant message is never reordered. Until then the transcript holds the reply without
+  those answers (a reattach answers every call left open with the "not executed" error).
 - **Empty replies** (no content, no tool calls, finish "stop"): the first one in a request
   gets a nudge user message and the turn normalizes to requires_action with no uses, like
   an all-duplicates turn; the empty resume the session then sends drives the next model
@@ -198,6 +204,11 @@ class Conversation:
     error_counts: Mapping[str, int] = attrs.field(factory=dict, hash=False)
     pending_calls: tuple[tuple[str, str], ...] = ()
     """(id, name) of surfaced calls still waiting for their results."""
+    held_answers: tuple[JSON, ...] = ()
+    """Local's own tool messages (duplicates, rejected calls) for calls of the last reply, held
+    while ``pending_calls`` wait, so that every answer goes back in ``call_order``."""
+    call_order: tuple[str, ...] = ()
+    """The ids of the last reply's calls in order, while ``held_answers`` is non-empty."""
     poll_events: tuple[JSON, ...] = ()
     """Directive events of the poll being prepared; emitted first by ``apply_response``."""
     nudged: bool = False
@@ -412,12 +423,41 @@ def transcript(conv: Conversation) -> tuple[JSON, ...]:
 # --- inputs -----------------------------------------------------------------------------
 
 
-def _close_pending(conv: Conversation, answered: set[str]) -> list[JSON]:
-    return [
-        {"role": "tool", "tool_call_id": call_id, "content": error_content(UNANSWERED_CALL_TEXT)}
-        for call_id, _ in conv.pending_calls
-        if call_id not in answered
-    ]
+def _answers_in_call_order(conv: Conversation, given: Sequence[tuple[str, JSON]]) -> list[JSON]:
+    """The tool messages answering the last reply's calls, in its call order.
+
+    ``given`` are (call id, tool message) from a resume; with the held answers they fill the
+    reply's slots, and a waiting call left without either gets the "not executed" error. A
+    message for an id that is not one of the reply's calls (or a second one for the same id)
+    follows, in the order given.
+    """
+    order = conv.call_order or tuple(call_id for call_id, _ in conv.pending_calls)
+    slots: dict[str, JSON] = {}
+    for message in conv.held_answers:
+        if isinstance(message, Mapping) and isinstance(message.get("tool_call_id"), str):
+            slots[message["tool_call_id"]] = message
+    wanted = set(order)
+    given_ids: set[str] = set()
+    extra: list[JSON] = []
+    for call_id, message in given:
+        if call_id in wanted and call_id not in given_ids:
+            given_ids.add(call_id)
+            slots[call_id] = message  # a result the caller sent wins over a held answer
+        else:
+            extra.append(message)
+    waiting = {call_id for call_id, _ in conv.pending_calls}
+    out: list[JSON] = []
+    for call_id in order:
+        message = slots.get(call_id)
+        if message is None and call_id in waiting:
+            message = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": error_content(UNANSWERED_CALL_TEXT),
+            }
+        if message is not None:
+            out.append(message)
+    return out + extra
 
 
 def apply_input(conv: Conversation, input: Input) -> Result[Conversation, SessionError]:
@@ -444,7 +484,7 @@ def _apply_messages(conv: Conversation, messages: object) -> Result[Conversation
         except (TypeError, ValueError) as exc:
             return _bad_input(f"input message is not JSON: {exc}", None)
         fresh.append(dict(message))
-    closing = _close_pending(conv, set())
+    closing = _answers_in_call_order(conv, ())
     # L-13: a user message starts a fresh request.
     return Success(
         _append(
@@ -454,6 +494,8 @@ def _apply_messages(conv: Conversation, messages: object) -> Result[Conversation
             seen_calls=GrowOnlySet(),
             error_counts={},
             pending_calls=(),
+            held_answers=(),
+            call_order=(),
             poll_events=(),
             nudged=False,
         )
@@ -475,8 +517,7 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
         return _bad_input("a resume input needs a 'results' list", dict(input))
     names = dict(conv.pending_calls)
     counts = dict(conv.error_counts)
-    messages: list[JSON] = []
-    answered: set[str] = set()
+    given: list[tuple[str, JSON]] = []
     erroring: list[tuple[str, str]] = []
     for entry in results:
         if not isinstance(entry, Mapping):
@@ -488,9 +529,15 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
         )
         if not isinstance(call_id, str) or not isinstance(text, str) or not isinstance(is_error, bool):
             return _bad_input("a resume result needs tool_use_id (str), text (str), is_error (bool)", entry)
-        answered.add(call_id)
-        messages.append(
-            {"role": "tool", "tool_call_id": call_id, "content": error_content(text) if is_error else text}
+        given.append(
+            (
+                call_id,
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": error_content(text) if is_error else text,
+                },
+            )
         )
         name = names.get(call_id) or entry.get("name")
         if isinstance(name, str) and name:
@@ -498,14 +545,24 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
             counts[name] = counts.get(name, 0) + 1 if is_error else 0
             if is_error:
                 erroring.append((name, text))
-    messages.extend(_close_pending(conv, answered))
+    messages = _answers_in_call_order(conv, given)
     events = list(conv.poll_events)
     for name, text in erroring:
         if counts.get(name, 0) >= 2:
             corrective = corrective_text(name, text)
             messages.append({"role": "user", "content": corrective})
             events.append({"type": DIRECTIVE, "role": ROLE_CORRECTIVE, "text": corrective})
-    return Success(_append(conv, messages, error_counts=counts, pending_calls=(), poll_events=tuple(events)))
+    return Success(
+        _append(
+            conv,
+            messages,
+            error_counts=counts,
+            pending_calls=(),
+            held_answers=(),
+            call_order=(),
+            poll_events=tuple(events),
+        )
+    )
 
 
 # --- requests ---------------------------------------------------------------------------
@@ -760,7 +817,10 @@ def apply_response(
     elif content is None:
         # An assistant message needs content or tool calls to be valid input again.
         assistant["content"] = ""
-    history_add: list[JSON] = [assistant, *answers]
+    # Answers wait for the handler's results when some calls are surfaced, so that all of them
+    # go back in call order; otherwise they follow the reply at once.
+    held = tuple(answers) if fresh and answers else ()
+    history_add: list[JSON] = [assistant] if held else [assistant, *answers]
 
     directive_events: list[JSON] = []
     nudged = conv.nudged
@@ -785,6 +845,8 @@ def apply_response(
             history_add,
             seen_calls=seen,
             pending_calls=tuple((c.id, c.name) for c in fresh),
+            held_answers=held,
+            call_order=tuple(c.id for c in calls) if held else (),
             poll_events=(),
             nudged=nudged,
         )

@@ -452,11 +452,14 @@ def test_L16_duplicate_call_is_answered_not_surfaced() -> None:
     surfaced = events[-1]["message"]["tool_calls"]
     assert [c["id"] for c in surfaced] == ["c"]
     assert [u.id for u in local.normalize(events).custom_tool_uses] == ["c"]
-    answer = transcript(conv)[-1]
-    assert answer["role"] == "tool"
-    assert answer["tool_call_id"] == "b"
-    assert json.loads(answer["content"]) == {"duplicate": True, "message": DUPLICATE_DIRECTIVE}
     assert conv.pending_calls == (("c", "get_weather"),)
+    # The duplicate's answer goes back with c's result, in call order (b, then c).
+    assert transcript(conv)[-1]["role"] == "assistant"
+    conv = apply_input(conv, resume([ToolUse("c", "get_weather")], [ToolResult("c", "cloudy")])).unwrap()
+    answer, result = transcript(conv)[-2:]
+    assert (answer["tool_call_id"], result["tool_call_id"]) == ("b", "c")
+    assert json.loads(answer["content"]) == {"duplicate": True, "message": DUPLICATE_DIRECTIVE}
+    assert result["content"] == "cloudy"
 
 
 def test_L16_duplicate_within_one_response() -> None:
@@ -827,10 +830,12 @@ def test_unknown_tool_is_answered_with_available_tools() -> None:
     assert [u.name for u in local.normalize(events).custom_tool_uses] == ["submit"]
     assert events[0]["type"] == "local.rejected_tool_call"
     assert events[0]["reason"] == "unknown_tool"
+    assert conv.pending_calls == (("b", "submit"),)
+    conv = apply_input(conv, resume([ToolUse("b", "submit")], [ToolResult("b", "ok")])).unwrap()
+    assert [m.get("tool_call_id") for m in transcript(conv)[2:]] == ["a", "b"]
     error = json.loads(transcript(conv)[2]["content"])["error"]
     assert '"search_web"' in error
     assert "get_weather, submit, finish" in error
-    assert conv.pending_calls == (("b", "submit"),)
 
 
 def test_terminal_tool_counts_as_known() -> None:
@@ -889,6 +894,56 @@ def test_unanswered_surfaced_calls_are_closed_before_a_user_message() -> None:
     conv, _, _ = poll(conv, user("go"), response(calls=[call("get_weather", {}, "a")]))
     conv, body, _ = poll(conv, user("never mind"), response("ok"))
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "user"]
+
+
+def test_tool_messages_follow_the_replys_call_order_with_answers_local_made_itself() -> None:
+    conv = conv_of()
+    conv, _, _ = poll(conv, user("go"), response(calls=[call("get_weather", {"city": "SF"}, "first")]))
+    conv = apply_input(conv, resume([ToolUse("first", "get_weather")], [ToolResult("first", "sun")])).unwrap()
+    reply = [
+        call("get_weather", {"city": "NYC"}, "fresh1"),
+        call("get_weather", {"city": "SF"}, "dup"),  # a repeat of "first"
+        call("search_web", {}, "unknown"),
+        call("get_weather", '{"city": ', "broken"),
+        call("get_weather", {"city": "LA"}, "fresh2"),
+    ]
+    conv, _, events = poll(conv, resume([], []), response(calls=reply))
+    uses = local.normalize(events).custom_tool_uses
+    assert [u.id for u in uses] == ["fresh1", "fresh2"]
+    # Results handed over in another order still go back in the reply's order.
+    results = [
+        {"tool_use_id": "fresh2", "text": "r-LA", "is_error": False},
+        {"tool_use_id": "fresh1", "text": "r-NYC", "is_error": False},
+    ]
+    conv = apply_input(conv, {"kind": "resume", "results": results}).unwrap()
+    conv, body, _ = prepare_request(conv, stream=False)
+    messages = json.loads(body)["messages"]
+    assistant_at = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    assert [c["id"] for c in messages[assistant_at]["tool_calls"]] == [c["id"] for c in reply]
+    answers = messages[assistant_at + 1 :]
+    assert [m["tool_call_id"] for m in answers] == [c["id"] for c in reply]
+    assert answers[0]["content"] == "r-NYC"
+    assert json.loads(answers[1]["content"])["duplicate"] is True
+    assert "no tool named" in json.loads(answers[2]["content"])["error"]
+    assert "not a valid JSON object" in json.loads(answers[3]["content"])["error"]
+    assert answers[4]["content"] == "r-LA"
+
+
+def test_a_user_message_closes_a_reply_in_call_order_too() -> None:
+    conv = conv_of()
+    conv, _, _ = poll(conv, user("go"), response(calls=[call("get_weather", {"c": 1}, "a")]))
+    conv = apply_input(conv, resume([ToolUse("a", "get_weather")], [ToolResult("a", "r")])).unwrap()
+    reply = [call("get_weather", {"c": 2}, "fresh"), call("get_weather", {"c": 1}, "dup")]
+    conv, _, _ = poll(conv, resume([], []), response(calls=reply))
+    _, body, _ = poll(conv, user("never mind"), response("ok"))
+    tail = body["messages"][-3:]
+    assert [(m["role"], m.get("tool_call_id")) for m in tail] == [
+        ("tool", "fresh"),
+        ("tool", "dup"),
+        ("user", None),
+    ]
+    assert json.loads(tail[0]["content"])["isError"] is True
+    assert json.loads(tail[1]["content"])["duplicate"] is True
 
 
 def test_partial_resume_closes_the_rest() -> None:

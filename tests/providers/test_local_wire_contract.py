@@ -85,3 +85,45 @@ async def test_a_flat_tool_with_strict_is_declared_strict_on_the_wire() -> None:
             },
         }
     ]
+
+
+# --- item 8: tool results go back in tool-call order --------------------------------------
+
+
+def weather_call(call_id: str, city: str) -> dict[str, Any]:
+    return {"id": call_id, "name": "get_weather", "arguments": {"city": city}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_results_go_back_in_call_order_duplicate_directives_included(stream: bool) -> None:
+    turns = [
+        {"tool_calls": [weather_call("c_sf", "SF")]},
+        # A fresh call, a repeat of c_sf (answered by Local with the directive), a fresh call.
+        {
+            "tool_calls": [
+                weather_call("c_nyc", "NYC"),
+                weather_call("c_sf_again", "SF"),
+                weather_call("c_la", "LA"),
+            ]
+        },
+        {"content": "done"},
+    ]
+    handler = Recorder()
+    with OpenAIEmulator(turns) as emu:
+        result = (await run(local(emu, stream=stream), handler=handler, prompt="weather?")).unwrap()
+    assert result.text == "done"
+    # The repeat never reached the handler (the two fresh calls run concurrently, in any order).
+    assert handler.calls[0] == ("get_weather", {"city": "SF"})
+    assert sorted(c["city"] for _, c in handler.calls[1:]) == ["LA", "NYC"]
+    messages = emu.requests[2].body["messages"]
+    at = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    call_ids = [c["id"] for c in messages[at]["tool_calls"]]
+    assert call_ids == ["c_nyc", "c_sf_again", "c_la"]
+    answers = messages[at + 1 :]
+    # Position n answers call n: what a template that drops tool_call_id relies on.
+    assert [m["tool_call_id"] for m in answers] == call_ids
+    assert answers[0]["content"] == 'get_weather ran with {"city": "NYC"}'
+    assert json.loads(answers[1]["content"])["duplicate"] is True
+    assert answers[2]["content"] == 'get_weather ran with {"city": "LA"}'
+    assert result.transcript is not None
+    assert list(result.transcript[: len(messages)]) == messages
