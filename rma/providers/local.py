@@ -21,6 +21,13 @@ Decisions where the reference was silent, weak or crash-prone:
   that for tools without parameters. The history copy of a rejected call carries ``"{}"``
   as its arguments, because some servers (Ollama) re-parse history arguments and answer
   400 to the whole request otherwise.
+- **A reply cut off at the token limit** (``finish_reason: "length"``) runs none of its
+  calls: the model did not finish sending them (vLLM streams a call's id and name before its
+  arguments, so a cut-off call can look complete with ``{}``, or hold half its arguments).
+  Each call is answered in the history like a rejected call (reason ``"cut_off"``, arguments
+  ``"{}"``), so the history stays valid input, and the turn normalizes to ``terminated``
+  with stop reason ``"length"`` — as a cut-off text reply does (L-22) — rather than driving
+  another model call.
 - **Unknown tool names** are answered the same way, with an error naming the available
   tools. The terminal tool counts as known even when it is not among ``tools``.
 - **Duplicate calls** (L-16) are also detected *within* one response, not only against
@@ -108,6 +115,9 @@ UNANSWERED_CALL_TEXT = "This tool call was not executed: no result was returned 
 INVALID_ARGUMENTS_TEMPLATE = (
     "The arguments you sent to {name} are not a valid JSON object ({reason}). You sent: {raw}. "
     "Call {name} again with a single JSON object that matches its input schema."
+)
+CUT_OFF_TEMPLATE = (
+    "Your reply was cut off at the token limit before this call to {name} was complete, so it was not run."
 )
 UNKNOWN_TOOL_TEMPLATE = "There is no tool named {name}. Available tools: {available}. Call one of those."
 NO_TOOLS_TEXT = "There is no tool named {name}. No tools are available here: answer in text."
@@ -638,7 +648,7 @@ class _Call:
     """The arguments as the history sends them back."""
     input: Mapping[str, JSON] | None = attrs.field(hash=False)
     problem: str | None = None
-    """Why the call is rejected: "unknown_tool" or "invalid_arguments"."""
+    """Why the call is rejected: "unknown_tool", "invalid_arguments" or "cut_off"."""
     message: str = ""
 
 
@@ -777,6 +787,12 @@ def apply_response(
     if isinstance(parsed, Failure):
         return parsed
     calls = parsed.unwrap()
+    if finish == "length":
+        # Cut off at the token limit: no call of this reply is what the model meant to send.
+        calls = [
+            _Call(c.id, c.name, c.raw_arguments, "{}", None, "cut_off", CUT_OFF_TEMPLATE.format(name=c.name))
+            for c in calls
+        ]
     content = message.get("content")
     usage = response.get("usage")
 
@@ -948,7 +964,12 @@ def normalize(events: Sequence[JSON]) -> TurnResult:
         message = {}
     finish = response.get("finish_reason")
     uses = _uses(message)
-    if uses or any(_answered_internally(e) for e in kept) or finish == "tool_calls":
+    if uses:
+        terminal = Terminal.REQUIRES_ACTION
+    elif finish == "length":
+        # Cut off at the token limit, calls included (apply_response answered them unrun).
+        terminal = Terminal.TERMINATED
+    elif any(_answered_internally(e) for e in kept) or finish == "tool_calls":
         terminal = Terminal.REQUIRES_ACTION
     elif finish == "stop":
         terminal = Terminal.END_TURN

@@ -946,6 +946,39 @@ def test_a_user_message_closes_a_reply_in_call_order_too() -> None:
     assert json.loads(tail[1]["content"])["duplicate"] is True
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        "",  # vLLM streamed the id and name, then hit max_tokens: would have run with {}
+        '{"city": "S',  # half the arguments: would have been rejected and retried
+        '{"city": "SF"}',  # even arguments that parse are not known to be what was meant
+    ],
+)
+def test_a_reply_cut_off_by_the_token_limit_runs_none_of_its_calls(arguments: str) -> None:
+    conv = conv_of()
+    calls = [call("get_weather", {"city": "LA"}, "a"), call("get_weather", arguments, "b")]
+    conv, _, events = poll(conv, user("go"), response("Checking.", calls, finish="length"))
+    turn = local.normalize(events)
+    assert (turn.terminal, turn.stop_reason, turn.custom_tool_uses) == (Terminal.TERMINATED, "length", ())
+    assert turn.text == "Checking."
+    assert [(e["type"], e["id"], e["reason"]) for e in events[:-1]] == [
+        ("local.rejected_tool_call", "a", "cut_off"),
+        ("local.rejected_tool_call", "b", "cut_off"),
+    ]
+    assert events[0]["arguments"] == json.dumps({"city": "LA"})  # what the model sent, kept
+    assistant, *answers = transcript(conv)[1:]
+    assert [c["function"]["arguments"] for c in assistant["tool_calls"]] == ["{}", "{}"]
+    assert [m["tool_call_id"] for m in answers] == ["a", "b"]
+    assert all("cut off at the token limit" in json.loads(m["content"])["error"] for m in answers)
+    assert conv.pending_calls == ()
+
+
+def test_a_text_reply_cut_off_by_the_token_limit_is_terminated() -> None:
+    _, _, events = poll(conv_of(), user("go"), response("Half an ans", finish="length"))
+    turn = local.normalize(events)
+    assert (turn.terminal, turn.stop_reason, turn.text) == (Terminal.TERMINATED, "length", "Half an ans")
+
+
 def test_partial_resume_closes_the_rest() -> None:
     conv = conv_of()
     calls = [call("get_weather", {"c": 1}, "a"), call("get_weather", {"c": 2}, "b")]

@@ -10,9 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
+from rma.vocabulary import Terminal
 from rma_shell import run
 from rma_shell.providers.local import Local
-from rma_shell.testing import OpenAIEmulator
+from rma_shell.testing import OpenAIEmulator, cut_off
 
 SCHEMA = {
     "type": "object",
@@ -127,3 +128,42 @@ async def test_tool_results_go_back_in_call_order_duplicate_directives_included(
     assert answers[2]["content"] == 'get_weather ran with {"city": "LA"}'
     assert result.transcript is not None
     assert list(result.transcript[: len(messages)]) == messages
+
+
+# --- item 7: a call cut off by max_tokens never runs -------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "after_chars",
+    [
+        0,  # id and name sent, no arguments yet (vLLM): today's {} run
+        9,  # half the arguments: today's rejection, then another model call
+        len('{"city": "SF"}') + 5,  # the first call whole, the second cut: neither runs
+    ],
+)
+async def test_a_tool_call_cut_off_by_max_tokens_ends_the_turn_terminated_length(
+    stream: bool, after_chars: int
+) -> None:
+    reply = {"tool_calls": [weather_call("c1", "SF"), weather_call("c2", "NYC")]}
+    handler = Recorder()
+    with OpenAIEmulator([reply, {"content": "never asked for"}], faults={0: cut_off(after_chars)}) as emu:
+        result = (await run(local(emu, stream=stream), handler=handler, prompt="weather?")).unwrap()
+    assert handler.calls == []
+    assert (result.terminal, result.stop_reason) == (Terminal.TERMINATED, "length")
+    assert len(emu.requests) == 1
+    assert result.custom_tool_uses == ()
+    rejected = [e for e in result.events if e.get("type") == "local.rejected_tool_call"]
+    assert rejected
+    assert {e["reason"] for e in rejected} == {"cut_off"}
+
+
+async def test_after_a_cut_off_call_the_history_is_valid_input_again() -> None:
+    reply = {"tool_calls": [weather_call("c1", "SF")]}
+    with OpenAIEmulator([reply, {"content": "fine"}], faults={0: cut_off(3)}) as emu:
+        first = (await run(local(emu, stream=True), handler=Recorder(), prompt="weather?")).unwrap()
+        second = await run(local(emu), handler=Recorder(), prompt="go on", history=first.transcript)
+    # The emulator answers 400 to an unanswered call or a tool message out of place.
+    assert second.unwrap().text == "fine"
+    sent = emu.requests[1].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
