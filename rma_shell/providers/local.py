@@ -75,6 +75,7 @@ when transient). Exceptions propagate; the session reports them as a provider er
 Sleep = Callable[[float], Awaitable[None]]
 
 _BODY_PREVIEW = 2000
+_CHUNK_PREVIEW = 120
 
 
 def _default_session_id() -> str:
@@ -484,10 +485,11 @@ class Local(Provider[LocalConn]):
                     try:
                         chunk = json.loads(message.data)
                     except ValueError:
-                        detail = "stream chunk is not JSON"
-                        return Failure(
-                            MalformedResponse(detail=detail, response=message.data[:_BODY_PREVIEW])
-                        ), None
+                        # A corrupt chunk could have been any part of the reply: the attempt
+                        # fails like a drop, so the request is re-sent (bounded by max_retries)
+                        # and nothing of this stream's partial reply is kept.
+                        detail = f"a stream chunk is not JSON: {message.data[:_CHUNK_PREVIEW]!r}"
+                        return Failure(StreamDropped(detail=detail)), response.headers
                     fed = assembler.feed(chunk)
                     if isinstance(fed, Failure):
                         return Failure(fed.failure()), None

@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
-from rma.vocabulary import Terminal
+from rma.vocabulary import TEXT_DELTA_TYPE, Terminal
 from rma_shell import run
 from rma_shell.providers.local import Local
-from rma_shell.testing import OpenAIEmulator, cut_off
+from rma_shell.testing import OpenAIEmulator, cut_off, malformed_chunk
 
 SCHEMA = {
     "type": "object",
@@ -167,3 +167,30 @@ async def test_after_a_cut_off_call_the_history_is_valid_input_again() -> None:
     assert second.unwrap().text == "fine"
     sent = emu.requests[1].body["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+
+
+# --- item 10: a stream chunk that is not JSON is a dropped stream ------------------------
+
+
+class Watcher(Recorder):
+    """A handler that also keeps the text deltas it is shown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deltas: list[str] = []
+
+    def handle_event(self, event: Any, ctx: object) -> None:
+        if isinstance(event, dict) and event.get("type") == TEXT_DELTA_TYPE:
+            self.deltas.append(event["text"])
+
+
+async def test_a_corrupt_stream_chunk_re_sends_the_request_and_leaves_no_partial_text() -> None:
+    text = "The weather in SF is sunny, 18 degrees."
+    handler = Watcher()
+    with OpenAIEmulator([{"content": text}], faults={0: malformed_chunk(4)}, chunk_chars=5) as emu:
+        result = (await run(local(emu, stream=True), handler=handler, prompt="weather?")).unwrap()
+    assert len(emu.requests) == 2
+    assert emu.requests[1].body == emu.requests[0].body  # the same request, re-sent
+    assert result.text == text
+    assert "".join(handler.deltas) == text
+    assert sum(1 for e in result.events if e.get("type") == "local.model_response") == 1
