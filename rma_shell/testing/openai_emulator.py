@@ -131,13 +131,15 @@ def _num(value: float | str) -> str:
 
 @attrs.frozen
 class RecordedRequest:
-    """A request as received: ``body`` is the decoded JSON (None when it was not JSON)."""
+    """A request as received: ``body`` is the decoded JSON (None when it was not JSON);
+    ``client_port`` is the client's end of the TCP connection (equal ports: a reused one)."""
 
     method: str
     path: str
     headers: Mapping[str, str]
     body: Any
     raw: bytes = attrs.field(repr=False)
+    client_port: int | None = None
 
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -355,7 +357,8 @@ class OpenAIEmulator(LoopbackEmulator):
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self._lock:
             index = len(self.requests)
-            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw))
+            port = h.client_address[1] if isinstance(h.client_address, tuple) else None
+            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, port))
         faults = self._faults.get(index, ())
         for fault in faults:
             if fault.kind == "delay":

@@ -8,6 +8,7 @@ import socket
 import time
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import trio
@@ -510,6 +511,35 @@ async def test_stream_closed_after_finish_without_done_is_accepted() -> None:
     )
     outcome = await kickoff(local, conn)
     assert local.codec.normalize(outcome.result.unwrap()).text == "hi"
+
+
+class LingeringBody(httpx.AsyncByteStream):
+    """An SSE body that stays open after ``data: [DONE]`` (a server that never ends it)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.closed = False
+
+    async def __aiter__(self) -> Any:
+        yield self.data
+        await anyio.sleep(3600)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_body_left_open_after_done_still_ends_the_turn_promptly() -> None:
+    body = LingeringBody(sse(chunk({"content": "hi"}), chunk({}, "stop")))
+    local, conn = await mock_local(
+        lambda request: httpx.Response(200, stream=body, headers={"content-type": "text/event-stream"}),
+        stream=True,
+    )
+    started = time.monotonic()
+    with anyio.fail_after(10):
+        outcome = await kickoff(local, conn)
+    assert local.codec.normalize(outcome.result.unwrap()).text == "hi"
+    assert time.monotonic() - started < 5
+    assert body.closed
 
 
 async def test_stream_closed_before_finish_is_a_retried_drop() -> None:

@@ -5,13 +5,18 @@ reply are handled (a call cut off by max_tokens, a corrupt stream chunk, the str
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from rma.vocabulary import TEXT_DELTA_TYPE, Terminal
 from rma_shell import run
+from rma_shell.providers.base import OpenRequest
 from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator, cut_off, malformed_chunk
 
@@ -194,3 +199,53 @@ async def test_a_corrupt_stream_chunk_re_sends_the_request_and_leaves_no_partial
     assert result.text == text
     assert "".join(handler.deltas) == text
     assert sum(1 for e in result.events if e.get("type") == "local.model_response") == 1
+
+
+# --- item 23: a successful SSE turn closes its stream ------------------------------------
+
+
+@contextmanager
+def loop_finalised() -> Iterator[list[str]]:
+    """The async generators the event loop is left to finalise (garbage-collected while still
+    suspended) while the block runs — on trio and asyncio alike, via the asyncgen hooks."""
+    hooks = sys.get_asyncgen_hooks()
+    seen: list[str] = []
+
+    def finalizer(agen: Any) -> None:
+        seen.append(agen.__qualname__)
+        if hooks.finalizer is not None:
+            hooks.finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+    try:
+        yield seen
+    finally:
+        sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=hooks.finalizer)
+
+
+async def test_a_successful_sse_turn_closes_its_byte_iterator_itself() -> None:
+    with OpenAIEmulator([{"content": "a reply in several chunks"}]) as emu:
+        provider = local(emu, stream=True)
+        conn = (await provider.open(OpenRequest())).unwrap()
+        try:
+            with loop_finalised() as finalised:
+                outcome = await provider.poll_turn(conn, provider.codec.kickoff_input("hi", None), None)
+                for _ in range(5):  # let a finaliser the loop scheduled cascade, if there was one
+                    await anyio.lowlevel.checkpoint()
+        finally:
+            await provider.close()
+    assert provider.codec.normalize(outcome.result.unwrap()).text == "a reply in several chunks"
+    assert finalised == []
+
+
+async def test_streamed_turns_reuse_one_keep_alive_connection() -> None:
+    turns = [{"tool_calls": [weather_call("c1", "SF")]}, {"content": "sunny"}]
+    with OpenAIEmulator(turns) as emu:
+        provider = local(emu, stream=True)
+        try:
+            result = (await run(provider, handler=Recorder(), prompt="weather?")).unwrap()
+        finally:
+            await provider.close()
+    assert result.text == "sunny"
+    # The first stream was read to its end, so its connection went back to the pool.
+    assert emu.requests[0].client_port == emu.requests[1].client_port
