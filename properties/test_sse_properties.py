@@ -127,3 +127,48 @@ def test_sse_agrees_with_httpx_sse_oracle(lines: list[str], line_end: str, cuts:
     # Both sides see the same terminated lines; ours gets the bytes in arbitrary chunks.
     raw = "".join(line + line_end for line in [*lines, ""]).encode()
     assert _decode(_split(raw, cuts)) == _oracle(lines)
+
+
+# --- the last event id: committed at a blank line only -----------------------------------
+
+
+def _committed_id(text: str) -> str:
+    """The WHATWG last event id after ``text``: the id buffer as of the last blank line among
+    the lines ``text`` has ended (an id line of a still-open block does not count yet)."""
+    complete = _LINE_END.split(text)[:-1]  # what follows the last line end is not a line yet
+    buffer = committed = ""
+    for line in complete:
+        if not line:
+            committed = buffer
+            continue
+        name, colon, value = line.partition(":")
+        if name != "id":
+            continue
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if "\x00" not in value:
+            buffer = value
+    return committed
+
+
+@settings(max_examples=400)
+@given(
+    lines=_lines(),
+    line_end=st.sampled_from(["\n", "\r", "\r\n"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=8),
+)
+def test_sse_last_event_id_changes_only_at_a_blank_line(
+    lines: list[str], line_end: str, cuts: list[int]
+) -> None:
+    # No closing blank line: the stream may end inside a block, whose id must never count.
+    raw = "".join(line + line_end for line in lines).encode()
+    decoder = SSEDecoder()
+    received = b""
+    for piece in _split(raw, cuts):
+        decoder.feed(piece)
+        received += piece
+        # A cut inside "é" leaves an incomplete sequence at the end: it is inside a line.
+        assert decoder.last_event_id == _committed_id(received.decode("utf-8", errors="ignore"))
+    committed = decoder.last_event_id
+    decoder.close()
+    assert decoder.last_event_id == committed

@@ -21,10 +21,23 @@ Decisions where the reference was silent, weak or crash-prone:
   that for tools without parameters. The history copy of a rejected call carries ``"{}"``
   as its arguments, because some servers (Ollama) re-parse history arguments and answer
   400 to the whole request otherwise.
+- **A reply cut off at the token limit** (``finish_reason: "length"``) runs none of its
+  calls: the model did not finish sending them (vLLM streams a call's id and name before its
+  arguments, so a cut-off call can look complete with ``{}``, or hold half its arguments).
+  Each call is answered in the history like a rejected call (reason ``"cut_off"``, arguments
+  ``"{}"``), so the history stays valid input, and the turn normalizes to ``terminated``
+  with stop reason ``"length"`` — as a cut-off text reply does (L-22) — rather than driving
+  another model call.
 - **Unknown tool names** are answered the same way, with an error naming the available
   tools. The terminal tool counts as known even when it is not among ``tools``.
 - **Duplicate calls** (L-16) are also detected *within* one response, not only against
   earlier responses of the request.
+- **Tool results go back in call order.** Qwen/Hermes-style chat templates drop
+  ``tool_call_id`` and pair the n-th result with the n-th call, so the answers Local makes
+  itself (duplicates, rejected calls) are held back while other calls of the same reply wait
+  for the handler, and sent with those results in the order of the reply's ``tool_calls``.
+  The assistant message is never reordered. Until then the transcript holds the reply without
+  those answers (a reattach answers every call left open with the "not executed" error).
 - **Empty replies** (no content, no tool calls, finish "stop"): the first one in a request
   gets a nudge user message and the turn normalizes to requires_action with no uses, like
   an all-duplicates turn; the empty resume the session then sends drives the next model
@@ -102,6 +115,9 @@ UNANSWERED_CALL_TEXT = "This tool call was not executed: no result was returned 
 INVALID_ARGUMENTS_TEMPLATE = (
     "The arguments you sent to {name} are not a valid JSON object ({reason}). You sent: {raw}. "
     "Call {name} again with a single JSON object that matches its input schema."
+)
+CUT_OFF_TEMPLATE = (
+    "Your reply was cut off at the token limit before this call to {name} was complete, so it was not run."
 )
 UNKNOWN_TOOL_TEMPLATE = "There is no tool named {name}. Available tools: {available}. Call one of those."
 NO_TOOLS_TEXT = "There is no tool named {name}. No tools are available here: answer in text."
@@ -198,6 +214,11 @@ class Conversation:
     error_counts: Mapping[str, int] = attrs.field(factory=dict, hash=False)
     pending_calls: tuple[tuple[str, str], ...] = ()
     """(id, name) of surfaced calls still waiting for their results."""
+    held_answers: tuple[JSON, ...] = ()
+    """Local's own tool messages (duplicates, rejected calls) for calls of the last reply, held
+    while ``pending_calls`` wait, so that every answer goes back in ``call_order``."""
+    call_order: tuple[str, ...] = ()
+    """The ids of the last reply's calls in order, while ``held_answers`` is non-empty."""
     poll_events: tuple[JSON, ...] = ()
     """Directive events of the poll being prepared; emitted first by ``apply_response``."""
     nudged: bool = False
@@ -219,27 +240,53 @@ def _append(conv: Conversation, messages: Sequence[JSON], **changes: Any) -> Con
 
 def _tool_spec(tool: object) -> Result[JSON, SessionError]:
     """A declaration from a spec tool: a mapping or an object with name/description/input_schema
-    (L-2, L-5 — both shapes accepted), or an already-declared ``{"type": "function", …}``."""
+    (and ``strict``) (L-2, L-5 — both shapes accepted), or an already-declared
+    ``{"type": "function", …}``, which is kept as declared — ``strict`` and any other field the
+    API defines reach the wire unchanged; only a missing description or parameters is filled
+    in (L-5)."""
     if isinstance(tool, Mapping):
         function = tool.get("function")
         if tool.get("type") == "function" and isinstance(function, Mapping):
             name = function.get("name")
             if not isinstance(name, str) or not name:
                 return _invalid("tools", f"function tool without a name: {tool!r}")
-            return Success(tool_declaration(name, function.get("description"), function.get("parameters")))
+            checked = _check_tool_fields(
+                name, function.get("description"), function.get("parameters"), function.get("strict")
+            )
+            if isinstance(checked, Failure):
+                return checked
+            declared = dict(function)
+            declared["description"] = function.get("description") or ""
+            declared["parameters"] = function.get("parameters") or {"type": "object"}
+            return Success({**tool, "function": declared})
         name, description = tool.get("name"), tool.get("description")
         schema = tool.get("input_schema", tool.get("parameters"))
+        strict = tool.get("strict")
     else:
         name = getattr(tool, "name", None)
         description = getattr(tool, "description", None)
         schema = getattr(tool, "input_schema", None)
+        strict = getattr(tool, "strict", None)
     if not isinstance(name, str) or not name:
         return _invalid("tools", f"every tool needs a non-empty string name, got {tool!r}")
+    checked = _check_tool_fields(name, description, schema, strict)
+    if isinstance(checked, Failure):
+        return checked
+    return Success(
+        tool_declaration(name, description, dict(schema) if schema is not None else None, strict=strict)
+    )
+
+
+def _check_tool_fields(
+    name: str, description: object, schema: object, strict: object
+) -> Result[None, SessionError]:
     if description is not None and not isinstance(description, str):
         return _invalid("tools", f"tool {name!r}: description must be a string")
     if schema is not None and not isinstance(schema, Mapping):
         return _invalid("tools", f"tool {name!r}: input_schema must be a JSON object")
-    return Success(tool_declaration(name, description, dict(schema) if schema is not None else None))
+    if strict is not None and not isinstance(strict, bool):
+        return _invalid("tools", f"tool {name!r}: strict must be true or false")
+    return Success(None)
 
 
 def _model_config(model_config: object) -> Result[tuple[str | None, dict[str, JSON]], SessionError]:
@@ -386,12 +433,41 @@ def transcript(conv: Conversation) -> tuple[JSON, ...]:
 # --- inputs -----------------------------------------------------------------------------
 
 
-def _close_pending(conv: Conversation, answered: set[str]) -> list[JSON]:
-    return [
-        {"role": "tool", "tool_call_id": call_id, "content": error_content(UNANSWERED_CALL_TEXT)}
-        for call_id, _ in conv.pending_calls
-        if call_id not in answered
-    ]
+def _answers_in_call_order(conv: Conversation, given: Sequence[tuple[str, JSON]]) -> list[JSON]:
+    """The tool messages answering the last reply's calls, in its call order.
+
+    ``given`` are (call id, tool message) from a resume; with the held answers they fill the
+    reply's slots, and a waiting call left without either gets the "not executed" error. A
+    message for an id that is not one of the reply's calls (or a second one for the same id)
+    follows, in the order given.
+    """
+    order = conv.call_order or tuple(call_id for call_id, _ in conv.pending_calls)
+    slots: dict[str, JSON] = {}
+    for message in conv.held_answers:
+        if isinstance(message, Mapping) and isinstance(message.get("tool_call_id"), str):
+            slots[message["tool_call_id"]] = message
+    wanted = set(order)
+    given_ids: set[str] = set()
+    extra: list[JSON] = []
+    for call_id, message in given:
+        if call_id in wanted and call_id not in given_ids:
+            given_ids.add(call_id)
+            slots[call_id] = message  # a result the caller sent wins over a held answer
+        else:
+            extra.append(message)
+    waiting = {call_id for call_id, _ in conv.pending_calls}
+    out: list[JSON] = []
+    for call_id in order:
+        message = slots.get(call_id)
+        if message is None and call_id in waiting:
+            message = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": error_content(UNANSWERED_CALL_TEXT),
+            }
+        if message is not None:
+            out.append(message)
+    return out + extra
 
 
 def apply_input(conv: Conversation, input: Input) -> Result[Conversation, SessionError]:
@@ -418,7 +494,7 @@ def _apply_messages(conv: Conversation, messages: object) -> Result[Conversation
         except (TypeError, ValueError) as exc:
             return _bad_input(f"input message is not JSON: {exc}", None)
         fresh.append(dict(message))
-    closing = _close_pending(conv, set())
+    closing = _answers_in_call_order(conv, ())
     # L-13: a user message starts a fresh request.
     return Success(
         _append(
@@ -428,6 +504,8 @@ def _apply_messages(conv: Conversation, messages: object) -> Result[Conversation
             seen_calls=GrowOnlySet(),
             error_counts={},
             pending_calls=(),
+            held_answers=(),
+            call_order=(),
             poll_events=(),
             nudged=False,
         )
@@ -449,8 +527,7 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
         return _bad_input("a resume input needs a 'results' list", dict(input))
     names = dict(conv.pending_calls)
     counts = dict(conv.error_counts)
-    messages: list[JSON] = []
-    answered: set[str] = set()
+    given: list[tuple[str, JSON]] = []
     erroring: list[tuple[str, str]] = []
     for entry in results:
         if not isinstance(entry, Mapping):
@@ -462,9 +539,15 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
         )
         if not isinstance(call_id, str) or not isinstance(text, str) or not isinstance(is_error, bool):
             return _bad_input("a resume result needs tool_use_id (str), text (str), is_error (bool)", entry)
-        answered.add(call_id)
-        messages.append(
-            {"role": "tool", "tool_call_id": call_id, "content": error_content(text) if is_error else text}
+        given.append(
+            (
+                call_id,
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": error_content(text) if is_error else text,
+                },
+            )
         )
         name = names.get(call_id) or entry.get("name")
         if isinstance(name, str) and name:
@@ -472,14 +555,24 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
             counts[name] = counts.get(name, 0) + 1 if is_error else 0
             if is_error:
                 erroring.append((name, text))
-    messages.extend(_close_pending(conv, answered))
+    messages = _answers_in_call_order(conv, given)
     events = list(conv.poll_events)
     for name, text in erroring:
         if counts.get(name, 0) >= 2:
             corrective = corrective_text(name, text)
             messages.append({"role": "user", "content": corrective})
             events.append({"type": DIRECTIVE, "role": ROLE_CORRECTIVE, "text": corrective})
-    return Success(_append(conv, messages, error_counts=counts, pending_calls=(), poll_events=tuple(events)))
+    return Success(
+        _append(
+            conv,
+            messages,
+            error_counts=counts,
+            pending_calls=(),
+            held_answers=(),
+            call_order=(),
+            poll_events=tuple(events),
+        )
+    )
 
 
 # --- requests ---------------------------------------------------------------------------
@@ -555,7 +648,7 @@ class _Call:
     """The arguments as the history sends them back."""
     input: Mapping[str, JSON] | None = attrs.field(hash=False)
     problem: str | None = None
-    """Why the call is rejected: "unknown_tool" or "invalid_arguments"."""
+    """Why the call is rejected: "unknown_tool", "invalid_arguments" or "cut_off"."""
     message: str = ""
 
 
@@ -694,6 +787,12 @@ def apply_response(
     if isinstance(parsed, Failure):
         return parsed
     calls = parsed.unwrap()
+    if finish == "length":
+        # Cut off at the token limit: no call of this reply is what the model meant to send.
+        calls = [
+            _Call(c.id, c.name, c.raw_arguments, "{}", None, "cut_off", CUT_OFF_TEMPLATE.format(name=c.name))
+            for c in calls
+        ]
     content = message.get("content")
     usage = response.get("usage")
 
@@ -734,7 +833,10 @@ def apply_response(
     elif content is None:
         # An assistant message needs content or tool calls to be valid input again.
         assistant["content"] = ""
-    history_add: list[JSON] = [assistant, *answers]
+    # Answers wait for the handler's results when some calls are surfaced, so that all of them
+    # go back in call order; otherwise they follow the reply at once.
+    held = tuple(answers) if fresh and answers else ()
+    history_add: list[JSON] = [assistant] if held else [assistant, *answers]
 
     directive_events: list[JSON] = []
     nudged = conv.nudged
@@ -759,6 +861,8 @@ def apply_response(
             history_add,
             seen_calls=seen,
             pending_calls=tuple((c.id, c.name) for c in fresh),
+            held_answers=held,
+            call_order=tuple(c.id for c in calls) if held else (),
             poll_events=(),
             nudged=nudged,
         )
@@ -860,7 +964,12 @@ def normalize(events: Sequence[JSON]) -> TurnResult:
         message = {}
     finish = response.get("finish_reason")
     uses = _uses(message)
-    if uses or any(_answered_internally(e) for e in kept) or finish == "tool_calls":
+    if uses:
+        terminal = Terminal.REQUIRES_ACTION
+    elif finish == "length":
+        # Cut off at the token limit, calls included (apply_response answered them unrun).
+        terminal = Terminal.TERMINATED
+    elif any(_answered_internally(e) for e in kept) or finish == "tool_calls":
         terminal = Terminal.REQUIRES_ACTION
     elif finish == "stop":
         terminal = Terminal.END_TURN

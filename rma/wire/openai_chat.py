@@ -37,16 +37,22 @@ def encode_json(value: JSON) -> bytes:
     return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
-def tool_declaration(name: str, description: str | None = None, input_schema: JSON = None) -> JSON:
-    """A function-tool declaration: description defaults to "", parameters to an object (L-5)."""
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description or "",
-            "parameters": input_schema or {"type": "object"},
-        },
+def tool_declaration(
+    name: str, description: str | None = None, input_schema: JSON = None, *, strict: bool | None = None
+) -> JSON:
+    """A function-tool declaration: description defaults to "", parameters to an object (L-5).
+
+    ``strict`` (when given) is the API's own flag: servers hold a call's arguments to the
+    schema only for strict tools.
+    """
+    function: dict[str, JSON] = {
+        "name": name,
+        "description": description or "",
+        "parameters": input_schema or {"type": "object"},
     }
+    if strict is not None:
+        function["strict"] = strict
+    return {"type": "function", "function": function}
 
 
 def build_request_body(

@@ -9,6 +9,9 @@ split across chunks (invalid bytes decode to U+FFFD, as the spec says).
 
 It is not an HTTP client and knows nothing about reconnection: it only tracks the last
 event id and the server's ``retry`` hint so the caller can decide what to do with them.
+The last event id changes only when a block ends (a blank line), as the spec's "dispatch
+the event" step sets it: an ``id:`` line of a block the stream never finished is not the
+id of anything the caller received, so a reconnect must not claim it.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class SSEDecoder:
         "_data",
         "_event",
         "_has_fields",
+        "_id_buffer",
         "_last_id",
         "_partial",
         "_retry",
@@ -78,6 +82,9 @@ class SSEDecoder:
         self._data: list[str] = []
         self._retry: int | None = None
         self._has_fields = False
+        # The spec's "last event ID buffer": set by an id line, copied to the last event id
+        # (and never reset) when a blank line ends the block.
+        self._id_buffer = ""
         self._last_id = ""
         self._closed = False
         self.retry: int | None = None
@@ -85,7 +92,11 @@ class SSEDecoder:
 
     @property
     def last_event_id(self) -> str:
-        """The id to send as ``Last-Event-ID`` when reconnecting ("" when none)."""
+        """The id to send as ``Last-Event-ID`` when reconnecting ("" when none).
+
+        It changes only at a blank line: an ``id:`` of a block still open (or one ``close``
+        discarded) does not count until that block ends.
+        """
         return self._last_id
 
     @property
@@ -125,6 +136,7 @@ class SSEDecoder:
             return []
         discarded = SSEDiscarded(self._event, "\n".join(self._data), partial_line)
         self._reset_block()
+        self._id_buffer = self._last_id
         return [discarded]
 
     def _feed_text(self, text: str) -> list[SSEMessage]:
@@ -160,6 +172,9 @@ class SSEDecoder:
         data = self._data
         for line in lines:
             if not line:
+                # Dispatch step 1: the block's id (or the one it inherited) becomes the last
+                # event id, whether or not the block carried data.
+                self._last_id = self._id_buffer
                 if data:
                     joined = "\n".join(data)
                     out.append(SSEMessage(self._event or "message", joined, self._last_id, self._retry))
@@ -184,7 +199,7 @@ class SSEDecoder:
         elif name == "id":
             # The spec ignores an id containing NULL (it could not be sent back as a header).
             if "\0" not in value:
-                self._last_id = value
+                self._id_buffer = value
         elif name == "retry":
             if value.isascii() and value.isdigit():
                 self._retry = int(value)

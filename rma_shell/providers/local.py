@@ -16,13 +16,14 @@ in-flight request.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -75,6 +76,9 @@ when transient). Exceptions propagate; the session reports them as a provider er
 Sleep = Callable[[float], Awaitable[None]]
 
 _BODY_PREVIEW = 2000
+_CHUNK_PREVIEW = 120
+_DRAIN_S = 1.0
+"""How long the rest of a stream may take to end after ``data: [DONE]``."""
 
 
 def _default_session_id() -> str:
@@ -477,20 +481,27 @@ class Local(Provider[LocalConn]):
                 return self._decode(conn, response.status_code, await response.aread()), response.headers
             decoder = SSEDecoder()
             assembler = ChunkAssembler()
-            async for data in response.aiter_bytes():
-                for message in decoder.feed(data):
-                    if message.data == "[DONE]":
-                        return assembler.finish(), response.headers
-                    try:
-                        chunk = json.loads(message.data)
-                    except ValueError:
-                        detail = "stream chunk is not JSON"
-                        return Failure(
-                            MalformedResponse(detail=detail, response=message.data[:_BODY_PREVIEW])
-                        ), None
-                    fed = assembler.feed(chunk)
-                    if isinstance(fed, Failure):
-                        return Failure(fed.failure()), None
+            chunks = response.aiter_bytes()
+            try:
+                async for data in chunks:
+                    for message in decoder.feed(data):
+                        if message.data == "[DONE]":
+                            await _drain(chunks)
+                            return assembler.finish(), response.headers
+                        try:
+                            chunk = json.loads(message.data)
+                        except ValueError:
+                            # A corrupt chunk could have been any part of the reply: the attempt
+                            # fails like a drop, so the request is re-sent (bounded by
+                            # max_retries) and nothing of this stream's partial reply is kept.
+                            detail = f"a stream chunk is not JSON: {message.data[:_CHUNK_PREVIEW]!r}"
+                            return Failure(StreamDropped(detail=detail)), response.headers
+                        fed = assembler.feed(chunk)
+                        if isinstance(fed, Failure):
+                            return Failure(fed.failure()), None
+            finally:
+                # Closed here, not whenever the event loop gets to finalise it.
+                await _aclose(chunks)
             decoder.close()
             if assembler.finish_reason is not None:
                 # The server closed cleanly after the last choice without "data: [DONE]"
@@ -513,6 +524,26 @@ class Local(Provider[LocalConn]):
         if status == 401:
             return Failure(AuthenticationError(detail=conn.redact(f"HTTP 401: {_error_message(decoded)}")))
         return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read a stream that sent ``data: [DONE]`` to its end (servers end the body right after).
+
+    The response then completes: httpx's stream iterators finish here instead of being
+    finalised later by the event loop, and the connection goes back to the pool rather than
+    being closed half-read. Bounded by ``_DRAIN_S``; whatever follows [DONE] is ignored, and a
+    failure to read it does not matter — the reply is whole.
+    """
+    with anyio.move_on_after(_DRAIN_S), contextlib.suppress(httpx.HTTPError):
+        async for _ in chunks:
+            pass
+
+
+async def _aclose(chunks: AsyncIterator[bytes]) -> None:
+    """Close an async byte iterator now (a no-op once it is exhausted)."""
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _error_message(body: JSON) -> str:

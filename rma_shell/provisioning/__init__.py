@@ -10,6 +10,9 @@ evicts it from the store. Per provider:
 - **Bedrock AgentCore** (``rma_shell.provisioning.agentcore``): one harness per (agent,
   environment), waited for until it and its endpoint are READY on one deadline; tags,
   resolve, prune (delete).
+- **Local** (``rma_shell.provisioning.local``): nothing server-side (L-1, P-8) — ``provision``
+  validates the specs and returns the agent spec as the handle, ``teardown`` succeeds; no
+  request, no store use. Provider-agnostic code can call both on every host.
 
 The default store is process-wide and in memory (V-41); pass ``store=SqliteStore(path)`` (or
 ``open_store()``, the documented default path) for anything that outlives the process.
@@ -64,10 +67,17 @@ async def provision(
     ``agent=`` and ``environment=`` to ``run``). Bedrock AgentCore → a ``HarnessHandle`` (pass
     it as ``harness=``); ``execution_role_arn`` is required and ``prefix``, ``endpoint_name``,
     ``timeout`` (default 365 s), ``poll_interval``, ``max_polls``, ``environment_variables``
-    and ``extra`` are passed to the harness flow.
+    and ``extra`` are passed to the harness flow. Local → the ``AgentSpec`` itself (an
+    identity handle; nothing is created, stored or sent, and ``options`` are ignored).
     """
     from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
     from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.local import Local
+
+    if isinstance(provider, Local):
+        from rma_shell.provisioning import local
+
+        return await local.provision(agent, environment, **options)
 
     specs = _specs(agent, environment)
     if isinstance(specs, Failure):
@@ -101,9 +111,16 @@ async def provision(
 async def teardown(
     provider: object, handle: Any, *, store: Store | None = None, **options: Any
 ) -> Result[Any, SessionError]:
-    """Release what ``provision`` returned and evict it from the store (V-15)."""
+    """Release what ``provision`` returned and evict it from the store (V-15). Local releases
+    nothing: ``Success(None)``."""
     from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
     from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.local import Local
+
+    if isinstance(provider, Local):
+        from rma_shell.provisioning import local
+
+        return await local.teardown(handle, **options)
 
     chosen = store if store is not None else default_store()
     if isinstance(provider, ClaudeManagedAgents):

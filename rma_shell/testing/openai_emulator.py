@@ -16,7 +16,8 @@ choice-less chunk when ``stream_options.include_usage`` is set. It validates req
 least as strictly as the real API on the points clients get wrong (model, roles, tool
 messages answering exactly the preceding assistant's tool calls) and answers mistakes with
 an OpenAI-shaped 400. Faults are injected per request index (0-based, counting every
-request received): ``status``, ``drop_mid_stream``, ``malformed_chunk``, ``delay``.
+request received): ``status``, ``drop_mid_stream``, ``malformed_chunk``, ``delay``, and
+``cut_off`` (the reply ends at a token limit, ``finish_reason: "length"``).
 
 A scripted turn is consumed only by a request that was answered in full, so a faulted
 request is followed by the same turn on retry. It is not a model: it never invents a
@@ -62,16 +63,17 @@ class Turn:
 
 @attrs.frozen
 class Fault:
-    """A fault for one request; build with ``status``, ``drop_mid_stream``, ``malformed_chunk``
-    or ``delay``."""
+    """A fault for one request; build with ``status``, ``drop_mid_stream``, ``malformed_chunk``,
+    ``delay`` or ``cut_off``."""
 
-    kind: Literal["status", "drop", "malformed", "delay"]
+    kind: Literal["status", "drop", "malformed", "delay", "length"]
     status: int = 0
     retry_after: str | None = None
     retry_after_ms: str | None = None
     message: str | None = None
     after_chunks: int = 1
     seconds: float = 0.0
+    after_chars: int = 0
 
 
 def status(
@@ -107,6 +109,15 @@ def malformed_chunk(after_chunks: int = 1) -> Fault:
     return Fault("malformed", after_chunks=after_chunks)
 
 
+def cut_off(after_chars: int = 0) -> Fault:
+    """The model hits its token limit: the reply keeps only its first ``after_chars``
+    characters of content and tool-call arguments, in the order they stream, and finishes with
+    ``"length"``. A call is sent (id and name, as vLLM streams them) as soon as everything
+    before it was, so ``cut_off(0)`` of a tool-call reply is the call with empty arguments.
+    The reply is complete on the wire: the turn counts as answered."""
+    return Fault("length", after_chars=max(0, after_chars))
+
+
 def delay(seconds: float) -> Fault:
     """Wait ``seconds`` before answering (combine with other faults in a list)."""
     return Fault("delay", seconds=seconds)
@@ -120,13 +131,15 @@ def _num(value: float | str) -> str:
 
 @attrs.frozen
 class RecordedRequest:
-    """A request as received: ``body`` is the decoded JSON (None when it was not JSON)."""
+    """A request as received: ``body`` is the decoded JSON (None when it was not JSON);
+    ``client_port`` is the client's end of the TCP connection (equal ports: a reused one)."""
 
     method: str
     path: str
     headers: Mapping[str, str]
     body: Any
     raw: bytes = attrs.field(repr=False)
+    client_port: int | None = None
 
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -265,6 +278,28 @@ def _validate_tools(tools: Any) -> None:
             )
 
 
+def _truncated(message: JSONDict, calls: list[JSONDict], budget: int) -> tuple[JSONDict, list[JSONDict]]:
+    """``message`` cut after ``budget`` characters of content and arguments (see ``cut_off``)."""
+    out = dict(message)
+    content = message.get("content")
+    if content:
+        out["content"] = content[:budget]
+        if len(content) > budget:
+            out.pop("tool_calls", None)
+            return out, []
+        budget -= len(content)
+    kept: list[JSONDict] = []
+    for call in calls:
+        arguments = call["function"]["arguments"]
+        kept.append({**call, "function": {**call["function"], "arguments": arguments[:budget]}})
+        if len(arguments) > budget:
+            break
+        budget -= len(arguments)
+    if kept:
+        out["tool_calls"] = kept
+    return out, kept
+
+
 def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -322,7 +357,8 @@ class OpenAIEmulator(LoopbackEmulator):
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self._lock:
             index = len(self.requests)
-            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw))
+            port = h.client_address[1] if isinstance(h.client_address, tuple) else None
+            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, port))
         faults = self._faults.get(index, ())
         for fault in faults:
             if fault.kind == "delay":
@@ -379,7 +415,8 @@ class OpenAIEmulator(LoopbackEmulator):
                 f"openai emulator: no scripted turn left for request #{turn_index + 1}",
                 "emulator_script_exhausted",
             )
-        message, usage, finish = self._reply(self._turns[turn_index], body, turn_index)
+        cut = next((f.after_chars for f in faults if f.kind == "length"), None)
+        message, usage, finish = self._reply(self._turns[turn_index], body, turn_index, cut)
         body_fault = next((f for f in faults if f.kind in ("drop", "malformed")), None)
         completed = (
             self._send_stream(h, body, message, usage, finish, body_fault)
@@ -400,7 +437,9 @@ class OpenAIEmulator(LoopbackEmulator):
                 "invalid_api_key",
             )
 
-    def _reply(self, turn: Turn, body: JSONDict, turn_index: int) -> tuple[JSONDict, JSONDict, str]:
+    def _reply(
+        self, turn: Turn, body: JSONDict, turn_index: int, cut: int | None = None
+    ) -> tuple[JSONDict, JSONDict, str]:
         reply = turn.reply
         if callable(reply):
             produced = reply(body)
@@ -417,6 +456,9 @@ class OpenAIEmulator(LoopbackEmulator):
             message["tool_calls"] = calls
         message["refusal"] = None
         finish = turn.finish_reason or ("tool_calls" if calls else "stop")
+        if cut is not None:
+            message, calls = _truncated(message, calls, cut)
+            finish = "length"
         if turn.usage is not None:
             usage = dict(turn.usage)
         else:

@@ -129,9 +129,44 @@ def test_L2_openai_shaped_tools_accepted() -> None:
     assert conv.tools[0]["function"] == {"name": "x", "description": "", "parameters": {"type": "object"}}
 
 
+def test_declared_tools_keep_strict_and_every_other_field_as_declared() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    declared = {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Weather", "parameters": schema, "strict": True},
+        "x-gateway-lane": "fast",
+    }
+    conv = conv_of(tools=[declared])
+    assert json.loads(request_body_bytes(conv, stream=False))["tools"] == [declared]
+    assert request_body(conv)["tools"] == [declared]
+
+
+def test_flat_tools_carry_strict_to_the_declaration() -> None:
+    @attrs.frozen
+    class Tool:
+        name: str
+        description: str
+        input_schema: dict[str, Any]
+        strict: bool
+
+    conv = conv_of(tools=[{**WEATHER, "strict": True}, Tool("submit", "Finish", {"type": "object"}, False)])
+    functions = [tool["function"] for tool in json.loads(request_body_bytes(conv, stream=False))["tools"]]
+    assert [(f["name"], f["strict"]) for f in functions] == [("get_weather", True), ("submit", False)]
+    # No strict given: none sent (a server's default stays the server's).
+    assert "strict" not in conv_of(tools=[WEATHER]).tools[0]["function"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "option"),
     [
+        ({"tools": [{"name": "x", "strict": "yes"}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "x", "strict": 1}}]}, "tools"),
+        ({"tools": [{"type": "function", "function": {"name": "x", "parameters": "object"}}]}, "tools"),
         ({"tools": [{"description": "no name"}]}, "tools"),
         ({"tools": [WEATHER, WEATHER]}, "tools"),
         ({"tools": [{"name": "x", "input_schema": "string"}]}, "tools"),
@@ -417,11 +452,14 @@ def test_L16_duplicate_call_is_answered_not_surfaced() -> None:
     surfaced = events[-1]["message"]["tool_calls"]
     assert [c["id"] for c in surfaced] == ["c"]
     assert [u.id for u in local.normalize(events).custom_tool_uses] == ["c"]
-    answer = transcript(conv)[-1]
-    assert answer["role"] == "tool"
-    assert answer["tool_call_id"] == "b"
-    assert json.loads(answer["content"]) == {"duplicate": True, "message": DUPLICATE_DIRECTIVE}
     assert conv.pending_calls == (("c", "get_weather"),)
+    # The duplicate's answer goes back with c's result, in call order (b, then c).
+    assert transcript(conv)[-1]["role"] == "assistant"
+    conv = apply_input(conv, resume([ToolUse("c", "get_weather")], [ToolResult("c", "cloudy")])).unwrap()
+    answer, result = transcript(conv)[-2:]
+    assert (answer["tool_call_id"], result["tool_call_id"]) == ("b", "c")
+    assert json.loads(answer["content"]) == {"duplicate": True, "message": DUPLICATE_DIRECTIVE}
+    assert result["content"] == "cloudy"
 
 
 def test_L16_duplicate_within_one_response() -> None:
@@ -792,10 +830,12 @@ def test_unknown_tool_is_answered_with_available_tools() -> None:
     assert [u.name for u in local.normalize(events).custom_tool_uses] == ["submit"]
     assert events[0]["type"] == "local.rejected_tool_call"
     assert events[0]["reason"] == "unknown_tool"
+    assert conv.pending_calls == (("b", "submit"),)
+    conv = apply_input(conv, resume([ToolUse("b", "submit")], [ToolResult("b", "ok")])).unwrap()
+    assert [m.get("tool_call_id") for m in transcript(conv)[2:]] == ["a", "b"]
     error = json.loads(transcript(conv)[2]["content"])["error"]
     assert '"search_web"' in error
     assert "get_weather, submit, finish" in error
-    assert conv.pending_calls == (("b", "submit"),)
 
 
 def test_terminal_tool_counts_as_known() -> None:
@@ -854,6 +894,89 @@ def test_unanswered_surfaced_calls_are_closed_before_a_user_message() -> None:
     conv, _, _ = poll(conv, user("go"), response(calls=[call("get_weather", {}, "a")]))
     conv, body, _ = poll(conv, user("never mind"), response("ok"))
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "user"]
+
+
+def test_tool_messages_follow_the_replys_call_order_with_answers_local_made_itself() -> None:
+    conv = conv_of()
+    conv, _, _ = poll(conv, user("go"), response(calls=[call("get_weather", {"city": "SF"}, "first")]))
+    conv = apply_input(conv, resume([ToolUse("first", "get_weather")], [ToolResult("first", "sun")])).unwrap()
+    reply = [
+        call("get_weather", {"city": "NYC"}, "fresh1"),
+        call("get_weather", {"city": "SF"}, "dup"),  # a repeat of "first"
+        call("search_web", {}, "unknown"),
+        call("get_weather", '{"city": ', "broken"),
+        call("get_weather", {"city": "LA"}, "fresh2"),
+    ]
+    conv, _, events = poll(conv, resume([], []), response(calls=reply))
+    uses = local.normalize(events).custom_tool_uses
+    assert [u.id for u in uses] == ["fresh1", "fresh2"]
+    # Results handed over in another order still go back in the reply's order.
+    results = [
+        {"tool_use_id": "fresh2", "text": "r-LA", "is_error": False},
+        {"tool_use_id": "fresh1", "text": "r-NYC", "is_error": False},
+    ]
+    conv = apply_input(conv, {"kind": "resume", "results": results}).unwrap()
+    conv, body, _ = prepare_request(conv, stream=False)
+    messages = json.loads(body)["messages"]
+    assistant_at = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    assert [c["id"] for c in messages[assistant_at]["tool_calls"]] == [c["id"] for c in reply]
+    answers = messages[assistant_at + 1 :]
+    assert [m["tool_call_id"] for m in answers] == [c["id"] for c in reply]
+    assert answers[0]["content"] == "r-NYC"
+    assert json.loads(answers[1]["content"])["duplicate"] is True
+    assert "no tool named" in json.loads(answers[2]["content"])["error"]
+    assert "not a valid JSON object" in json.loads(answers[3]["content"])["error"]
+    assert answers[4]["content"] == "r-LA"
+
+
+def test_a_user_message_closes_a_reply_in_call_order_too() -> None:
+    conv = conv_of()
+    conv, _, _ = poll(conv, user("go"), response(calls=[call("get_weather", {"c": 1}, "a")]))
+    conv = apply_input(conv, resume([ToolUse("a", "get_weather")], [ToolResult("a", "r")])).unwrap()
+    reply = [call("get_weather", {"c": 2}, "fresh"), call("get_weather", {"c": 1}, "dup")]
+    conv, _, _ = poll(conv, resume([], []), response(calls=reply))
+    _, body, _ = poll(conv, user("never mind"), response("ok"))
+    tail = body["messages"][-3:]
+    assert [(m["role"], m.get("tool_call_id")) for m in tail] == [
+        ("tool", "fresh"),
+        ("tool", "dup"),
+        ("user", None),
+    ]
+    assert json.loads(tail[0]["content"])["isError"] is True
+    assert json.loads(tail[1]["content"])["duplicate"] is True
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        "",  # vLLM streamed the id and name, then hit max_tokens: would have run with {}
+        '{"city": "S',  # half the arguments: would have been rejected and retried
+        '{"city": "SF"}',  # even arguments that parse are not known to be what was meant
+    ],
+)
+def test_a_reply_cut_off_by_the_token_limit_runs_none_of_its_calls(arguments: str) -> None:
+    conv = conv_of()
+    calls = [call("get_weather", {"city": "LA"}, "a"), call("get_weather", arguments, "b")]
+    conv, _, events = poll(conv, user("go"), response("Checking.", calls, finish="length"))
+    turn = local.normalize(events)
+    assert (turn.terminal, turn.stop_reason, turn.custom_tool_uses) == (Terminal.TERMINATED, "length", ())
+    assert turn.text == "Checking."
+    assert [(e["type"], e["id"], e["reason"]) for e in events[:-1]] == [
+        ("local.rejected_tool_call", "a", "cut_off"),
+        ("local.rejected_tool_call", "b", "cut_off"),
+    ]
+    assert events[0]["arguments"] == json.dumps({"city": "LA"})  # what the model sent, kept
+    assistant, *answers = transcript(conv)[1:]
+    assert [c["function"]["arguments"] for c in assistant["tool_calls"]] == ["{}", "{}"]
+    assert [m["tool_call_id"] for m in answers] == ["a", "b"]
+    assert all("cut off at the token limit" in json.loads(m["content"])["error"] for m in answers)
+    assert conv.pending_calls == ()
+
+
+def test_a_text_reply_cut_off_by_the_token_limit_is_terminated() -> None:
+    _, _, events = poll(conv_of(), user("go"), response("Half an ans", finish="length"))
+    turn = local.normalize(events)
+    assert (turn.terminal, turn.stop_reason, turn.text) == (Terminal.TERMINATED, "length", "Half an ans")
 
 
 def test_partial_resume_closes_the_rest() -> None:

@@ -191,17 +191,45 @@ async def test_drop_on_every_attempt_is_reported_as_transport_error() -> None:
     assert len(sleeps.delays) == 3
 
 
-@pytest.mark.parametrize("stream", [False, True])
-async def test_malformed_chunk_is_malformed_response_not_retried(stream: bool) -> None:
+async def test_malformed_plain_body_is_malformed_response_not_retried() -> None:
     sleeps = Sleeps()
     with OpenAIEmulator([{"content": "abcdefgh"}], faults={0: malformed_chunk(1)}) as emu:
-        local = make(emu.base_url, sleeps, stream=stream)
+        local = make(emu.base_url, sleeps)
         conn = await opened(local)
         outcome = await kickoff(local, conn)
     assert isinstance(failure_of(outcome), MalformedResponse)
     assert sleeps.delays == []
     assert len(emu.requests) == 1
     # A failed poll changes nothing: the conn comes back as it was.
+    assert outcome.conn is conn
+
+
+@pytest.mark.parametrize("after_chunks", [1, 3])
+async def test_a_non_json_stream_chunk_is_retried_like_a_drop(after_chunks: int) -> None:
+    sleeps = Sleeps()
+    reply = {"content": "a reply long enough to chunk"}
+    with OpenAIEmulator([reply], faults={0: malformed_chunk(after_chunks)}) as emu:
+        local = make(emu.base_url, sleeps, stream=True)
+        outcome = await kickoff(local, await opened(local))
+    # The whole reply, once: nothing of the corrupt attempt's text is kept.
+    assert local.codec.normalize(outcome.result.unwrap()).text == "a reply long enough to chunk"
+    assert sleeps.delays == [0.75]
+    assert len(emu.requests) == 2
+
+
+async def test_a_non_json_stream_chunk_on_every_attempt_is_stream_dropped_after_the_retries() -> None:
+    sleeps = Sleeps()
+    faults = {i: malformed_chunk(2) for i in range(4)}
+    with OpenAIEmulator([{"content": "abcdefghijkl"}], faults=faults) as emu:
+        local = make(emu.base_url, sleeps, stream=True)
+        conn = await opened(local)
+        outcome = await kickoff(local, conn)
+    err = failure_of(outcome)
+    assert isinstance(err, StreamDropped)
+    assert "not JSON" in err.detail
+    assert "chatcmpl-broken" in err.detail  # what the server sent, to debug it by
+    assert len(sleeps.delays) == 3
+    assert len(emu.requests) == 4
     assert outcome.conn is conn
 
 
@@ -482,6 +510,35 @@ async def test_stream_closed_after_finish_without_done_is_accepted() -> None:
     )
     outcome = await kickoff(local, conn)
     assert local.codec.normalize(outcome.result.unwrap()).text == "hi"
+
+
+class LingeringBody(httpx.AsyncByteStream):
+    """An SSE body that stays open after ``data: [DONE]`` (a server that never ends it)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.closed = False
+
+    async def __aiter__(self) -> Any:
+        yield self.data
+        await anyio.sleep(3600)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_body_left_open_after_done_still_ends_the_turn_promptly() -> None:
+    body = LingeringBody(sse(chunk({"content": "hi"}), chunk({}, "stop")))
+    local, conn = await mock_local(
+        lambda request: httpx.Response(200, stream=body, headers={"content-type": "text/event-stream"}),
+        stream=True,
+    )
+    started = time.monotonic()
+    with anyio.fail_after(10):
+        outcome = await kickoff(local, conn)
+    assert local.codec.normalize(outcome.result.unwrap()).text == "hi"
+    assert time.monotonic() - started < 5
+    assert body.closed
 
 
 async def test_stream_closed_before_finish_is_a_retried_drop() -> None:

@@ -13,6 +13,7 @@ from rma.wire.openai_chat import ChunkAssembler
 from rma_shell.testing import (
     OpenAIEmulator,
     Turn,
+    cut_off,
     delay,
     drop_mid_stream,
     malformed_chunk,
@@ -260,6 +261,45 @@ def test_emulator_malformed_chunk() -> None:
     assert data_lines[-1] == "data: [DONE]"
     bad = [line for line in data_lines[:-1] if not _is_json(line[6:])]
     assert len(bad) == 1
+
+
+TWO_CALLS = {
+    "content": "ok",
+    "tool_calls": [
+        {"id": "c1", "name": "get_weather", "arguments": '{"city":"SF"}'},
+        {"id": "c2", "name": "get_weather", "arguments": '{"city":"NYC"}'},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("after_chars", "content", "calls"),
+    [
+        (1, "o", None),  # inside the content: no call was reached
+        (2, "ok", [("c1", "")]),  # a call's id and name come before its arguments
+        (7, "ok", [("c1", '{"cit')]),
+        (15, "ok", [("c1", '{"city":"SF"}'), ("c2", "")]),
+    ],
+)
+def test_emulator_cut_off_ends_the_reply_at_the_token_limit_in_both_modes(
+    after_chars: int, content: str, calls: list[tuple[str, str]] | None
+) -> None:
+    with OpenAIEmulator(
+        [TWO_CALLS, TWO_CALLS], faults={0: cut_off(after_chars), 1: cut_off(after_chars)}
+    ) as emu:
+        sdk = client(emu)
+        plain = sdk.chat.completions.create(model="m", messages=user("hi"), tools=TOOLS)
+        chunks = list(sdk.chat.completions.create(model="m", messages=user("hi"), tools=TOOLS, stream=True))
+    assert emu.answered == 2  # a cut-off reply is a complete answer
+    asm = ChunkAssembler()
+    for c in chunks:
+        asm.feed(c.model_dump(exclude_unset=True)).unwrap()
+    streamed = asm.finish().unwrap()["choices"][0]
+    for choice in (plain.choices[0].model_dump(), streamed):
+        assert choice["finish_reason"] == "length"
+        assert choice["message"]["content"] == content
+        got = choice["message"].get("tool_calls") or []
+        assert [(c["id"], c["function"]["arguments"]) for c in got] == (calls or [])
 
 
 def _is_json(text: str) -> bool:

@@ -32,6 +32,12 @@ def test_L5_tool_declaration_defaults() -> None:
     }
 
 
+def test_tool_declaration_carries_strict_only_when_given() -> None:
+    assert tool_declaration("t", strict=True)["function"]["strict"] is True
+    assert tool_declaration("t", strict=False)["function"]["strict"] is False
+    assert "strict" not in tool_declaration("t")["function"]
+
+
 def test_build_request_body_non_streaming() -> None:
     body = build_request_body("m", [{"role": "user", "content": "hi"}], params={"temperature": 0.2})
     assert body == {

@@ -89,6 +89,32 @@ def test_sse_last_event_id_persists_across_events_and_can_be_cleared() -> None:
     assert decoder.last_event_id == ""
 
 
+def test_sse_last_event_id_changes_only_when_a_blank_line_ends_the_block() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"id: 41\ndata: a\n\nid: 42\ndata: b\n") == [SSEMessage(data="a", id="41")]
+    # Event 42 is not complete: a reconnect now must not claim it.
+    assert decoder.last_event_id == "41"
+    assert decoder.feed(b"\n") == [SSEMessage(data="b", id="42")]
+    assert decoder.last_event_id == "42"
+
+
+def test_sse_id_of_a_block_discarded_at_close_is_never_the_last_event_id() -> None:
+    decoder = SSEDecoder()
+    decoder.feed(b"id: 1\ndata: a\n\nid: 2\ndata: cut off")
+    assert decoder.last_event_id == "1"
+    assert decoder.close() == [SSEDiscarded(event="", data="", partial_line="data: cut off")]
+    assert decoder.last_event_id == "1"
+
+
+def test_sse_blank_line_commits_the_id_even_without_data() -> None:
+    # WHATWG dispatch step 1 sets the last event id before the empty-data check.
+    decoder = SSEDecoder()
+    assert decoder.feed(b"id: 7\n") == []
+    assert decoder.last_event_id == ""
+    assert decoder.feed(b"\n") == []
+    assert decoder.last_event_id == "7"
+
+
 def test_sse_id_with_null_is_ignored() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"id: 1\n\nid: a\x00b\ndata: x\n\n") == [SSEMessage(data="x", id="1")]
