@@ -99,6 +99,7 @@ class HandlerAdapter:
         max_concurrency: int,
         telemetry: Telemetry,
         metadata: Mapping[str, JSON],
+        declared_tools: Sequence[object] = (),
     ) -> None:
         shape = handler_shape(handler)
         if shape is None:
@@ -119,6 +120,11 @@ class HandlerAdapter:
         self._threads = anyio.CapacityLimiter(max_concurrency)
         self._telemetry = telemetry
         self._metadata = metadata
+        # The model's arguments are checked against the declared schemas before a raw handler
+        # sees them (a toolbox checks its own). Needs jsonschema (the ``tools`` extra).
+        self._validators = (
+            {} if getattr(handler, "validates_arguments", False) else _argument_validators(declared_tools)
+        )
 
     async def confirm_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
         """Ask ``confirm_tool_use(name, input, ctx[, info])`` about each host-run call.
@@ -173,6 +179,16 @@ class HandlerAdapter:
         return tuple(r for r in results if r is not None)
 
     async def run_one(self, use: ToolUse, info: SessionInfo) -> ToolResult:
+        validator = self._validators.get(use.name) if self._validators else None
+        if validator is not None:
+            problem = validator.check(use.input)
+            if problem is not None:
+                log.info(
+                    "tool %s: invalid arguments refused",
+                    use.name,
+                    extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
+                )
+                return ToolResult(use.id, problem, True)
         # A deep copy: a handler mutating its input must not rewrite the recorded events (E-8).
         args: tuple[Any, ...] = (use.name, copy.deepcopy(dict(use.input)), self._context)
         if self._takes_info:
@@ -253,3 +269,23 @@ class HandlerAdapter:
             log.exception(
                 "handle_event raised; the session continues", extra=log_fields(session_id=info.session_id)
             )
+
+
+_NO_JSONSCHEMA_LOGGED = False
+
+
+def _argument_validators(declared: Sequence[object]) -> dict[str, Any]:
+    if not declared:
+        return {}
+    try:
+        from rma_shell.tools.schema_validation import validators_for
+    except ImportError:
+        global _NO_JSONSCHEMA_LOGGED
+        if not _NO_JSONSCHEMA_LOGGED:
+            _NO_JSONSCHEMA_LOGGED = True
+            log.warning(
+                "tool arguments are not checked against their schemas: install the tools extra "
+                "(pip install 'rma-agents[tools]') for jsonschema"
+            )
+        return {}
+    return validators_for(list(declared))

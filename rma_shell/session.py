@@ -16,7 +16,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Generic, TextIO, TypeVar
 
@@ -141,6 +141,7 @@ class _Driver(Generic[C]):
             max_concurrency=opts.max_concurrency,
             telemetry=self.telemetry,
             metadata=config.metadata,
+            declared_tools=_declared_tools(provider, opts.open_request),
         )
         if not self.tools.observes_events:
             config = attrs.evolve(config, deliver_events=False)  # nothing would take them
@@ -440,6 +441,18 @@ class _Driver(Generic[C]):
             self.started_at = None
             meta = self._session_meta(self.state.session_id or self.info.session_id)
             self.telemetry.emit("rma.session.stop", {"duration": duration}, meta)
+
+
+def _declared_tools(provider: object, request: OpenRequest) -> Sequence[object]:
+    declared = getattr(provider, "declared_tools", None)
+    if declared is None:
+        return ()
+    try:
+        tools = declared(request)
+    except Exception:  # a provider bug costs the argument check, not the session
+        log.exception("provider declared_tools failed")
+        return ()
+    return tuple(tools) if isinstance(tools, list | tuple) else ()
 
 
 def _prepare(

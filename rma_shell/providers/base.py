@@ -10,7 +10,7 @@ an exception escaping a method is treated by the runner as a provider error.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -96,6 +96,12 @@ class Provider(Generic[C]):
 
     async def open(self, request: OpenRequest) -> Result[C, SessionError]:
         raise NotImplementedError
+
+    def declared_tools(self, request: OpenRequest) -> Sequence[object]:
+        """The tool declarations this run sends to the host, where they are known locally
+        (the session checks the model's arguments against their schemas). Hosts whose tools
+        live remotely (a Claude agent's) return none."""
+        return ()
 
     def session_id(self, conn: C) -> str | None:
         raise NotImplementedError

@@ -257,6 +257,12 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def declared_tools(self, request: OpenRequest) -> Sequence[object]:
+        tools = request.extra.get("tools")
+        if tools is None:
+            tools = self.defaults.get("tools")
+        return tuple(tools) if isinstance(tools, Sequence) and not isinstance(tools, str) else ()
+
     async def open(self, request: OpenRequest) -> Result[AgentCoreConn, SessionError]:
         """B-2: validate everything before any network call; no call is made here."""
         opts = {**{k: v for k, v in self.defaults.items() if v is not None}}

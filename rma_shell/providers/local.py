@@ -213,6 +213,9 @@ class Local(Provider[LocalConn]):
 
     # -- lifecycle --
 
+    def declared_tools(self, request: OpenRequest) -> Sequence[object]:
+        return self.tools
+
     async def open(self, request: OpenRequest) -> Result[LocalConn, SessionError]:
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             return Failure(InvalidOpts(option="max_retries", detail="must be an integer >= 0"))

@@ -8,7 +8,6 @@ schema that is itself invalid is reported once, when the validator is built, not
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +15,7 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
-_MAX_GOT = 200
+_MAX_MESSAGE = 300
 _MAX_ERRORS = 20
 
 
@@ -49,12 +48,43 @@ class SchemaValidator:
         lines = [f"invalid arguments for {self.tool}:"]
         for error in errors[:_MAX_ERRORS]:
             loc = ".".join(str(part) for part in error.absolute_path) or "(arguments)"
-            line = f"- {loc}: {error.message}"
-            if error.absolute_path:
-                got = json.dumps(error.instance, default=repr)
-                if not error.message.startswith(got[:40]):
-                    line += f" (got {got if len(got) <= _MAX_GOT else got[:_MAX_GOT] + '…'})"
-            lines.append(line)
+            # jsonschema's messages already quote the offending value ("'2' is not of type …").
+            message = (
+                error.message if len(error.message) <= _MAX_MESSAGE else error.message[:_MAX_MESSAGE] + "…"
+            )
+            lines.append(f"- {loc}: {message}")
         if len(errors) > _MAX_ERRORS:
             lines.append(f"- … and {len(errors) - _MAX_ERRORS} more")
         return "\n".join(lines)
+
+
+def declared_schema(tool: object) -> tuple[str, Mapping[str, Any]] | None:
+    """(name, input schema) of one declaration as ``tools=`` takes it: a flat dict
+    (``input_schema``/``parameters``), an OpenAI-shaped ``{"type": "function", …}`` dict, or an
+    object with ``name`` and ``input_schema`` (``ToolSpec``, ``FunctionTool``)."""
+    if isinstance(tool, Mapping):
+        inner = tool.get("function") if tool.get("type") == "function" else None
+        source: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+        name, schema = source.get("name"), source.get("input_schema") or source.get("parameters")
+    else:
+        name, schema = getattr(tool, "name", None), getattr(tool, "input_schema", None)
+    if isinstance(name, str) and isinstance(schema, Mapping):
+        return name, schema
+    return None
+
+
+def validators_for(tools: object) -> dict[str, SchemaValidator]:
+    """A validator per declared tool with a usable schema. A schema that is not valid JSON
+    Schema gets none (the host will refuse or ignore it; a run is not failed over it here)."""
+    out: dict[str, SchemaValidator] = {}
+    if not isinstance(tools, list | tuple):
+        return out
+    for tool in tools:
+        found = declared_schema(tool)
+        if found is None:
+            continue
+        try:
+            out[found[0]] = SchemaValidator(*found)
+        except InvalidSchema:
+            continue
+    return out

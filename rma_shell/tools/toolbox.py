@@ -46,6 +46,9 @@ class ToolboxError(ValueError):
 class Toolbox:
     """Typed functions and tool sources as one handler. See the module docstring."""
 
+    validates_arguments = True
+    """The session does not check arguments again: the toolbox checks every call itself."""
+
     def __init__(
         self,
         *tools: FunctionTool | Callable[..., Any] | ToolSource,
