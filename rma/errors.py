@@ -38,7 +38,8 @@ class Timeout(SessionError):
     kind: ClassVar[str] = "timeout"
     timeout_s: float | None = None
     operation: str = "run"
-    """What timed out: ``run`` (the whole session) or ``send_event`` (waiting for its reply)."""
+    """What timed out: ``run`` (the whole session), ``send_event`` (waiting for its reply) or
+    ``delete_session`` (the cleanup of an unconfirmed budget, ``BudgetNotConfirmed``)."""
 
     @property
     def message(self) -> str:
@@ -219,11 +220,31 @@ class BudgetUnsupported(SessionError):
 
 @attrs.frozen
 class BudgetNotConfirmed(SessionError):
-    """The provider did not echo the requested budget before any prompt was sent (S-73)."""
+    """The provider did not echo the requested budget before any prompt was sent (S-73).
+
+    No prompt went out. ``session_id`` names the session the create made anyway; ``cleanup``
+    says what became of it: ``deleted``, ``failed`` (``cleanup_error`` is the delete's error)
+    or ``timed_out`` (the delete did not finish within its total deadline; ``cleanup_error``
+    is that ``Timeout``) — a session left behind is uncapped, so it is worth knowing.
+    """
 
     kind: ClassVar[str] = "budget_not_confirmed"
     requested: JSON = None
     confirmed: JSON = None
+    session_id: str | None = None
+    cleanup: str = ""
+    cleanup_error: SessionError | None = None
+
+    @property
+    def message(self) -> str:
+        text = f"budget not confirmed: requested {self.requested!r}, the provider echoed {self.confirmed!r}"
+        if self.session_id is not None:
+            text += f"; session {self.session_id}"
+        if self.cleanup:
+            text += f" cleanup {self.cleanup}"
+        if self.cleanup_error is not None:
+            text += f" ({self.cleanup_error.message})"
+        return text
 
 
 @attrs.frozen

@@ -8,6 +8,7 @@ normalization is additive, never lossy. Every value here is JSON-encodable throu
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -165,15 +166,47 @@ class Outcome:
     max_iterations: int | None = attrs.field(default=None, validator=_opt_pos_int)
 
 
-def _decimal_amount(_inst: object, attribute: attrs.Attribute[str], value: object) -> None:
-    import decimal
+BUDGET_CURRENCIES: frozenset[str] = frozenset({"USD"})
+"""The currencies the Claude Managed Agents API accepts for a budget (wire §9.5: ``USD`` only)."""
 
-    try:
-        ok = isinstance(value, str) and decimal.Decimal(value) > 0
-    except decimal.InvalidOperation:
-        ok = False
-    if not ok:
-        raise ValueError(f"budget.{attribute.name} must be a positive decimal string, got {value!r}")
+_MINOR_UNITS = re.compile(r"[0-9]+")
+
+
+def budget_problem(max_list_cost: object, currency: object) -> tuple[str, str] | None:
+    """(field, why) when a budget is not one the API accepts, else None.
+
+    ``max_list_cost`` is a whole positive number of the currency's smallest unit (cents for
+    USD): an ``int`` or a string of ASCII digits (``2500`` / ``"2500"`` = $25.00). A float
+    (even ``1.0``), a decimal (``"12.5"``), an exponent (``"1e3"``), a sign or zero is refused
+    — the API would refuse it or read it otherwise. ``currency`` is one of
+    ``BUDGET_CURRENCIES``.
+    """
+    if isinstance(max_list_cost, bool) or not isinstance(max_list_cost, int | str):
+        return (
+            "max_list_cost",
+            f"must be a whole number of cents (an int or a digit string), got {max_list_cost!r}",
+        )
+    if isinstance(max_list_cost, str) and not _MINOR_UNITS.fullmatch(max_list_cost):
+        return (
+            "max_list_cost",
+            f"must be a whole number of cents written with digits only, got {max_list_cost!r}",
+        )
+    if int(max_list_cost) <= 0:
+        return ("max_list_cost", f"must be at least 1 cent, got {max_list_cost!r}")
+    if not isinstance(currency, str) or currency not in BUDGET_CURRENCIES:
+        accepted = ", ".join(sorted(BUDGET_CURRENCIES))
+        return ("currency", f"must be one of {accepted} (what the API accepts), got {currency!r}")
+    return None
+
+
+def _minor_units(value: object) -> object:
+    """An accepted amount in its wire form (``2500`` → ``"2500"``, ``"0100"`` → ``"100"``);
+    anything else unchanged, for the validator to refuse."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if value > 0 else value
+    if isinstance(value, str) and _MINOR_UNITS.fullmatch(value) and int(value) > 0:
+        return str(int(value))
+    return value
 
 
 @attrs.frozen
@@ -181,12 +214,20 @@ class Budget:
     """A provider-enforced spending cap for a fresh managed session (S-72).
 
     Mirrors the Claude Managed Agents wire shape ``{"type": "limit", "max_list_cost":
-    {"amount", "currency"}}``; the amount is kept as the decimal string the API takes.
+    {"amount", "currency"}}``. ``max_list_cost`` is a whole number of the currency's smallest
+    unit — cents: ``Budget(2500)`` or ``Budget("2500")`` caps list cost at $25.00 — kept as
+    the digit string the API takes; anything else (``1.0``, ``"12.5"``, ``"1e3"``, a currency
+    other than ``USD``) raises ``ValueError`` naming the field (``budget_problem``).
     Reaching it pauses the session with stop reason ``budget_reached``.
     """
 
-    max_list_cost: str = attrs.field(converter=str, validator=_decimal_amount)
+    max_list_cost: str = attrs.field(converter=_minor_units)
     currency: str = "USD"
+
+    def __attrs_post_init__(self) -> None:
+        problem = budget_problem(self.max_list_cost, self.currency)
+        if problem is not None:
+            raise ValueError(f"budget.{problem[0]} {problem[1]}")
 
     def to_wire(self) -> dict[str, JSON]:
         return {"type": "limit", "max_list_cost": {"amount": self.max_list_cost, "currency": self.currency}}

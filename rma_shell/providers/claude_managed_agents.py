@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+import anyio
 import attrs
 import httpx
 import trio
@@ -25,11 +26,13 @@ from returns.result import Failure, Result, Success
 from rma.config import resolve_anthropic
 from rma.errors import (
     BudgetNotConfirmed,
+    HttpError,
     InvalidOpts,
     MalformedResponse,
     ProviderError,
     SessionError,
     StreamDropped,
+    Timeout,
 )
 from rma.provider import Input
 from rma.providers.claude_managed_agents import CODEC, ClaudeManagedAgentsCodec, consolidate
@@ -70,7 +73,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     ``api_key`` (``ANTHROPIC_API_KEY``) or ``bearer_token_file``
     (``ANTHROPIC_BEARER_TOKEN_FILE``), ``base_url``, ``beta``, ``anthropic_version``,
     ``files_beta``, ``receive_timeout`` (ms). ``agent_id``/``environment_id`` (or ``agent=``/
-    ``environment=`` handles) may be given here or per run.
+    ``environment=`` handles) may be given here or per run. ``cleanup_timeout_s`` (5 s) bounds,
+    in total, deleting a session whose budget the API did not confirm (S-73).
     """
 
     codec: ClaudeManagedAgentsCodec = CODEC
@@ -94,6 +98,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         metadata: Mapping[str, str] | None = None,
         resources: Sequence[Mapping[str, Any]] | None = None,
         stream_idle_timeout_s: float = 1800.0,
+        cleanup_timeout_s: float = 5.0,
         client: CMAClient | None = None,
         telemetry: Telemetry | None = None,
         **client_options: Any,
@@ -120,6 +125,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self.metadata = dict(metadata or {})
         self.resources = list(resources or [])
         self.stream_idle_timeout_s = stream_idle_timeout_s
+        self.cleanup_timeout_s = cleanup_timeout_s
 
     def __repr__(self) -> str:
         return f"ClaudeManagedAgents(agent_id={self.agent_id!r}, environment_id={self.environment_id!r})"
@@ -188,9 +194,33 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             )
         if wanted is not None and not _same_budget(wanted, session.get("budget")):
             # S-73: never prompt an uncapped session; do not leave it behind either.
-            await client.delete_session(session_id)
-            return Failure(BudgetNotConfirmed(requested=wanted, confirmed=session.get("budget")))
+            cleanup, cleanup_error = await self._discard(client, session_id)
+            return Failure(
+                BudgetNotConfirmed(
+                    requested=wanted,
+                    confirmed=session.get("budget"),
+                    session_id=session_id,
+                    cleanup=cleanup,
+                    cleanup_error=cleanup_error,
+                )
+            )
         return Success(CMAConn(session_id, session=_agent_summary(session)))
+
+    async def _discard(self, client: CMAClient, session_id: str) -> tuple[str, SessionError | None]:
+        """Delete a session no prompt may reach, within ``cleanup_timeout_s`` in total —
+        retries and a server trickling its answer included — and shielded from the caller's
+        cancellation, so a run's timeout cannot leave it behind unasked."""
+        deleted: Result[JSON, SessionError] | None = None
+        with anyio.move_on_after(self.cleanup_timeout_s, shield=True):
+            deleted = await client.delete_session(session_id)
+        if deleted is None:
+            return "timed_out", Timeout(timeout_s=self.cleanup_timeout_s, operation="delete_session")
+        if isinstance(deleted, Success):
+            return "deleted", None
+        error = deleted.failure()
+        if isinstance(error, HttpError) and error.status == 404:
+            return "deleted", None  # already gone: what the cleanup wanted
+        return "failed", error
 
     def session_id(self, conn: CMAConn) -> str | None:
         return conn.session_id
