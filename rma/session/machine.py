@@ -742,7 +742,9 @@ def _handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
     out: list[Command] = [_turn_stop_telemetry(s, tr)]
     _tool_uses_telemetry(s, tr.custom_tool_uses, out)
     if s.config.has_turn_guard:
-        payload = {"usage": s.acc.usage, "turns": s.turns, "session_id": s.session_id}
+        # The raw per-turn entries too, as SessionResult.usage has them: a spending guard may
+        # need what the provider reported beyond the four counts (a cost, a cache breakdown).
+        payload = {"usage": s.acc.total_usage(), "turns": s.turns, "session_id": s.session_id}
         s = _evolve(s, phase=Phase.GUARD, pending_turn=tr)
         out.append(CallGuard(payload))
         return s, tuple(out)
