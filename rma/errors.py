@@ -2,10 +2,16 @@
 
 Each error is a frozen attrs value with a stable ``kind`` tag (the reference's error atom)
 and a payload that stays JSON-encodable, so it can be recorded, replayed, logged and sent
-over telemetry. Errors that end a request after turns ran carry the terminated
-``SessionResult`` the reference would have notified (S-77, S-79 Better). This module is
-data only: it never raises these errors, callers receive them inside
-``returns.result.Failure``.
+over telemetry. This module is data only: it never raises these errors, callers receive
+them inside ``returns.result.Failure``.
+
+**Progress is never thrown away.** Every error has ``result``: None, or — when the error
+ended a request after at least one of its turns completed — the terminated ``SessionResult``
+of what those turns did (turns, usage with its raw entries, events, tool uses, the last
+turn's text, and the transcript on Local). ``result.reason`` is the error's ``kind``
+(``halted``, ``max_turns_exceeded``, ``http_error``, ``timeout`` …). The session machine
+attaches it (S-77, S-79 Better; issue #12): an HTTP error, a dropped stream or a timeout on
+turn five keeps the usage and history of turns one to four.
 """
 
 from __future__ import annotations
@@ -19,9 +25,15 @@ from rma.vocabulary import JSON, SessionResult
 
 @attrs.frozen
 class SessionError:
-    """Base of every session error. ``kind`` is the stable tag to branch on."""
+    """Base of every session error. ``kind`` is the stable tag to branch on.
+
+    ``result`` is what the request had done when the error ended it — the terminated result of
+    its completed turns — or None when no turn had completed (or the error is not a request's
+    ending: a start-time option check, an open that failed). Keyword-only, on every error.
+    """
 
     kind: ClassVar[str] = "session_error"
+    result: SessionResult | None = attrs.field(default=None, kw_only=True)
 
     @property
     def message(self) -> str:
@@ -52,7 +64,6 @@ class MaxTurnsExceeded(SessionError):
 
     kind: ClassVar[str] = "max_turns_exceeded"
     max_turns: int = 0
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:
@@ -65,7 +76,6 @@ class Halted(SessionError):
 
     kind: ClassVar[str] = "halted"
     reason: JSON = None
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:
@@ -79,7 +89,6 @@ class GuardFailed(SessionError):
     kind: ClassVar[str] = "guard_failed"
     error_type: str = ""
     detail: str = ""
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:
@@ -92,7 +101,6 @@ class UnresolvedRequiresAction(SessionError):
 
     kind: ClassVar[str] = "unresolved_requires_action"
     stop_reason: JSON = None
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:

@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
-from returns.result import Failure, Success
+from returns.result import Failure, Result, Success
 
 from rma._persistent import AppendLog, SeenIds
 from rma._unchecked import field_setters, usage_of
@@ -154,6 +154,8 @@ class Accumulated:
     usage: Usage = attrs.field(factory=Usage)
     """Token totals; the raw usage entries live in ``usage_raw``."""
     usage_raw: AppendLog[JSON] = attrs.field(factory=AppendLog)
+    last_text: str = ""
+    """The text of the request's last completed turn (a partial result's ``text``)."""
 
     def add_turn(self, events: Sequence[JSON], tr: TurnResult) -> Accumulated:
         usage, raw = self.usage, self.usage_raw
@@ -169,6 +171,7 @@ class Accumulated:
         _acc_server(acc, self.server_tool_uses.extend(server) if server else self.server_tool_uses)
         _acc_usage(acc, usage)
         _acc_raw(acc, raw)
+        _acc_text(acc, tr.text)
         return acc
 
     def add_new_tool_uses(self, uses: Sequence[ToolUse]) -> Accumulated:
@@ -187,8 +190,8 @@ class Accumulated:
         return attrs.evolve(self.usage, raw=self.usage_raw.to_tuple())
 
 
-_acc_events, _acc_uses, _acc_server, _acc_usage, _acc_raw = field_setters(
-    Accumulated, "events", "custom_tool_uses", "server_tool_uses", "usage", "usage_raw"
+_acc_events, _acc_uses, _acc_server, _acc_usage, _acc_raw, _acc_text = field_setters(
+    Accumulated, "events", "custom_tool_uses", "server_tool_uses", "usage", "usage_raw", "last_text"
 )
 
 
@@ -871,6 +874,50 @@ def _terminated(s: State, tr: TurnResult, reason: str) -> SessionResult:
     return _result(s, tr, Terminal.TERMINATED, tr.stop_reason, reason)
 
 
+def _with_partial(s: State, error: SessionError) -> SessionError:
+    """``error`` carrying what the request's completed turns did, ``reason`` its kind."""
+    acc = s.acc
+    partial = SessionResult(
+        terminal=Terminal.TERMINATED,
+        stop_reason=None,
+        session_id=s.session_id,
+        text=acc.last_text,
+        custom_tool_uses=acc.custom_tool_uses.to_tuple(),
+        server_tool_uses=acc.server_tool_uses.to_tuple(),
+        usage=acc.total_usage(),
+        turns=s.turns,
+        events=acc.events.to_tuple(),
+        transcript=None,
+        reason=error.kind,
+        resumed=s.resumed,
+    )
+    try:
+        return attrs.evolve(error, result=partial)
+    except Exception:  # a provider's own error class that cannot take one: the error as it came
+        return error
+
+
+def with_transcript(
+    outcome: Result[SessionResult, SessionError], transcript: tuple[JSON, ...] | None
+) -> Result[SessionResult, SessionError]:
+    """``outcome`` with the provider's ``transcript`` on its result — a success's, or the partial
+    result a failure carries — unchanged when there is no result or no transcript (Local keeps
+    one; the managed hosts keep theirs server-side)."""
+    if transcript is None:
+        return outcome
+    if isinstance(outcome, Success):
+        return Success(attrs.evolve(outcome.unwrap(), transcript=transcript))
+    error = outcome.failure()
+    if error.result is None:
+        return outcome
+    return Failure(attrs.evolve(error, result=attrs.evolve(error.result, transcript=transcript)))
+
+
+def carries_result(outcome: Result[SessionResult, SessionError]) -> bool:
+    """Whether ``outcome`` has a result a transcript belongs to (see ``with_transcript``)."""
+    return isinstance(outcome, Success) or outcome.failure().result is not None
+
+
 def _after_request(s: State) -> State:
     if s.config.live:
         return _evolve(s, phase=Phase.IDLE, request_open=False, resuming=False)
@@ -888,7 +935,13 @@ def _finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | No
 
 
 def _fail(s: State, error: SessionError) -> Step:
-    """End the request with an error; live sessions report it and stay usable (S-66 Better)."""
+    """End the request with an error; live sessions report it and stay usable (S-66 Better).
+
+    Progress is never thrown away: an error ending a request after at least one completed
+    turn carries those turns' terminated result (issue #12), unless it brought one already.
+    """
+    if s.turns and error.result is None:
+        error = _with_partial(s, error)
     meta = {**s.config.metadata, "terminal": "error", "error": error.kind, "session_id": s.session_id}
     emit = Emit("rma.session.terminal", {}, meta)  # M-7 Better: error endings are visible
     live = s.config.live
