@@ -8,6 +8,7 @@ normalization is additive, never lossy. Every value here is JSON-encodable throu
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -84,12 +85,80 @@ def _input_map(value: object) -> Mapping[str, JSON]:
 
 @attrs.frozen
 class ToolUse:
-    """A tool call the model asked for. ``id`` may be None for providers without ids (D-2)."""
+    """A tool call the model asked for. ``id`` may be None for providers without ids (D-2).
+
+    ``input_error`` is set when the model's input cannot be a tool's input — it does not parse
+    to a JSON object, or it nests deeper than ``MAX_TOOL_INPUT_DEPTH`` — and says so in words
+    for the model. Such a use is never run: the session answers it with ``input_error`` as an
+    ``is_error`` result the model sees (as Local answers bad arguments), and ``input`` is ``{}``.
+    """
 
     id: str | None
     name: str = attrs.field(validator=_required_str)
     # Mappings are not hashable: equality compares the input, hashing leaves it out.
     input: Mapping[str, JSON] = attrs.field(factory=dict, converter=_input_map, hash=False)
+    input_error: str | None = None
+
+
+MAX_TOOL_INPUT_DEPTH = 100
+"""How deeply a tool input may nest objects and arrays. Schemas a model is given nest a few
+levels; hundreds of levels are an attack or a broken model, and would exhaust the stack of
+whatever walks the value next (a deep copy for the handler, an encoder, the handler itself)."""
+
+INVALID_TOOL_INPUT_TEMPLATE = (
+    "The input you sent to {name} is not a valid JSON object ({reason}). You sent: {raw}. "
+    "Call {name} again with a single JSON object that matches its input schema."
+)
+"""The ``is_error`` text a rejected tool input is answered with (Local's wording for arguments)."""
+
+_RAW_PREVIEW_CHARS = 200
+
+
+def tool_input_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a tool's input (not a JSON object, nested too deeply), or None.
+
+    Iterative, so a value of any depth is judged without recursion.
+    """
+    if not isinstance(value, Mapping):
+        return f"expected a JSON object, got {_json_kind(value)}"
+    stack: list[tuple[Mapping[str, JSON] | list[JSON] | tuple[JSON, ...], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_TOOL_INPUT_DEPTH:
+            return f"nested more than {MAX_TOOL_INPUT_DEPTH} levels deep"
+        for child in item.values() if isinstance(item, Mapping) else item:
+            if isinstance(child, Mapping | list | tuple):
+                stack.append((child, depth + 1))
+    return None
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return type(value).__name__
+
+
+def rejected_tool_input(name: str, reason: str, raw: object) -> str:
+    """The words a rejected input is answered with, quoting (the start of) what the model sent."""
+    text = raw if isinstance(raw, str) else _preview_json(raw)
+    if len(text) > _RAW_PREVIEW_CHARS:
+        text = text[:_RAW_PREVIEW_CHARS] + "…"
+    return INVALID_TOOL_INPUT_TEMPLATE.format(name=name, reason=reason, raw=text)
+
+
+def _preview_json(value: object) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return "(not shown: nested too deeply)"
 
 
 @attrs.frozen

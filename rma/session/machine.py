@@ -391,10 +391,7 @@ def _dispatch(s: State, ev: Event) -> Step:
         case ToolsFinished(batch=batch, results=results, verdicts=verdicts):
             if s.phase is not _TOOLS or batch != s.batch:
                 return s, ()
-            uses, confirms = s.pending_uses, s.pending_confirmations
-            answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
-            content = {"tool_results": _results_content(results)}
-            return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+            return _answer_tools(s, results, verdicts)
         case PushFinished(outcome=outcome):
             return _on_push_finished(s, outcome) if s.phase is _PUSHING else (s, ())
         case LiveEvent(event=raw):
@@ -795,7 +792,8 @@ def _continue_turn(s: State, tr: TurnResult) -> Step:
 
 
 def _called(s: State, tool: str) -> bool:
-    return any(u.name == tool for u in s.acc.custom_tool_uses)
+    # A call whose input was rejected did not call the tool: it never ran.
+    return any(u.name == tool and u.input_error is None for u in s.acc.custom_tool_uses)
 
 
 def _requires_action(s: State, tr: TurnResult) -> Step:
@@ -843,8 +841,49 @@ def _run_tools(
     batch = s.batch + 1
     uses, confirms = tuple(uses), tuple(confirms)
     s = _evolve(s, phase=_TOOLS, batch=batch, pending_uses=uses, pending_confirmations=confirms)
-    out.append(RunTools(batch, uses, confirms))
+    runnable = uses
+    for use in uses:
+        if use.input_error is not None:
+            # Input the model did not send as an object never reaches a tool (issue #12): the
+            # handler runs the others; this one is answered with its input_error.
+            runnable = tuple(u for u in uses if u.input_error is None)
+            rejected = [{"tool": u.name, "tool_use_id": u.id} for u in uses if u.input_error is not None]
+            out.append(Log("warning", "tool input rejected: not a usable object", {"rejected": rejected}))
+            break
+    if not runnable and not confirms:
+        s, more = _answer_tools(s, (), ())  # nothing for the handler: answer at once
+        return s, (*out, *more)
+    out.append(RunTools(batch, runnable, confirms))
     return s, tuple(out)
+
+
+def _answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[ToolResult]) -> Step:
+    """Resume with the batch's results, the rejected inputs' answers in their place."""
+    uses, confirms = s.pending_uses, s.pending_confirmations
+    results = _with_rejections(uses, results)
+    answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
+    content = {"tool_results": _results_content(results)}
+    return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+
+
+def _with_rejections(uses: Sequence[ToolUse], results: Sequence[ToolResult]) -> Sequence[ToolResult]:
+    """``results`` (of the uses that ran, in order) with an ``is_error`` result for each rejected
+    use at its place, so every use has its answer in tool-use order (T-1)."""
+    for use in uses:
+        if use.input_error is not None:
+            break
+    else:
+        return results  # the usual batch: every use ran
+    ran = iter(results)
+    merged: list[ToolResult] = []
+    for use in uses:
+        if use.input_error is not None:
+            merged.append(ToolResult(use.id, use.input_error, True))
+        else:
+            result = next(ran, None)
+            if result is not None:
+                merged.append(result)
+    return tuple(merged)
 
 
 # ── endings ──────────────────────────────────────────────────────────────────────────

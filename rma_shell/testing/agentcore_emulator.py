@@ -2892,11 +2892,14 @@ def _is_client_tool(block: Mapping[str, Any]) -> bool:
 
 
 def _parse_input(block: Mapping[str, Any]) -> Any:
+    """The input the conversation keeps for a streamed tool use: its fragments as a JSON object,
+    or ``{}`` when they are not one (broken JSON, an array, a string) — a tool use's input is an
+    object on the model's side of the wire, so that is the only echo the model would accept."""
     try:
         value = json.loads(block["fragments"]) if block["fragments"] else {}
     except ValueError:
         return {}
-    return value
+    return value if isinstance(value, dict) else {}
 
 
 def _as_message(message: Mapping[str, Any]) -> JSONDict:
