@@ -257,14 +257,26 @@ class BudgetNotConfirmed(SessionError):
 
 @attrs.frozen
 class AuthenticationError(SessionError):
-    """Credentials were missing, rejected or about to expire (X-56)."""
+    """Credentials were missing, rejected or about to expire (X-56).
+
+    When a server rejected them, the error says what was rejected and by whom: ``status`` (401,
+    or 403 for AgentCore's signature errors), the provider's ``error_code``
+    (``authentication_error``, ``invalid_api_key``, ``InvalidSignatureException`` …) and
+    ``error_message``, and the ``host`` that answered. They are None when no request was made
+    (no key, an expiring token file).
+    """
 
     kind: ClassVar[str] = "authentication_error"
     detail: str = ""
+    status: int | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    host: str | None = None
 
     @property
     def message(self) -> str:
-        return f"authentication error: {self.detail}"
+        where = f" ({self.host} answered HTTP {self.status})" if self.host and self.status else ""
+        return f"authentication error{where}: {self.detail}"
 
 
 @attrs.frozen

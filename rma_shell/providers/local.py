@@ -56,7 +56,7 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
-from rma_shell.http import async_client
+from rma_shell.http import async_client, host_of
 from rma_shell.logging import log_fields
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
 from rma_shell.telemetry import Telemetry
@@ -511,7 +511,18 @@ class Local(Provider[LocalConn]):
                 return Failure(MalformedResponse(detail="response body is not JSON", response=decoded))
             return Success(decoded)
         if status == 401:
-            return Failure(AuthenticationError(detail=conn.redact(f"HTTP 401: {_error_message(decoded)}")))
+            message = conn.redact(_error_message(decoded))
+            error = decoded.get("error") if isinstance(decoded, Mapping) else None
+            code = (error.get("code") or error.get("type")) if isinstance(error, Mapping) else None
+            return Failure(
+                AuthenticationError(
+                    detail=f"HTTP 401: {message}",
+                    status=401,
+                    error_code=code if isinstance(code, str) else None,
+                    error_message=message,
+                    host=host_of(conn.target),
+                )
+            )
         return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
 
 
