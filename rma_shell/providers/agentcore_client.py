@@ -164,7 +164,10 @@ class AgentCoreClient:
         if isinstance(got, Failure):
             return Failure(got.failure())
         creds = got.unwrap()
-        self._secrets = tuple(s for s in (creds.secret_access_key, creds.session_token) if s)
+        # The access key id too: a server echoing the Authorization header puts
+        # ``Credential=<access key id>/…`` in its error, and the id names the account's key.
+        secrets = (creds.access_key_id, creds.secret_access_key, creds.session_token)
+        self._secrets = tuple(s for s in secrets if s)
         return Success(
             sign(
                 method,
