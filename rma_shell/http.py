@@ -37,3 +37,13 @@ def host_of(url: str | httpx.URL) -> str | None:
     if not parsed.host:
         return None
     return f"{parsed.host}:{parsed.port}" if parsed.port is not None else parsed.host
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Whether two URLs name the same scheme, host and port (the scope a credential is for);
+    False when either does not parse."""
+    try:
+        x, y = httpx.URL(a), httpx.URL(b)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    return (x.scheme, x.host, x.port) == (y.scheme, y.host, y.port)

@@ -539,6 +539,22 @@ def interrupt(session_thread_id: str | None = None) -> dict[str, JSON]:
     return event
 
 
+def bare_model_id(model: str) -> str:
+    """C-26: a provider-qualified id is sent bare — everything up to the first ``:`` goes
+    (``anthropic:claude-sonnet-4-6`` → ``claude-sonnet-4-6``); a bare id is unchanged."""
+    return model.split(":", 1)[1] if ":" in model else model
+
+
+def wire_model(model_config: JSON) -> JSON:
+    """An agent's ``model`` as the agents API takes it: a model id string or ``{"id", …}``
+    with the id bare (C-26); anything else verbatim, for the API to judge."""
+    if isinstance(model_config, str):
+        return bare_model_id(model_config)
+    if isinstance(model_config, Mapping) and isinstance(model_config.get("id"), str):
+        return {**model_config, "id": bare_model_id(model_config["id"])}
+    return model_config
+
+
 def events_body(events: Iterable[JSON]) -> dict[str, JSON]:
     """The body of ``POST /v1/sessions/{id}/events``."""
     return {"events": list(events)}

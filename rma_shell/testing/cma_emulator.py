@@ -2248,6 +2248,11 @@ def _list(value: Any, where: str) -> list[Any]:
 
 
 def _model(value: Any) -> JSONDict:
+    model = value.get("id") if isinstance(value, dict) else value
+    if isinstance(model, str) and ":" in model:
+        # The API knows its models by their bare ids; "anthropic:claude-…" is another
+        # library's provider-qualified spelling (C-26: clients send the id bare).
+        raise _invalid(f"model: {model!r} is not a model id (send the bare id, without a provider prefix)")
     if isinstance(value, str) and value:
         return {"id": value}
     if isinstance(value, dict) and isinstance(value.get("id"), str) and value["id"]:
