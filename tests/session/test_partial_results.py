@@ -12,8 +12,8 @@ import io
 import json
 from typing import Any
 
+import anyio
 import pytest
-import trio
 from returns.result import Failure
 
 from rma.codec_json import dumps
@@ -112,7 +112,7 @@ async def test_a_live_sessions_failed_request_keeps_only_its_own_turns() -> None
     async with open_session(provider, handler=Recorder(), prompt="one") as session:
         first = (await session.next_result()).unwrap()
         await session.message("two")
-        with trio.fail_after(10):
+        with anyio.fail_after(10):
             second = await session.next_result()
     result = partial_of(second, HttpError)
     assert first.turns == 1 and result.turns == 1
