@@ -2,10 +2,16 @@
 
 Each error is a frozen attrs value with a stable ``kind`` tag (the reference's error atom)
 and a payload that stays JSON-encodable, so it can be recorded, replayed, logged and sent
-over telemetry. Errors that end a request after turns ran carry the terminated
-``SessionResult`` the reference would have notified (S-77, S-79 Better). This module is
-data only: it never raises these errors, callers receive them inside
-``returns.result.Failure``.
+over telemetry. This module is data only: it never raises these errors, callers receive
+them inside ``returns.result.Failure``.
+
+**Progress is never thrown away.** Every error has ``result``: None, or — when the error
+ended a request after at least one of its turns completed — the terminated ``SessionResult``
+of what those turns did (turns, usage with its raw entries, events, tool uses, the last
+turn's text, and the transcript on Local). ``result.reason`` is the error's ``kind``
+(``halted``, ``max_turns_exceeded``, ``http_error``, ``timeout`` …). The session machine
+attaches it (S-77, S-79 Better; issue #12): an HTTP error, a dropped stream or a timeout on
+turn five keeps the usage and history of turns one to four.
 """
 
 from __future__ import annotations
@@ -19,9 +25,15 @@ from rma.vocabulary import JSON, SessionResult
 
 @attrs.frozen
 class SessionError:
-    """Base of every session error. ``kind`` is the stable tag to branch on."""
+    """Base of every session error. ``kind`` is the stable tag to branch on.
+
+    ``result`` is what the request had done when the error ended it — the terminated result of
+    its completed turns — or None when no turn had completed (or the error is not a request's
+    ending: a start-time option check, an open that failed). Keyword-only, on every error.
+    """
 
     kind: ClassVar[str] = "session_error"
+    result: SessionResult | None = attrs.field(default=None, kw_only=True)
 
     @property
     def message(self) -> str:
@@ -38,7 +50,8 @@ class Timeout(SessionError):
     kind: ClassVar[str] = "timeout"
     timeout_s: float | None = None
     operation: str = "run"
-    """What timed out: ``run`` (the whole session) or ``send_event`` (waiting for its reply)."""
+    """What timed out: ``run`` (the whole session), ``send_event`` (waiting for its reply) or
+    ``delete_session`` (the cleanup of an unconfirmed budget, ``BudgetNotConfirmed``)."""
 
     @property
     def message(self) -> str:
@@ -51,7 +64,6 @@ class MaxTurnsExceeded(SessionError):
 
     kind: ClassVar[str] = "max_turns_exceeded"
     max_turns: int = 0
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:
@@ -64,7 +76,6 @@ class Halted(SessionError):
 
     kind: ClassVar[str] = "halted"
     reason: JSON = None
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:
@@ -78,7 +89,6 @@ class GuardFailed(SessionError):
     kind: ClassVar[str] = "guard_failed"
     error_type: str = ""
     detail: str = ""
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:
@@ -91,7 +101,6 @@ class UnresolvedRequiresAction(SessionError):
 
     kind: ClassVar[str] = "unresolved_requires_action"
     stop_reason: JSON = None
-    result: SessionResult | None = None
 
     @property
     def message(self) -> str:
@@ -219,23 +228,55 @@ class BudgetUnsupported(SessionError):
 
 @attrs.frozen
 class BudgetNotConfirmed(SessionError):
-    """The provider did not echo the requested budget before any prompt was sent (S-73)."""
+    """The provider did not echo the requested budget before any prompt was sent (S-73).
+
+    No prompt went out. ``session_id`` names the session the create made anyway; ``cleanup``
+    says what became of it: ``deleted``, ``failed`` (``cleanup_error`` is the delete's error)
+    or ``timed_out`` (the delete did not finish within its total deadline; ``cleanup_error``
+    is that ``Timeout``) — a session left behind is uncapped, so it is worth knowing.
+    """
 
     kind: ClassVar[str] = "budget_not_confirmed"
     requested: JSON = None
     confirmed: JSON = None
+    session_id: str | None = None
+    cleanup: str = ""
+    cleanup_error: SessionError | None = None
+
+    @property
+    def message(self) -> str:
+        text = f"budget not confirmed: requested {self.requested!r}, the provider echoed {self.confirmed!r}"
+        if self.session_id is not None:
+            text += f"; session {self.session_id}"
+        if self.cleanup:
+            text += f" cleanup {self.cleanup}"
+        if self.cleanup_error is not None:
+            text += f" ({self.cleanup_error.message})"
+        return text
 
 
 @attrs.frozen
 class AuthenticationError(SessionError):
-    """Credentials were missing, rejected or about to expire (X-56)."""
+    """Credentials were missing, rejected or about to expire (X-56).
+
+    When a server rejected them, the error says what was rejected and by whom: ``status`` (401,
+    or 403 for AgentCore's signature errors), the provider's ``error_code``
+    (``authentication_error``, ``invalid_api_key``, ``InvalidSignatureException`` …) and
+    ``error_message``, and the ``host`` that answered. They are None when no request was made
+    (no key, an expiring token file).
+    """
 
     kind: ClassVar[str] = "authentication_error"
     detail: str = ""
+    status: int | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    host: str | None = None
 
     @property
     def message(self) -> str:
-        return f"authentication error: {self.detail}"
+        where = f" ({self.host} answered HTTP {self.status})" if self.host and self.status else ""
+        return f"authentication error{where}: {self.detail}"
 
 
 @attrs.frozen

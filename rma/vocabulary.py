@@ -8,6 +8,8 @@ normalization is additive, never lossy. Every value here is JSON-encodable throu
 from __future__ import annotations
 
 import enum
+import json
+import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -83,12 +85,80 @@ def _input_map(value: object) -> Mapping[str, JSON]:
 
 @attrs.frozen
 class ToolUse:
-    """A tool call the model asked for. ``id`` may be None for providers without ids (D-2)."""
+    """A tool call the model asked for. ``id`` may be None for providers without ids (D-2).
+
+    ``input_error`` is set when the model's input cannot be a tool's input — it does not parse
+    to a JSON object, or it nests deeper than ``MAX_TOOL_INPUT_DEPTH`` — and says so in words
+    for the model. Such a use is never run: the session answers it with ``input_error`` as an
+    ``is_error`` result the model sees (as Local answers bad arguments), and ``input`` is ``{}``.
+    """
 
     id: str | None
     name: str = attrs.field(validator=_required_str)
     # Mappings are not hashable: equality compares the input, hashing leaves it out.
     input: Mapping[str, JSON] = attrs.field(factory=dict, converter=_input_map, hash=False)
+    input_error: str | None = None
+
+
+MAX_TOOL_INPUT_DEPTH = 100
+"""How deeply a tool input may nest objects and arrays. Schemas a model is given nest a few
+levels; hundreds of levels are an attack or a broken model, and would exhaust the stack of
+whatever walks the value next (a deep copy for the handler, an encoder, the handler itself)."""
+
+INVALID_TOOL_INPUT_TEMPLATE = (
+    "The input you sent to {name} is not a valid JSON object ({reason}). You sent: {raw}. "
+    "Call {name} again with a single JSON object that matches its input schema."
+)
+"""The ``is_error`` text a rejected tool input is answered with (Local's wording for arguments)."""
+
+_RAW_PREVIEW_CHARS = 200
+
+
+def tool_input_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a tool's input (not a JSON object, nested too deeply), or None.
+
+    Iterative, so a value of any depth is judged without recursion.
+    """
+    if not isinstance(value, Mapping):
+        return f"expected a JSON object, got {_json_kind(value)}"
+    stack: list[tuple[Mapping[str, JSON] | list[JSON] | tuple[JSON, ...], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_TOOL_INPUT_DEPTH:
+            return f"nested more than {MAX_TOOL_INPUT_DEPTH} levels deep"
+        for child in item.values() if isinstance(item, Mapping) else item:
+            if isinstance(child, Mapping | list | tuple):
+                stack.append((child, depth + 1))
+    return None
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return type(value).__name__
+
+
+def rejected_tool_input(name: str, reason: str, raw: object) -> str:
+    """The words a rejected input is answered with, quoting (the start of) what the model sent."""
+    text = raw if isinstance(raw, str) else _preview_json(raw)
+    if len(text) > _RAW_PREVIEW_CHARS:
+        text = text[:_RAW_PREVIEW_CHARS] + "…"
+    return INVALID_TOOL_INPUT_TEMPLATE.format(name=name, reason=reason, raw=text)
+
+
+def _preview_json(value: object) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return "(not shown: nested too deeply)"
 
 
 @attrs.frozen
@@ -165,15 +235,47 @@ class Outcome:
     max_iterations: int | None = attrs.field(default=None, validator=_opt_pos_int)
 
 
-def _decimal_amount(_inst: object, attribute: attrs.Attribute[str], value: object) -> None:
-    import decimal
+BUDGET_CURRENCIES: frozenset[str] = frozenset({"USD"})
+"""The currencies the Claude Managed Agents API accepts for a budget (wire §9.5: ``USD`` only)."""
 
-    try:
-        ok = isinstance(value, str) and decimal.Decimal(value) > 0
-    except decimal.InvalidOperation:
-        ok = False
-    if not ok:
-        raise ValueError(f"budget.{attribute.name} must be a positive decimal string, got {value!r}")
+_MINOR_UNITS = re.compile(r"[0-9]+")
+
+
+def budget_problem(max_list_cost: object, currency: object) -> tuple[str, str] | None:
+    """(field, why) when a budget is not one the API accepts, else None.
+
+    ``max_list_cost`` is a whole positive number of the currency's smallest unit (cents for
+    USD): an ``int`` or a string of ASCII digits (``2500`` / ``"2500"`` = $25.00). A float
+    (even ``1.0``), a decimal (``"12.5"``), an exponent (``"1e3"``), a sign or zero is refused
+    — the API would refuse it or read it otherwise. ``currency`` is one of
+    ``BUDGET_CURRENCIES``.
+    """
+    if isinstance(max_list_cost, bool) or not isinstance(max_list_cost, int | str):
+        return (
+            "max_list_cost",
+            f"must be a whole number of cents (an int or a digit string), got {max_list_cost!r}",
+        )
+    if isinstance(max_list_cost, str) and not _MINOR_UNITS.fullmatch(max_list_cost):
+        return (
+            "max_list_cost",
+            f"must be a whole number of cents written with digits only, got {max_list_cost!r}",
+        )
+    if int(max_list_cost) <= 0:
+        return ("max_list_cost", f"must be at least 1 cent, got {max_list_cost!r}")
+    if not isinstance(currency, str) or currency not in BUDGET_CURRENCIES:
+        accepted = ", ".join(sorted(BUDGET_CURRENCIES))
+        return ("currency", f"must be one of {accepted} (what the API accepts), got {currency!r}")
+    return None
+
+
+def _minor_units(value: object) -> object:
+    """An accepted amount in its wire form (``2500`` → ``"2500"``, ``"0100"`` → ``"100"``);
+    anything else unchanged, for the validator to refuse."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if value > 0 else value
+    if isinstance(value, str) and _MINOR_UNITS.fullmatch(value) and int(value) > 0:
+        return str(int(value))
+    return value
 
 
 @attrs.frozen
@@ -181,12 +283,20 @@ class Budget:
     """A provider-enforced spending cap for a fresh managed session (S-72).
 
     Mirrors the Claude Managed Agents wire shape ``{"type": "limit", "max_list_cost":
-    {"amount", "currency"}}``; the amount is kept as the decimal string the API takes.
+    {"amount", "currency"}}``. ``max_list_cost`` is a whole number of the currency's smallest
+    unit — cents: ``Budget(2500)`` or ``Budget("2500")`` caps list cost at $25.00 — kept as
+    the digit string the API takes; anything else (``1.0``, ``"12.5"``, ``"1e3"``, a currency
+    other than ``USD``) raises ``ValueError`` naming the field (``budget_problem``).
     Reaching it pauses the session with stop reason ``budget_reached``.
     """
 
-    max_list_cost: str = attrs.field(converter=str, validator=_decimal_amount)
+    max_list_cost: str = attrs.field(converter=_minor_units)
     currency: str = "USD"
+
+    def __attrs_post_init__(self) -> None:
+        problem = budget_problem(self.max_list_cost, self.currency)
+        if problem is not None:
+            raise ValueError(f"budget.{problem[0]} {problem[1]}")
 
     def to_wire(self) -> dict[str, JSON]:
         return {"type": "limit", "max_list_cost": {"amount": self.max_list_cost, "currency": self.currency}}

@@ -63,6 +63,19 @@ def _verdict(use: ToolUse, value: object) -> ToolResult:
     return ToolResult(use.id, f"denied: confirm_tool_use returned {type(value).__name__}", True)
 
 
+_TOO_DEEP = "tool error: the input is nested too deeply to hand to the tool; send a flatter JSON object"
+
+
+def _own_copy(use: ToolUse) -> dict[str, Any]:
+    """A deep copy: a handler mutating its input must not rewrite the recorded events (E-8).
+
+    Codecs refuse inputs nested beyond ``MAX_TOOL_INPUT_DEPTH``; a provider that does not can
+    still hand over one deep enough to exhaust the copy's recursion — a ``RecursionError`` the
+    callers answer as an error result rather than let it end the session.
+    """
+    return copy.deepcopy(dict(use.input))
+
+
 def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
     return (fn(*args),)
 
@@ -139,7 +152,11 @@ class HandlerAdapter:
             if fn is None or not callable(fn):
                 verdicts.append(ToolResult(use.id, _NO_CONFIRM.format(name=use.name), True))
                 continue
-            args: tuple[Any, ...] = (use.name, copy.deepcopy(dict(use.input)), self._context)
+            try:
+                args: tuple[Any, ...] = (use.name, _own_copy(use), self._context)
+            except RecursionError:
+                verdicts.append(ToolResult(use.id, _TOO_DEEP, True))
+                continue
             if _accepts(fn, 4):
                 args = (*args, info)
             try:
@@ -189,8 +206,10 @@ class HandlerAdapter:
                     extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
                 )
                 return ToolResult(use.id, problem, True)
-        # A deep copy: a handler mutating its input must not rewrite the recorded events (E-8).
-        args: tuple[Any, ...] = (use.name, copy.deepcopy(dict(use.input)), self._context)
+        try:
+            args: tuple[Any, ...] = (use.name, _own_copy(use), self._context)
+        except RecursionError:  # never a crash of the session (issue #12): the model is told
+            return ToolResult(use.id, _TOO_DEEP, True)
         if self._takes_info:
             args = (*args, info)
         telemetry = self._telemetry

@@ -25,3 +25,25 @@ def async_client(**options: Any) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` that reuses the process's TLS context unless ``verify`` is given."""
     options.setdefault("verify", shared_ssl_context())
     return httpx.AsyncClient(**options)
+
+
+def host_of(url: str | httpx.URL) -> str | None:
+    """``host[:port]`` of ``url`` (the port only when it is not the scheme's default), for
+    errors that name who answered; None when it does not parse."""
+    try:
+        parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return None
+    if not parsed.host:
+        return None
+    return f"{parsed.host}:{parsed.port}" if parsed.port is not None else parsed.host
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Whether two URLs name the same scheme, host and port (the scope a credential is for);
+    False when either does not parse."""
+    try:
+        x, y = httpx.URL(a), httpx.URL(b)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    return (x.scheme, x.host, x.port) == (y.scheme, y.host, y.port)

@@ -47,7 +47,7 @@ from rma.session.events import (
     TurnPolled,
     UserMessage,
 )
-from rma.session.machine import Phase, State, initial_state, step
+from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
 from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_REPROMPTS,
@@ -96,14 +96,18 @@ def _provider_error(exc: BaseException) -> ProviderError:
 
 
 class Recorder:
-    """Writes a session's input events as JSONL, replayable with ``rma replay``."""
+    """Writes a session's input events as JSONL, replayable with ``rma replay``.
+
+    Format 2: a ``transcript`` line follows every result that has a result to complete — a
+    success, or a failure carrying a partial result (format 1 wrote one after successes only).
+    """
 
     def __init__(self, target: str | TextIO) -> None:
         self._own = isinstance(target, str)
         self._file: TextIO = open(target, "w", encoding="utf-8") if isinstance(target, str) else target  # noqa: SIM115
 
     def header(self, config: SessionConfig) -> None:
-        self._file.write('{"kind":"header","format":1,"config":' + dumps(config) + "}\n")
+        self._file.write('{"kind":"header","format":2,"config":' + dumps(config) + "}\n")
 
     def event(self, ev: Event) -> None:
         self._file.write('{"kind":"event","event":' + dumps(ev) + "}\n")
@@ -298,12 +302,12 @@ class _Driver(Generic[C]):
                     waiter[0].set()
 
     def _report(self, outcome: Outcome_, final: bool) -> None:
-        if isinstance(outcome, Success) and self.conn is not None:
+        # A success, and a failure carrying its completed turns' result, get the transcript.
+        if self.conn is not None and carries_result(outcome):
             transcript = self.provider.transcript(self.conn)
             if self.recorder:
                 self.recorder.transcript(transcript)
-            if transcript is not None:
-                outcome = Success(attrs.evolve(outcome.unwrap(), transcript=transcript))
+            outcome = with_transcript(outcome, transcript)
         if final:
             self.final = outcome
         self.results_send.send_nowait(outcome)

@@ -10,6 +10,7 @@ import pytest
 
 from rma_shell.cli import main
 from rma_shell.testing import CMAEmulator
+from rma_shell.testing import agentcore_emulator as agentcore
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 
 KEY = "sk-ant-cli-test-0f3e"
@@ -197,6 +198,38 @@ class TestAgentCore:
             code, _, err = call(capsys, ["teardown", *common, "support:stable"], env)
             assert code == 0, err
             assert emu.control.count("DeleteHarness") == 1
+
+    def test_a_403_echoing_the_authorization_header_never_prints_the_access_key_id(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        echo = agentcore.error_once(
+            403,
+            "InvalidSignatureException",
+            "The request signature we calculated does not match.",
+            echo_authorization=True,
+            operation="CreateHarness",
+        )
+        with AgentCoreEmulator(faults=[echo]) as emu:
+            argv = [
+                "provision",
+                "--provider",
+                "agentcore",
+                "--store",
+                str(tmp_path / "s.json"),
+                "--data-url",
+                emu.base_url,
+                "--control-url",
+                emu.base_url,
+                "--agent",
+                agent_spec(tmp_path),
+                "--execution-role-arn",
+                ROLE,
+            ]
+            code, out, err = call(capsys, argv, emu.credentials_env())
+            key_id = emu.access_key_id
+        assert code != 0 and "InvalidSignatureException" in err + str(out)
+        assert "Credential=***" in err + str(out)  # the echo is there, masked
+        assert key_id not in err and key_id not in str(out)
 
     def test_a_missing_role_is_a_usage_error(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -615,6 +615,14 @@ async def ac_500_echoing_the_secret(cap: Capture) -> None:
     await run_agentcore(cap, [_ac().text_turn("never")], faults=[echo])
 
 
+async def ac_403_echoing_the_authorization_header(cap: Capture) -> None:
+    # AWS signature errors may quote the Authorization header: Credential=<access key id>/…
+    echo = _ac().error_once(
+        403, "InvalidSignatureException", "The request signature is wrong.", echo_authorization=True
+    )
+    await run_agentcore(cap, [_ac().text_turn("never")], faults=[echo])
+
+
 async def ac_exception_frame_echoing_the_secret(cap: Capture) -> None:
     fault = _ac().exception_frame(
         "runtimeClientError", f"token {AWS_SESSION_TOKEN} and {AWS_SECRET}", after=1
@@ -648,6 +656,7 @@ AC_SCENARIOS: dict[str, Callable[[Capture], Awaitable[None]]] = {
         ac_raising_tool,
         ac_wrong_secret,
         ac_500_echoing_the_secret,
+        ac_403_echoing_the_authorization_header,
         ac_exception_frame_echoing_the_secret,
         ac_throttled_then_ok,
         ac_stream_drops,

@@ -34,9 +34,11 @@ Decisions (ids refer to ``shared/reference/behaviors.md`` §7):
   truncated; the transport retries it (B-10) and never normalizes it.
 - **Usage** (B-20, §11 #6): the last ``metadata.usage`` wins (the model describes it as
   invocation-level); cache read/write counters are kept; ``raw`` holds that map.
-- **Tool input** (B-23): the input fragments joined and JSON-decoded; empty → ``{}``. A
-  value that is not a JSON object cannot be a tool input: it also becomes ``{}``, and the
-  raw fragments stay in the events.
+- **Tool input** (B-23): the input fragments joined and JSON-decoded; empty → ``{}``. Input
+  that does not parse to a JSON object (``'{"q": "al'``, ``[1]``) or nests deeper than
+  ``MAX_TOOL_INPUT_DEPTH`` is never run with ``{}``: the use carries ``input_error`` and the
+  session answers it with an error result the model sees, as Local answers bad arguments
+  (issue #12). The raw fragments stay in the events; the resume echoes the use with ``{}``.
 - **Empty tool results**: the model requires ``text`` of at least one character, so an
   empty handler result is sent as ``EMPTY_RESULT_TEXT`` rather than an invalid request.
 """
@@ -54,7 +56,17 @@ from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts
 from rma.provider import Input, Mode, ProviderCodec, register_codec
-from rma.vocabulary import JSON, Terminal, ToolResult, ToolUse, TurnResult, Usage
+from rma.vocabulary import (
+    JSON,
+    MAX_TOOL_INPUT_DEPTH,
+    Terminal,
+    ToolResult,
+    ToolUse,
+    TurnResult,
+    Usage,
+    rejected_tool_input,
+    tool_input_problem,
+)
 
 SERVICE: Final = "bedrock-agentcore"
 """The SigV4 service name of both planes (the control plane too, wire §1)."""
@@ -411,13 +423,29 @@ def usage_of(usage: Mapping[str, JSON]) -> Usage:
 
 
 def _decode_input(fragments: str) -> dict[str, JSON]:
+    """The decoded input, or ``{}`` when it is not a usable one (``_parse_input`` says why)."""
+    problem, value = _parse_input(fragments)
+    return value if problem is None else {}
+
+
+def _parse_input(fragments: str) -> tuple[str | None, dict[str, JSON]]:
     if not fragments.strip():
-        return {}
+        return None, {}
     try:
         value = json.loads(fragments)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    except ValueError as exc:
+        return f"invalid JSON: {exc}", {}
+    except RecursionError:
+        return f"nested more than {MAX_TOOL_INPUT_DEPTH} levels deep", {}
+    problem = tool_input_problem(value)
+    return (problem, {}) if problem is not None else (None, value)
+
+
+def _client_tool_use(tid: str, name: str, fragments: str) -> ToolUse:
+    problem, value = _parse_input(fragments)
+    if problem is None:
+        return ToolUse(tid, name, value)
+    return ToolUse(tid, name, {}, input_error=rejected_tool_input(name, problem, fragments))
 
 
 @attrs.define
@@ -490,7 +518,7 @@ def normalize(events: Sequence[JSON]) -> TurnResult:
     uses: tuple[ToolUse, ...] = ()
     if terminal is Terminal.REQUIRES_ACTION:
         uses = tuple(
-            ToolUse(tid, blocks[tid].name, _decode_input("".join(blocks[tid].fragments)))
+            _client_tool_use(tid, blocks[tid].name, "".join(blocks[tid].fragments))
             for tid in run_tools
             if blocks[tid].name
         )

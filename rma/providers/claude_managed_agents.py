@@ -42,7 +42,9 @@ Decisions (behaviour ids refer to ``shared/reference/behaviors.md``):
   ids answered in the batch or on a terminated thread are skipped. Anything else is
   recovered from history (``pending_tool_uses``, S-52). Ids that name ``agent.tool_use`` /
   ``agent.mcp_tool_use`` events await a ``user.tool_confirmation``: see
-  ``confirmations_required``.
+  ``confirmations_required``. An absent or null ``input`` is ``{}``; an ``input`` that is not
+  an object (or nests deeper than ``MAX_TOOL_INPUT_DEPTH``) is never run with ``{}``: the use
+  carries ``input_error`` and is answered with it as an ``is_error`` result (issue #12).
 - **Server tool uses** (C-19, P-6): the raw ``agent.tool_use`` and ``agent.mcp_tool_use``
   events, observe-only. Their results stay in ``events``.
 - **Usage** (C-20, §9.5, §15 #16): the sum of ``span.model_request_end.model_usage`` (all
@@ -63,7 +65,17 @@ import attrs
 
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.session.events import Reconnected
-from rma.vocabulary import JSON, Outcome, Terminal, ToolResult, ToolUse, TurnResult, Usage
+from rma.vocabulary import (
+    JSON,
+    Outcome,
+    Terminal,
+    ToolResult,
+    ToolUse,
+    TurnResult,
+    Usage,
+    rejected_tool_input,
+    tool_input_problem,
+)
 
 # --- event types (SDK 2.10.0 ``BetaManagedAgentsStreamSessionEvents``) ---------------------
 
@@ -370,11 +382,16 @@ def _tool_use(event: JSON) -> ToolUse:
     name = event.get("name")
     # A nameless call cannot be dispatched by name; "unknown" lets the handler answer it
     # with an error result instead of crashing normalization.
-    return ToolUse(
-        id=event_id(event),
-        name=name if isinstance(name, str) and name else "unknown",
-        input=raw_input if isinstance(raw_input, Mapping) else {},
-    )
+    name = name if isinstance(name, str) and name else "unknown"
+    if raw_input is None:  # absent or null: a tool without parameters (C-14)
+        return ToolUse(id=event_id(event), name=name, input={})
+    problem = tool_input_problem(raw_input)
+    if problem is not None:
+        # Never run a tool on input the model did not send (issue #12): the session answers
+        # the call with this error, the way Local answers bad arguments.
+        error = rejected_tool_input(name, problem, raw_input)
+        return ToolUse(id=event_id(event), name=name, input={}, input_error=error)
+    return ToolUse(id=event_id(event), name=name, input=raw_input)
 
 
 @attrs.frozen
@@ -520,6 +537,22 @@ def interrupt(session_thread_id: str | None = None) -> dict[str, JSON]:
     if session_thread_id is not None:
         event["session_thread_id"] = session_thread_id
     return event
+
+
+def bare_model_id(model: str) -> str:
+    """C-26: a provider-qualified id is sent bare — everything up to the first ``:`` goes
+    (``anthropic:claude-sonnet-4-6`` → ``claude-sonnet-4-6``); a bare id is unchanged."""
+    return model.split(":", 1)[1] if ":" in model else model
+
+
+def wire_model(model_config: JSON) -> JSON:
+    """An agent's ``model`` as the agents API takes it: a model id string or ``{"id", …}``
+    with the id bare (C-26); anything else verbatim, for the API to judge."""
+    if isinstance(model_config, str):
+        return bare_model_id(model_config)
+    if isinstance(model_config, Mapping) and isinstance(model_config.get("id"), str):
+        return {**model_config, "id": bare_model_id(model_config["id"])}
+    return model_config
 
 
 def events_body(events: Iterable[JSON]) -> dict[str, JSON]:

@@ -70,7 +70,16 @@ from returns.result import Failure, Result, Success
 from rma._persistent import AppendLog, GrowOnlySet, JoinedBytes
 from rma.errors import InvalidOpts, MalformedResponse, ProviderError, SessionError
 from rma.provider import Input, Mode, ProviderCodec, register_codec
-from rma.vocabulary import JSON, Terminal, ToolResult, ToolUse, TurnResult, Usage
+from rma.vocabulary import (
+    JSON,
+    MAX_TOOL_INPUT_DEPTH,
+    Terminal,
+    ToolResult,
+    ToolUse,
+    TurnResult,
+    Usage,
+    tool_input_problem,
+)
 from rma.wire.openai_chat import (
     RESERVED_BODY_KEYS,
     RequestTemplate,
@@ -667,7 +676,9 @@ def decode_arguments(raw: JSON) -> Result[dict[str, JSON], str]:
     if isinstance(raw, Mapping):
         if not all(isinstance(key, str) for key in raw):
             return Failure("argument names must be strings")
-        return Success(dict(raw))
+        mapped = dict(raw)
+        deep = tool_input_problem(mapped)
+        return Success(mapped) if deep is None else Failure(deep)
     if not isinstance(raw, str):
         return Failure(f"arguments must be a JSON string, got {type(raw).__name__}")
     if not raw.strip():
@@ -679,9 +690,12 @@ def decode_arguments(raw: JSON) -> Result[dict[str, JSON], str]:
             value = _STRICT_DECODER.decode(raw)
     except ValueError as exc:
         return Failure(f"invalid JSON: {exc}")
+    except RecursionError:  # deeper than the decoder can go: far past any real input
+        return Failure(f"nested more than {MAX_TOOL_INPUT_DEPTH} levels deep")
     if not isinstance(value, dict):
         return Failure(f"expected a JSON object, got {type(value).__name__}")
-    return Success(value)
+    problem = tool_input_problem(value)  # too deep for a tool to be handed safely
+    return Success(value) if problem is None else Failure(problem)
 
 
 def _preview(raw: JSON) -> str:

@@ -32,7 +32,9 @@ _TERMINATED = Terminal.TERMINATED  # a global: ``Terminal.X`` is a slow read on 
 (_tr_terminal, _tr_stop, _tr_text, _tr_uses, _tr_server, _tr_usage, _tr_events) = field_setters(
     TurnResult, "terminal", "stop_reason", "text", "custom_tool_uses", "server_tool_uses", "usage", "events"
 )
-(_use_id, _use_name, _use_input) = field_setters(ToolUse, "id", "name", "input")
+(_use_id, _use_name, _use_input, _use_input_error) = field_setters(
+    ToolUse, "id", "name", "input", "input_error"
+)
 
 
 def _turn_result(
@@ -84,6 +86,7 @@ def _tool_use(ev: dict[str, JSON]) -> ToolUse:
     # Never empty (ToolUse's one check): the str of a truthy JSON value has characters.
     _use_name(use, str(ev.get("name") or "unknown"))
     _use_input(use, raw_input if isinstance(raw_input, dict) else {})
+    _use_input_error(use, None)
     return use
 
 

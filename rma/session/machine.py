@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
-from returns.result import Failure, Success
+from returns.result import Failure, Result, Success
 
 from rma._persistent import AppendLog, SeenIds
 from rma._unchecked import field_setters, usage_of
@@ -154,6 +154,8 @@ class Accumulated:
     usage: Usage = attrs.field(factory=Usage)
     """Token totals; the raw usage entries live in ``usage_raw``."""
     usage_raw: AppendLog[JSON] = attrs.field(factory=AppendLog)
+    last_text: str = ""
+    """The text of the request's last completed turn (a partial result's ``text``)."""
 
     def add_turn(self, events: Sequence[JSON], tr: TurnResult) -> Accumulated:
         usage, raw = self.usage, self.usage_raw
@@ -169,6 +171,7 @@ class Accumulated:
         _acc_server(acc, self.server_tool_uses.extend(server) if server else self.server_tool_uses)
         _acc_usage(acc, usage)
         _acc_raw(acc, raw)
+        _acc_text(acc, tr.text)
         return acc
 
     def add_new_tool_uses(self, uses: Sequence[ToolUse]) -> Accumulated:
@@ -187,8 +190,8 @@ class Accumulated:
         return attrs.evolve(self.usage, raw=self.usage_raw.to_tuple())
 
 
-_acc_events, _acc_uses, _acc_server, _acc_usage, _acc_raw = field_setters(
-    Accumulated, "events", "custom_tool_uses", "server_tool_uses", "usage", "usage_raw"
+_acc_events, _acc_uses, _acc_server, _acc_usage, _acc_raw, _acc_text = field_setters(
+    Accumulated, "events", "custom_tool_uses", "server_tool_uses", "usage", "usage_raw", "last_text"
 )
 
 
@@ -388,10 +391,7 @@ def _dispatch(s: State, ev: Event) -> Step:
         case ToolsFinished(batch=batch, results=results, verdicts=verdicts):
             if s.phase is not _TOOLS or batch != s.batch:
                 return s, ()
-            uses, confirms = s.pending_uses, s.pending_confirmations
-            answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
-            content = {"tool_results": _results_content(results)}
-            return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+            return _answer_tools(s, results, verdicts)
         case PushFinished(outcome=outcome):
             return _on_push_finished(s, outcome) if s.phase is _PUSHING else (s, ())
         case LiveEvent(event=raw):
@@ -742,7 +742,9 @@ def _handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
     out: list[Command] = [_turn_stop_telemetry(s, tr)]
     _tool_uses_telemetry(s, tr.custom_tool_uses, out)
     if s.config.has_turn_guard:
-        payload = {"usage": s.acc.usage, "turns": s.turns, "session_id": s.session_id}
+        # The raw per-turn entries too, as SessionResult.usage has them: a spending guard may
+        # need what the provider reported beyond the four counts (a cost, a cache breakdown).
+        payload = {"usage": s.acc.total_usage(), "turns": s.turns, "session_id": s.session_id}
         s = _evolve(s, phase=Phase.GUARD, pending_turn=tr)
         out.append(CallGuard(payload))
         return s, tuple(out)
@@ -790,7 +792,8 @@ def _continue_turn(s: State, tr: TurnResult) -> Step:
 
 
 def _called(s: State, tool: str) -> bool:
-    return any(u.name == tool for u in s.acc.custom_tool_uses)
+    # A call whose input was rejected did not call the tool: it never ran.
+    return any(u.name == tool and u.input_error is None for u in s.acc.custom_tool_uses)
 
 
 def _requires_action(s: State, tr: TurnResult) -> Step:
@@ -838,8 +841,49 @@ def _run_tools(
     batch = s.batch + 1
     uses, confirms = tuple(uses), tuple(confirms)
     s = _evolve(s, phase=_TOOLS, batch=batch, pending_uses=uses, pending_confirmations=confirms)
-    out.append(RunTools(batch, uses, confirms))
+    runnable = uses
+    for use in uses:
+        if use.input_error is not None:
+            # Input the model did not send as an object never reaches a tool (issue #12): the
+            # handler runs the others; this one is answered with its input_error.
+            runnable = tuple(u for u in uses if u.input_error is None)
+            rejected = [{"tool": u.name, "tool_use_id": u.id} for u in uses if u.input_error is not None]
+            out.append(Log("warning", "tool input rejected: not a usable object", {"rejected": rejected}))
+            break
+    if not runnable and not confirms:
+        s, more = _answer_tools(s, (), ())  # nothing for the handler: answer at once
+        return s, (*out, *more)
+    out.append(RunTools(batch, runnable, confirms))
     return s, tuple(out)
+
+
+def _answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[ToolResult]) -> Step:
+    """Resume with the batch's results, the rejected inputs' answers in their place."""
+    uses, confirms = s.pending_uses, s.pending_confirmations
+    results = _with_rejections(uses, results)
+    answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
+    content = {"tool_results": _results_content(results)}
+    return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+
+
+def _with_rejections(uses: Sequence[ToolUse], results: Sequence[ToolResult]) -> Sequence[ToolResult]:
+    """``results`` (of the uses that ran, in order) with an ``is_error`` result for each rejected
+    use at its place, so every use has its answer in tool-use order (T-1)."""
+    for use in uses:
+        if use.input_error is not None:
+            break
+    else:
+        return results  # the usual batch: every use ran
+    ran = iter(results)
+    merged: list[ToolResult] = []
+    for use in uses:
+        if use.input_error is not None:
+            merged.append(ToolResult(use.id, use.input_error, True))
+        else:
+            result = next(ran, None)
+            if result is not None:
+                merged.append(result)
+    return tuple(merged)
 
 
 # ── endings ──────────────────────────────────────────────────────────────────────────
@@ -869,6 +913,50 @@ def _terminated(s: State, tr: TurnResult, reason: str) -> SessionResult:
     return _result(s, tr, Terminal.TERMINATED, tr.stop_reason, reason)
 
 
+def _with_partial(s: State, error: SessionError) -> SessionError:
+    """``error`` carrying what the request's completed turns did, ``reason`` its kind."""
+    acc = s.acc
+    partial = SessionResult(
+        terminal=Terminal.TERMINATED,
+        stop_reason=None,
+        session_id=s.session_id,
+        text=acc.last_text,
+        custom_tool_uses=acc.custom_tool_uses.to_tuple(),
+        server_tool_uses=acc.server_tool_uses.to_tuple(),
+        usage=acc.total_usage(),
+        turns=s.turns,
+        events=acc.events.to_tuple(),
+        transcript=None,
+        reason=error.kind,
+        resumed=s.resumed,
+    )
+    try:
+        return attrs.evolve(error, result=partial)
+    except Exception:  # a provider's own error class that cannot take one: the error as it came
+        return error
+
+
+def with_transcript(
+    outcome: Result[SessionResult, SessionError], transcript: tuple[JSON, ...] | None
+) -> Result[SessionResult, SessionError]:
+    """``outcome`` with the provider's ``transcript`` on its result — a success's, or the partial
+    result a failure carries — unchanged when there is no result or no transcript (Local keeps
+    one; the managed hosts keep theirs server-side)."""
+    if transcript is None:
+        return outcome
+    if isinstance(outcome, Success):
+        return Success(attrs.evolve(outcome.unwrap(), transcript=transcript))
+    error = outcome.failure()
+    if error.result is None:
+        return outcome
+    return Failure(attrs.evolve(error, result=attrs.evolve(error.result, transcript=transcript)))
+
+
+def carries_result(outcome: Result[SessionResult, SessionError]) -> bool:
+    """Whether ``outcome`` has a result a transcript belongs to (see ``with_transcript``)."""
+    return isinstance(outcome, Success) or outcome.failure().result is not None
+
+
 def _after_request(s: State) -> State:
     if s.config.live:
         return _evolve(s, phase=Phase.IDLE, request_open=False, resuming=False)
@@ -886,7 +974,13 @@ def _finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | No
 
 
 def _fail(s: State, error: SessionError) -> Step:
-    """End the request with an error; live sessions report it and stay usable (S-66 Better)."""
+    """End the request with an error; live sessions report it and stay usable (S-66 Better).
+
+    Progress is never thrown away: an error ending a request after at least one completed
+    turn carries those turns' terminated result (issue #12), unless it brought one already.
+    """
+    if s.turns and error.result is None:
+        error = _with_partial(s, error)
     meta = {**s.config.metadata, "terminal": "error", "error": error.kind, "session_id": s.session_id}
     emit = Emit("rma.session.terminal", {}, meta)  # M-7 Better: error endings are visible
     live = s.config.live

@@ -25,7 +25,7 @@ from rma.errors import (
 )
 from rma.provider import ProviderCodec
 from rma.session.events import GuardVerdict
-from rma.vocabulary import JSON, Budget, Outcome, _frozen_map
+from rma.vocabulary import JSON, Budget, Outcome, _frozen_map, _minor_units, budget_problem
 
 DEFAULT_MAX_TURNS = 50
 DEFAULT_MAX_REPROMPTS = 2
@@ -180,15 +180,22 @@ def _coerce_outcome(value: object) -> Outcome | None:
     return None
 
 
-def _coerce_budget(value: object) -> Budget | None:
+_BUDGET_KEYS = frozenset({"max_list_cost", "currency"})
+
+
+def _coerce_budget(value: object) -> Result[Budget, InvalidOpts]:
+    """A budget the API accepts, or ``InvalidOpts`` naming the field (``budget.max_list_cost``,
+    ``budget.currency``) — checked here, before anything is created (item 3 of issue #12)."""
     if isinstance(value, Budget):
-        return value
-    if isinstance(value, Mapping):
-        try:
-            return Budget(**dict(value))
-        except (TypeError, ValueError):
-            return None
-    return None
+        return Success(value)
+    if not isinstance(value, Mapping) or "max_list_cost" not in value or not set(value) <= _BUDGET_KEYS:
+        return Failure(
+            InvalidOpts("budget", "expected rma.Budget or a mapping with max_list_cost[, currency]")
+        )
+    problem = budget_problem(_minor_units(value["max_list_cost"]), value.get("currency", "USD"))
+    if problem is not None:
+        return Failure(InvalidOpts(f"budget.{problem[0]}", problem[1]))
+    return Success(Budget(**dict(value)))
 
 
 def _positive_int(value: object) -> bool:
@@ -236,11 +243,10 @@ def validate(
     if budget is not None:
         if not codec.supports_budget:
             return Failure(BudgetUnsupported(provider=codec.name))
-        parsed_budget = _coerce_budget(budget)
-        if parsed_budget is None:
-            return Failure(
-                InvalidOpts("budget", "expected rma.Budget or a mapping with max_list_cost[, currency]")
-            )
+        coerced = _coerce_budget(budget)
+        if isinstance(coerced, Failure):
+            return Failure(coerced.failure())
+        parsed_budget = coerced.unwrap()
         if session_id is not None:
             return Failure(
                 InvalidOpts("budget", "a budget applies to a fresh session; it cannot be set on resume")

@@ -57,7 +57,7 @@ from rma.vocabulary import JSON
 from rma.wire.eventstream import EventStreamDecoder, Message
 from rma.wire.sigv4 import sign
 from rma_shell.aws_credentials import CredentialSource
-from rma_shell.http import shared_ssl_context
+from rma_shell.http import host_of, shared_ssl_context
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -164,7 +164,10 @@ class AgentCoreClient:
         if isinstance(got, Failure):
             return Failure(got.failure())
         creds = got.unwrap()
-        self._secrets = tuple(s for s in (creds.secret_access_key, creds.session_token) if s)
+        # The access key id too: a server echoing the Authorization header puts
+        # ``Credential=<access key id>/…`` in its error, and the id names the account's key.
+        secrets = (creds.access_key_id, creds.secret_access_key, creds.session_token)
+        self._secrets = tuple(s for s in secrets if s)
         return Success(
             sign(
                 method,
@@ -189,7 +192,13 @@ class AgentCoreClient:
             body = {"code": code, "message": body}
         if code in AUTH_CODES and status in (401, 403):
             message = body.get("message") or body.get("Message") or ""
-            return AuthenticationError(detail=f"{code}: {message}".rstrip(": "))
+            return AuthenticationError(
+                detail=f"{code}: {message}".rstrip(": "),
+                status=status,
+                error_code=code,
+                error_message=str(message),
+                host=host_of(url),
+            )
         return HttpError(status=status, body=body, method=method, url=url.split("?", 1)[0])
 
     async def _send(

@@ -22,20 +22,23 @@ import attrs
 import httpx
 from returns.result import Failure, Result, Success
 
-from rma.config import resolve_anthropic
+from rma.config import BASE_URL, resolve_anthropic, resolve_key
 from rma.errors import (
     BudgetNotConfirmed,
+    HttpError,
     InvalidOpts,
     MalformedResponse,
     ProviderError,
     SessionError,
     StreamDropped,
+    Timeout,
 )
 from rma.provider import Input
 from rma.providers.claude_managed_agents import CODEC, ClaudeManagedAgentsCodec, consolidate
 from rma.session.events import Reconnected
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
+from rma_shell.http import same_origin
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.providers.cma_client import CMAClient
 from rma_shell.telemetry import Telemetry
@@ -61,6 +64,9 @@ class CMAConn:
     resumed: bool = False
     attached: bool = False
     session: JSON = None
+    client: CMAClient | None = attrs.field(default=None, eq=False, repr=False)
+    """This run's own client, when ``model_config`` gave it credentials or a host (C-5); it is
+    closed with the session. None: the provider's client."""
 
 
 class ClaudeManagedAgents(Provider[CMAConn]):
@@ -70,7 +76,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     ``api_key`` (``ANTHROPIC_API_KEY``) or ``bearer_token_file``
     (``ANTHROPIC_BEARER_TOKEN_FILE``), ``base_url``, ``beta``, ``anthropic_version``,
     ``files_beta``, ``receive_timeout`` (ms). ``agent_id``/``environment_id`` (or ``agent=``/
-    ``environment=`` handles) may be given here or per run.
+    ``environment=`` handles) may be given here or per run. ``cleanup_timeout_s`` (5 s) bounds,
+    in total, deleting a session whose budget the API did not confirm (S-73).
     """
 
     codec: ClaudeManagedAgentsCodec = CODEC
@@ -94,6 +101,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         metadata: Mapping[str, str] | None = None,
         resources: Sequence[Mapping[str, Any]] | None = None,
         stream_idle_timeout_s: float = 1800.0,
+        cleanup_timeout_s: float = 5.0,
         client: CMAClient | None = None,
         telemetry: Telemetry | None = None,
         **client_options: Any,
@@ -112,6 +120,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self._env = env
         self._api_key_header = api_key_header
         self._client = client
+        self._injected = client is not None
         self._client_options = dict(client_options)
         self._telemetry = telemetry
         self.agent_id = agent_id
@@ -120,6 +129,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self.metadata = dict(metadata or {})
         self.resources = list(resources or [])
         self.stream_idle_timeout_s = stream_idle_timeout_s
+        self.cleanup_timeout_s = cleanup_timeout_s
 
     def __repr__(self) -> str:
         return f"ClaudeManagedAgents(agent_id={self.agent_id!r}, environment_id={self.environment_id!r})"
@@ -141,8 +151,62 @@ class ClaudeManagedAgents(Provider[CMAConn]):
 
     # ── lifecycle ──
 
+    def _run_client(self, run_config: object) -> Result[CMAClient | None, SessionError]:
+        """C-5: a client of this run's own when ``model_config`` carries ``api_key`` and/or
+        ``base_url`` (a gateway lane's granted key, say); its other keys configure nothing here —
+        the model is the agent's. A client given to the provider (``client=``) wins, as in the
+        reference. The provider's credentials are never sent to another host: a ``base_url``
+        on another origin needs the run's own ``api_key``."""
+        if self._injected or not isinstance(run_config, Mapping):
+            return Success(None)
+        key, url = run_config.get("api_key"), run_config.get("base_url")
+        if key is None and url is None:
+            return Success(None)
+        env = self._env if self._env is not None else os.environ
+        opts = dict(self._opts)
+        if key is not None:
+            opts["api_key"], opts["bearer_token_file"] = key, None
+        if url is not None:
+            own = resolve_key(BASE_URL, opts=self._opts, app=self._app, env=env)
+            if key is None and not (isinstance(url, str) and isinstance(own, str) and same_origin(url, own)):
+                return Failure(
+                    InvalidOpts(
+                        "model_config",
+                        "a per-run base_url on another host needs its own api_key: "
+                        "the provider's credentials are only sent to the provider's host",
+                    )
+                )
+            opts["base_url"] = url
+        settings = resolve_anthropic(opts=opts, app=self._app, env=env)
+        if isinstance(settings, Failure):
+            error = settings.failure()
+            return Failure(attrs.evolve(error, option=f"model_config.{error.option}"))
+        return Success(
+            CMAClient(
+                settings.unwrap(),
+                api_key_header=self._api_key_header,
+                telemetry=self._telemetry,
+                **self._client_options,
+            )
+        )
+
+    def _client_of(self, conn: CMAConn) -> Result[CMAClient, SessionError]:
+        return Success(conn.client) if conn.client is not None else self.client()
+
     async def open(self, request: OpenRequest) -> Result[CMAConn, SessionError]:
-        built = self.client()
+        own = self._run_client(request.extra.get("model_config"))
+        if isinstance(own, Failure):
+            return Failure(own.failure())
+        run_client = own.unwrap()
+        opened = await self._open(request, run_client)
+        if isinstance(opened, Failure) and run_client is not None:
+            await run_client.aclose()
+        return opened
+
+    async def _open(
+        self, request: OpenRequest, run_client: CMAClient | None
+    ) -> Result[CMAConn, SessionError]:
+        built = Success(run_client) if run_client is not None else self.client()
         if isinstance(built, Failure):
             return Failure(built.failure())
         client = built.unwrap()
@@ -150,7 +214,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             got = await client.get_session(request.session_id)
             if isinstance(got, Failure):
                 return Failure(got.failure())
-            return Success(CMAConn(request.session_id, resumed=True, session=_agent_summary(got.unwrap())))
+            summary = _agent_summary(got.unwrap())
+            return Success(CMAConn(request.session_id, resumed=True, session=summary, client=run_client))
         agent = request.extra.get("agent_id") or self.agent_id
         environment = request.extra.get("environment_id") or self.environment_id
         if not isinstance(agent, str) or not agent:
@@ -188,9 +253,33 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             )
         if wanted is not None and not _same_budget(wanted, session.get("budget")):
             # S-73: never prompt an uncapped session; do not leave it behind either.
-            await client.delete_session(session_id)
-            return Failure(BudgetNotConfirmed(requested=wanted, confirmed=session.get("budget")))
-        return Success(CMAConn(session_id, session=_agent_summary(session)))
+            cleanup, cleanup_error = await self._discard(client, session_id)
+            return Failure(
+                BudgetNotConfirmed(
+                    requested=wanted,
+                    confirmed=session.get("budget"),
+                    session_id=session_id,
+                    cleanup=cleanup,
+                    cleanup_error=cleanup_error,
+                )
+            )
+        return Success(CMAConn(session_id, session=_agent_summary(session), client=run_client))
+
+    async def _discard(self, client: CMAClient, session_id: str) -> tuple[str, SessionError | None]:
+        """Delete a session no prompt may reach, within ``cleanup_timeout_s`` in total —
+        retries and a server trickling its answer included — and shielded from the caller's
+        cancellation, so a run's timeout cannot leave it behind unasked."""
+        deleted: Result[JSON, SessionError] | None = None
+        with anyio.move_on_after(self.cleanup_timeout_s, shield=True):
+            deleted = await client.delete_session(session_id)
+        if deleted is None:
+            return "timed_out", Timeout(timeout_s=self.cleanup_timeout_s, operation="delete_session")
+        if isinstance(deleted, Success):
+            return "deleted", None
+        error = deleted.failure()
+        if isinstance(error, HttpError) and error.status == 404:
+            return "deleted", None  # already gone: what the cleanup wanted
+        return "failed", error
 
     def session_id(self, conn: CMAConn) -> str | None:
         return conn.session_id
@@ -209,9 +298,10 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             ):
                 if isinstance(value, str) and value:
                     out[key] = value
-        if self._client is not None:
+        client = conn.client if conn.client is not None else self._client
+        if client is not None:
             try:
-                url = httpx.URL(self._client.settings.base_url)
+                url = httpx.URL(client.settings.base_url)
             except (httpx.InvalidURL, TypeError, ValueError):
                 return out
             out["server_address"] = url.host or None
@@ -222,7 +312,11 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         return conn.resumed
 
     async def aclose(self, conn: CMAConn) -> None:
-        await anyio.lowlevel.checkpoint()
+        if conn.client is not None:  # this run's own client (C-5); the provider's outlives it
+            client, conn.client = conn.client, None
+            await client.aclose()
+        else:
+            await anyio.lowlevel.checkpoint()
 
     async def close(self) -> None:
         """Close the client this provider built (providers are reusable across runs)."""
@@ -232,7 +326,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     # ── turns ──
 
     async def push_input(self, conn: CMAConn, input: Input) -> Result[None, SessionError]:
-        built = self.client()
+        built = self._client_of(conn)
         if isinstance(built, Failure):
             return Failure(built.failure())
         if not isinstance(input, list) or not input:
@@ -246,7 +340,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         on_connected: Callable[[], Awaitable[None]],
         on_event: Callable[[JSON], Awaitable[None]],
     ) -> Result[None, SessionError]:
-        built = self.client()
+        built = self._client_of(conn)
         if isinstance(built, Failure):
             return Failure(built.failure())
         client = built.unwrap()
@@ -289,7 +383,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     async def reconnect(
         self, conn: CMAConn, seen: tuple[str, ...]
     ) -> Result[tuple[CMAConn, Reconnected], SessionError]:
-        built = self.client()
+        built = self._client_of(conn)
         if isinstance(built, Failure):
             return Failure(built.failure())
         history = await built.unwrap().list_events(conn.session_id)

@@ -37,7 +37,7 @@ from rma.errors import AuthenticationError, HttpError, MalformedResponse, Sessio
 from rma.redact import redact_error
 from rma.retry import next_delay_s
 from rma.vocabulary import JSON
-from rma_shell.http import async_client
+from rma_shell.http import async_client, host_of
 from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -149,6 +149,18 @@ class CMAClient:
 
     def _url(self, path: str) -> str:
         return self.settings.base_url.rstrip("/") + path
+
+    def _rejected(self, method: str, path: str, body: JSON) -> AuthenticationError:
+        """A 401: what was rejected (the API's error type and message) and by which host."""
+        error = body.get("error") if isinstance(body, dict) else None
+        code = error.get("type") if isinstance(error, dict) else None
+        return AuthenticationError(
+            detail=f"HTTP 401 on {method} {path}: {_message(body)}",
+            status=401,
+            error_code=code if isinstance(code, str) else None,
+            error_message=_message(body),
+            host=host_of(self.settings.base_url),
+        )
 
     # ── the one request path ──
 
@@ -296,11 +308,7 @@ class CMAClient:
             body = response.text[:2000]
         should_retry = response.headers.get("x-should-retry")
         if status == 401:
-            return (
-                Failure(AuthenticationError(detail=f"HTTP 401 on {method} {path}: {_message(body)}")),
-                None,
-                "never",
-            )
+            return Failure(self._rejected(method, path, body)), None, "never"
         error = HttpError(status=status, body=body, method=method, url=path)
         if should_retry == "false":
             return Failure(error), None, "never"  # the server's word beats the status rules
@@ -451,7 +459,7 @@ class CMAClient:
                     body = response.text[:2000]
                 error: SessionError
                 if response.status_code == 401:
-                    error = AuthenticationError(detail=f"HTTP 401 on GET {path}: {_message(body)}")
+                    error = self._rejected("GET", path, body)
                 else:
                     error = HttpError(status=response.status_code, body=body, method="GET", url=path)
                 yield Failure(self.redact_error(error))

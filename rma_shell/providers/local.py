@@ -57,7 +57,7 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
-from rma_shell.http import async_client
+from rma_shell.http import async_client, host_of, same_origin
 from rma_shell.logging import log_fields
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
 from rma_shell.telemetry import Telemetry
@@ -224,9 +224,12 @@ class Local(Provider[LocalConn]):
         base_url, api_key = self.base_url, self._api_key
         if isinstance(run_config, Mapping):
             # L-3 per run: a gateway lane's model, URL and granted key override the provider's.
-            base_url = run_config.get("base_url") or base_url
-            run_key = run_config.get("api_key")
-            api_key = run_key if isinstance(run_key, str) and run_key else api_key
+            run_url, run_key = run_config.get("base_url"), run_config.get("api_key")
+            if isinstance(run_key, str) and run_key:
+                api_key = run_key
+            elif run_url and not same_origin(run_url, base_url):
+                api_key = None  # the provider's key is for its own host, never another one
+            base_url = run_url or base_url
             model_config.update({k: v for k, v in run_config.items() if k not in ("api_key", "base_url")})
         elif isinstance(run_config, str):
             model_config["model"] = run_config
@@ -525,7 +528,18 @@ class Local(Provider[LocalConn]):
                 return Failure(MalformedResponse(detail="response body is not JSON", response=decoded))
             return Success(decoded)
         if status == 401:
-            return Failure(AuthenticationError(detail=conn.redact(f"HTTP 401: {_error_message(decoded)}")))
+            message = conn.redact(_error_message(decoded))
+            error = decoded.get("error") if isinstance(decoded, Mapping) else None
+            code = (error.get("code") or error.get("type")) if isinstance(error, Mapping) else None
+            return Failure(
+                AuthenticationError(
+                    detail=f"HTTP 401: {message}",
+                    status=401,
+                    error_code=code if isinstance(code, str) else None,
+                    error_message=message,
+                    host=host_of(conn.target),
+                )
+            )
         return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
 
 

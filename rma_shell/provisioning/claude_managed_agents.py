@@ -37,6 +37,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import HttpError, InvalidOpts, SessionError
+from rma.providers.claude_managed_agents import wire_model
 from rma.provisioning import identity
 from rma.provisioning.errors import InvalidSpec, UntrackedDigest
 from rma.provisioning.flow_errors import (
@@ -370,9 +371,11 @@ def _compose(kind: Kind, base: str, digest: str) -> Result[str, BaseTooLong]:
 
 
 def agent_body(spec: AgentSpec, name: str) -> dict[str, JSON]:
-    """V-22: ``{name, model, system, tools}`` — the model config verbatim, tools as custom
-    tools; the terminal tool is the session loop's business and never sent."""
-    body: dict[str, JSON] = {"name": name, "model": spec.model_config}
+    """V-22: ``{name, model, system, tools}`` — the model config with its id bare (C-26:
+    ``anthropic:claude-sonnet-4-6`` is sent as ``claude-sonnet-4-6``; the identity digest is
+    still of the spec as written), tools as custom tools; the terminal tool is the session
+    loop's business and never sent."""
+    body: dict[str, JSON] = {"name": name, "model": wire_model(spec.model_config)}
     if spec.system_prompt is not None:
         body["system"] = spec.system_prompt
     if spec.tools:

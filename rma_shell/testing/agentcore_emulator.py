@@ -729,6 +729,7 @@ class AgentCoreFault:
     fields: Mapping[str, Any] = attrs.Factory(dict)
     after: int = 0
     seconds: float = 0.0
+    echo_authorization: bool = False
 
 
 def error_once(
@@ -739,9 +740,12 @@ def error_once(
     fields: Mapping[str, Any] | None = None,
     times: int = 1,
     operation: Operation | None = None,
+    echo_authorization: bool = False,
 ) -> AgentCoreFault:
     """Answer the next matching request(s) with HTTP ``status`` and error ``code``
-    (``RetryableConflictException`` 409, ``AccessDeniedException`` 403, …)."""
+    (``RetryableConflictException`` 409, ``AccessDeniedException`` 403, …).
+    ``echo_authorization`` appends `` Authorization=<the request's header>`` to the message, as
+    AWS does in some signature errors (it carries ``Credential=<access key id>/…``)."""
     return AgentCoreFault(
         "status",
         times=times,
@@ -750,7 +754,14 @@ def error_once(
         code=code,
         message=message or f"{code} (injected by the agentcore emulator)",
         fields=dict(fields or {}),
+        echo_authorization=echo_authorization,
     )
+
+
+def _fault_message(fault: AgentCoreFault, h: LoopbackHandler) -> str:
+    if not fault.echo_authorization:
+        return fault.message
+    return f"{fault.message} Authorization={h.headers.get('Authorization', '')}"
 
 
 def throttle_once(
@@ -1461,7 +1472,7 @@ class ControlPlane:
                 injected = emu._take(("status",), None, operation)
                 if injected:
                     fault = injected[0]
-                    raise _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+                    raise _AwsError(fault.status, fault.code, _fault_message(fault, h), **fault.fields)
                 now = self.now()
                 self._prune(now)
                 status, payload = self._dispatch(operation, params, now)
@@ -2458,7 +2469,7 @@ class AgentCoreEmulator(LoopbackEmulator):
             status = self._take(("status",), session_id, "InvokeHarness")
             if status:
                 fault = status[0]
-                raise _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+                raise _AwsError(fault.status, fault.code, _fault_message(fault, h), **fault.fields)
             session = self._session(session_id)
             if session.busy is not None:
                 raise _AwsError(
@@ -2572,7 +2583,7 @@ class AgentCoreEmulator(LoopbackEmulator):
             status = self._take(("status",), session_id, "InvokeAgentRuntimeCommand")
             if status:
                 fault = status[0]
-                raise _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+                raise _AwsError(fault.status, fault.code, _fault_message(fault, h), **fault.fields)
             session = self._session(session_id)
             session.commands.append(command)
             workdir, storage = self._dirs(session)
@@ -2892,11 +2903,14 @@ def _is_client_tool(block: Mapping[str, Any]) -> bool:
 
 
 def _parse_input(block: Mapping[str, Any]) -> Any:
+    """The input the conversation keeps for a streamed tool use: its fragments as a JSON object,
+    or ``{}`` when they are not one (broken JSON, an array, a string) — a tool use's input is an
+    object on the model's side of the wire, so that is the only echo the model would accept."""
     try:
         value = json.loads(block["fragments"]) if block["fragments"] else {}
     except ValueError:
         return {}
-    return value
+    return value if isinstance(value, dict) else {}
 
 
 def _as_message(message: Mapping[str, Any]) -> JSONDict:

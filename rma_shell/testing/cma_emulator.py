@@ -431,13 +431,16 @@ def _with_usage(event: JSONDict, usage: Mapping[str, Any] | None) -> JSONDict:
 # Faults
 # --------------------------------------------------------------------------------------------
 
-FaultKind = Literal["status", "drop_stream", "error_frame", "earlier_batch", "terminal_disconnected"]
+FaultKind = Literal[
+    "status", "drop_stream", "error_frame", "earlier_batch", "terminal_disconnected", "trickle", "drop_budget"
+]
 
 
 @attrs.frozen
 class CMAFault:
     """A fault; build with ``status_once``, ``drop_stream_after``, ``error_frame``,
-    ``requires_action_from_earlier_batch`` or ``terminal_while_disconnected``."""
+    ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``, ``trickle`` or
+    ``budget_not_echoed``."""
 
     kind: FaultKind
     times: int = 1
@@ -451,6 +454,7 @@ class CMAFault:
     after: int = 0
     delay: float | None = 0.05
     drop_stream: bool = False
+    size: int = 0
 
 
 def status_once(
@@ -517,6 +521,34 @@ def terminal_while_disconnected(*, times: int = 1) -> CMAFault:
     ``session.status_terminated``), drop every open stream of the session just before it, so
     that event lands in the history while no stream is connected."""
     return CMAFault("terminal_disconnected", times=times)
+
+
+def trickle(
+    *,
+    method: str | None = None,
+    path: str | None = None,
+    interval: float = 0.1,
+    size: int = 4096,
+    times: int = 1,
+) -> CMAFault:
+    """Serve the next matching request(s) as usual, but send the answer's body one byte every
+    ``interval`` seconds, padded with JSON whitespace to ``size`` bytes: a server that never
+    goes silent long enough for a per-read timeout to fire, yet takes ``interval × size``
+    seconds to answer. ``method``/``path`` narrow the match as in ``status_once``."""
+    return CMAFault(
+        "trickle",
+        times=times,
+        method=method.upper() if method else None,
+        path=path,
+        delay=max(0.0, interval),
+        size=max(1, size),
+    )
+
+
+def budget_not_echoed(*, times: int = 1) -> CMAFault:
+    """The next session create(s) accept the request but keep no budget: the session is created
+    uncapped and its ``budget`` is ``null`` (what a client must catch before prompting, S-73)."""
+    return CMAFault("drop_budget", times=times)
 
 
 def _num(value: float | str) -> str:
@@ -923,7 +955,7 @@ class CMAEmulator(LoopbackEmulator):
             other_session = armed.session_id is not None and armed.session_id != session_id
             if other_session and (kind != "status" or str(armed.session_id) not in path):
                 continue
-            if kind == "status":
+            if kind in ("status", "trickle"):
                 if fault.method is not None and fault.method != method:
                     continue
                 if fault.path is not None and not re.search(fault.path, path):
@@ -963,15 +995,28 @@ class CMAEmulator(LoopbackEmulator):
             reply = self._error_reply(_Rejected(500, message, "api_error"), request_id)
         if reply is None:
             return
+        with self._lock:
+            slow = self._take("trickle", None, h.command, path)
+        body = reply.body
+        if slow is not None:
+            body = body.ljust(slow.size, b" ")
         try:
             h.send_response(reply.status)
             h.send_header("Content-Type", reply.content_type)
-            h.send_header("Content-Length", str(len(reply.body)))
+            h.send_header("Content-Length", str(len(body)))
             h.send_header("request-id", request_id)
             for name, value in reply.headers.items():
                 h.send_header(name, value)
             h.end_headers()
-            h.wfile.write(reply.body)
+            if slow is None:
+                h.wfile.write(body)
+                return
+            for i in range(len(body)):
+                if self._stopping.wait(slow.delay or 0.0):
+                    h.close_connection = True
+                    return
+                h.wfile.write(body[i : i + 1])
+                h.wfile.flush()
         except _DISCONNECTS:
             h.close_connection = True
 
@@ -1343,6 +1388,8 @@ class CMAEmulator(LoopbackEmulator):
         if env.data["archived_at"]:
             raise _invalid(f"Environment {environment_id} is archived.", error_code="environment_archived")
         budget = _budget(body.get("budget"))
+        if budget is not None and self._take("drop_budget"):
+            budget = None
         initial = body.get("initial_events")
         if initial is not None and (not isinstance(initial, list) or len(initial) > 50):
             raise _invalid("initial_events: at most 50 events")
@@ -2201,6 +2248,11 @@ def _list(value: Any, where: str) -> list[Any]:
 
 
 def _model(value: Any) -> JSONDict:
+    model = value.get("id") if isinstance(value, dict) else value
+    if isinstance(model, str) and ":" in model:
+        # The API knows its models by their bare ids; "anthropic:claude-…" is another
+        # library's provider-qualified spelling (C-26: clients send the id bare).
+        raise _invalid(f"model: {model!r} is not a model id (send the bare id, without a provider prefix)")
     if isinstance(value, str) and value:
         return {"id": value}
     if isinstance(value, dict) and isinstance(value.get("id"), str) and value["id"]:

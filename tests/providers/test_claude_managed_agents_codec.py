@@ -524,7 +524,12 @@ def test_C14_an_idle_listing_tool_uses_from_an_earlier_batch_resolves_nothing_he
 def test_C14_a_nameless_or_inputless_custom_use_does_not_crash() -> None:
     use = ev("agent.custom_tool_use", input="not a map")
     tr = CODEC.normalize([use, ra(use)])
-    assert tr.custom_tool_uses == (ToolUse(use["id"], "unknown", {}),)
+    (got,) = tr.custom_tool_uses
+    assert (got.id, got.name, got.input) == (use["id"], "unknown", {})
+    # ...and it is not run with {} (issue #12): the session answers it with this error.
+    assert got.input_error is not None and "got a string" in got.input_error
+    bare = ev("agent.custom_tool_use", name="lookup")  # no input: a tool without parameters
+    assert CODEC.normalize([bare, ra(bare)]).custom_tool_uses == (ToolUse(bare["id"], "lookup", {}),)
 
 
 def test_C13_the_most_recent_boundary_decides() -> None:

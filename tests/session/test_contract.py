@@ -237,11 +237,11 @@ async def test_E7_delivery_is_at_least_once_across_drops_but_the_record_is_exact
 
 async def test_S72_budget_reaches_the_provider_at_open() -> None:
     provider = ScriptedProvider([end()], streaming=True)
-    await run(provider, handler=Recorder(), prompt="x", budget=Budget("25.00"))
-    assert provider.opened[0].budget == Budget("25.00")
-    assert Budget("25.00").to_wire() == {
+    await run(provider, handler=Recorder(), prompt="x", budget=Budget("2500"))
+    assert provider.opened[0].budget == Budget(2500)
+    assert Budget("2500").to_wire() == {  # whole cents: $25.00
         "type": "limit",
-        "max_list_cost": {"amount": "25.00", "currency": "USD"},
+        "max_list_cost": {"amount": "2500", "currency": "USD"},
     }
 
 

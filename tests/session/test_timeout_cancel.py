@@ -61,7 +61,10 @@ async def test_S81_S84_timeout_cancels_a_hung_async_tool(
     provider = ScriptedProvider([calls(tool("hang", "t1"), tool("hang2", "t2")), end()], streaming=streaming)
     start = anyio.current_time()
     outcome = await run(provider, handler=hang, prompt="go", timeout=5, telemetry=tel)
-    assert outcome == Failure(Timeout(timeout_s=5))
+    error = outcome.failure()
+    assert error == Timeout(timeout_s=5, result=error.result)
+    # The turn that asked for the tools completed: the timeout keeps it (issue #12).
+    assert error.result is not None and error.result.turns == 1 and error.result.reason == "timeout"
     assert anyio.current_time() - start == pytest.approx(5)
     assert sorted(cleaned_up) == ["hang", "hang2"]  # the tools were cancelled, their finally ran
     assert provider.closed == 1  # aclose called once
@@ -114,7 +117,9 @@ async def test_S84_a_blocking_sync_tool_does_not_prevent_the_timeout(
             outcome = await run(provider, handler=blocking, prompt="go", timeout=1)
     finally:
         gate.set()  # release the abandoned worker thread
-    assert outcome == Failure(Timeout(timeout_s=1))
+    error = outcome.failure()
+    assert error == Timeout(timeout_s=1, result=error.result)
+    assert error.result is not None and error.result.turns == 1
     assert provider.closed == 1
     assert len(provider.inputs) == 1  # the late result is never sent
     assert _task_count() == before

@@ -203,3 +203,18 @@ async def test_S20_A6_kickoff_defaults_to_begin() -> None:
     provider = ScriptedProvider([end()])
     await run(provider, handler=Recorder())
     assert provider.inputs[0] == [{"type": "user.message", "text": "Begin."}]
+
+
+@pytest.mark.parametrize("streaming", STREAMING)
+async def test_S38_the_guard_sees_the_raw_usage_entries_as_the_result_does(streaming: bool) -> None:
+    seen: list[Usage] = []
+
+    def guard(payload: dict[str, Any]) -> object:
+        seen.append(payload["usage"])
+        return CONTINUE
+
+    provider = ScriptedProvider([calls(tool("a", "t1"), i=2, o=3), end(i=4, o=5)], streaming=streaming)
+    result = (await run(provider, handler=Recorder(), prompt="go", turn_guard=guard)).unwrap()
+    assert [len(u.raw) for u in seen] == [1, 2]
+    assert [(e["input_tokens"], e["output_tokens"]) for e in seen[1].raw] == [(2, 3), (4, 5)]
+    assert seen[1] == result.usage  # the counts and the raw entries alike

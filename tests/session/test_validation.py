@@ -81,7 +81,7 @@ async def test_S75_budget_with_resume_is_invalid_opts_budget() -> None:
     err = outcome.failure()
     assert isinstance(err, InvalidOpts) and err.option == "budget"
     outcome = await _run(provider, budget={"max_list_cost": "-1"})
-    assert outcome.failure().option == "budget"
+    assert outcome.failure().option == "budget.max_list_cost"  # the field is named (issue #12)
     assert provider.opened == []
 
 
