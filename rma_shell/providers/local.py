@@ -53,11 +53,13 @@ from rma.providers.local import (
 )
 from rma.redact import redact_error, redact_text
 from rma.retry import is_transient_error, next_delay_s
+from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
 from rma_shell.http import async_client
 from rma_shell.logging import log_fields
+from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -123,8 +125,7 @@ class Local(Provider[LocalConn]):
     token; never shown in repr or logs), ``system_prompt``, ``tools`` (dicts or objects with
     ``name``, ``description``, ``input_schema``), ``terminal_tool``, ``model_config`` (model,
     base_url, api_key, metadata and extra request params such as temperature), ``stream``,
-    ``history`` (a previous transcript to reattach to; ``OpenRequest.extra["history"]``
-    overrides it), ``max_history_messages`` (request truncation, off by default),
+    ``max_history_messages`` (request truncation, off by default),
     ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
     ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
@@ -132,10 +133,17 @@ class Local(Provider[LocalConn]):
     and ``session_id_factory``. ``gen_ai_provider_name`` names who serves the model in
     OpenTelemetry's ``gen_ai.provider.name`` vocabulary (default ``"openai"``: the wire is
     OpenAI's; say ``"ollama"``, ``"vllm"``, ``"deepseek"`` … when you know better).
+
+    Per run (``run_options``): ``history`` — a previous transcript to continue (the result is
+    ``resumed``; ``session_id=`` may name the continued session, and without ``history`` it
+    is refused: Local keeps no session anywhere to reattach to) — and ``model_config`` (L-3:
+    a gateway lane's model, ``base_url``, ``api_key`` and params for this run).
     """
 
     codec: LocalCodec = CODEC
+    run_options = frozenset({"history", "model_config"})
 
+    @refuses_unknown_options
     def __init__(
         self,
         *,
@@ -147,7 +155,6 @@ class Local(Provider[LocalConn]):
         terminal_tool: str | None = None,
         model_config: Mapping[str, Any] | str | None = None,
         stream: bool = False,
-        history: Sequence[JSON] | None = None,
         max_history_messages: int | None = None,
         max_retries: int = 3,
         backoff_base_s: float = 1.0,
@@ -180,7 +187,6 @@ class Local(Provider[LocalConn]):
         self.tools = tuple(tools)
         self.terminal_tool = terminal_tool
         self.streaming = stream
-        self.history = history
         self.max_history_messages = max_history_messages
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
@@ -209,14 +215,30 @@ class Local(Provider[LocalConn]):
 
     # -- lifecycle --
 
+    def _check_settings(self) -> Result[None, InvalidOpts]:
+        """The provider's numeric settings, before any request (no NaN, no negative)."""
+        for checked in (
+            check_count(self.max_retries, "max_retries"),
+            check_seconds(self.timeout_s, "timeout_s"),
+            check_seconds(self.backoff_base_s, "backoff_base_s", allow_zero=True),
+            check_seconds(self.backoff_cap_s, "backoff_cap_s", allow_zero=True),
+        ):
+            if isinstance(checked, Failure):
+                return Failure(checked.failure())
+        return Success(None)
+
     async def open(self, request: OpenRequest) -> Result[LocalConn, SessionError]:
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            return Failure(InvalidOpts(option="max_retries", detail="must be an integer >= 0"))
+        settings = self._check_settings()
+        if isinstance(settings, Failure):
+            return Failure(settings.failure())
         run_config = request.extra.get("model_config")
         model_config = dict(self._model_config)
         base_url, api_key = self.base_url, self._api_key
+        url_option = "base_url"
         if isinstance(run_config, Mapping):
             # L-3 per run: a gateway lane's model, URL and granted key override the provider's.
+            if run_config.get("base_url"):
+                url_option = "model_config.base_url"
             base_url = run_config.get("base_url") or base_url
             run_key = run_config.get("api_key")
             api_key = run_key if isinstance(run_key, str) and run_key else api_key
@@ -230,7 +252,19 @@ class Local(Provider[LocalConn]):
                     detail="Local needs a model (model= or model_config) unless chat= is given",
                 )
             )
-        history = request.extra.get("history", self.history)
+        if self._chat is None:
+            checked_url = check_url(base_url, url_option)
+            if isinstance(checked_url, Failure):
+                return Failure(checked_url.failure())
+        history = request.extra.get("history")
+        if request.session_id is not None and not history:
+            return Failure(
+                InvalidOpts(
+                    option="session_id",
+                    detail="Local keeps no session to reattach to: continue one with "
+                    "history=<its transcript> (session_id= then names it)",
+                )
+            )
         started = start(
             self.system_prompt,
             self.tools,
