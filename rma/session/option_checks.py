@@ -79,8 +79,9 @@ def check_names(
     for name in given:
         if name in accepted:
             continue
-        if name in moved:
-            return Failure(InvalidOpts(option=name, detail=f"not an option of {where}: {moved[name]}"))
+        if name in moved:  # a real option, misplaced; still say which name here is close
+            detail = f"not an option of {where}: {moved[name]}"
+            return Failure(InvalidOpts(option=name, detail=detail, suggestion=suggest(name, accepted)))
         match = suggest(name, accepted)
         if match is not None:
             return Failure(InvalidOpts(option=name, detail=f"unknown option of {where}", suggestion=match))

@@ -316,7 +316,7 @@ async def test_send_event_timeout_must_be_a_number_of_seconds(bad: float) -> Non
 async def test_provider_durations_and_counts_are_checked_before_any_request(
     host: str, setting: str, value: object
 ) -> None:
-    with HOSTS[host]() as (provider, requests, needed):
+    with HOSTS[host]() as (provider, _, needed):
         made = type(provider)
         kwargs = {
             "local": lambda: {"base_url": "http://127.0.0.1:9/v1", "model": "m"},
@@ -364,3 +364,28 @@ def test_the_option_table_covers_every_option_of_run_and_each_provider() -> None
         names |= constructor_options(provider) | provider.run_options
     assert names - documented == set()
     assert documented - names == set()  # and nothing that is not an option
+
+
+# ── provisioning's facade (its **options went to flows that raised TypeError or ignored them) ──
+
+
+@pytest.mark.parametrize(
+    ("host", "typo", "meant"), [("cma", "agent_bse", "agent_base"), ("agentcore", "prefx", "prefix")]
+)
+async def test_provision_refuses_a_misspelled_option_before_any_request(
+    host: str, typo: str, meant: str
+) -> None:
+    from rma.provisioning.spec import AgentSpec
+    from rma_shell.provisioning import provision, teardown
+    from rma_shell.stores import MemoryStore
+
+    spec = AgentSpec.create("bot", model_config="claude-sonnet-4-6").unwrap()
+    with HOSTS[host]() as (provider, requests, _):
+        extra = {"execution_role_arn": "arn:aws:iam::123456789012:role/r"} if host == "agentcore" else {}
+        made = await provision(provider, spec, store=MemoryStore(), **extra, **{typo: "x"})
+        assert isinstance(made.failure(), InvalidOpts)
+        assert (made.failure().option, made.failure().suggestion) == (typo, meant)
+        gone = await teardown(provider, None, store=MemoryStore(), delete_everything=True)
+        assert isinstance(gone.failure(), InvalidOpts) and gone.failure().option == "delete_everything"
+        assert requests == []
+        await _close(provider)
