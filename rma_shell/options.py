@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
-from returns.result import Failure, Result
+from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts
 from rma.session.option_checks import (
@@ -29,6 +29,8 @@ from rma.session.option_checks import (
 )
 
 F = TypeVar("F", bound=Callable[..., None])
+_NONE: frozenset[str] = frozenset()
+_OK: Result[None, InvalidOpts] = Success(None)
 
 
 class InvalidOptions(TypeError):
@@ -84,9 +86,18 @@ def check_run_options(
     A name that is one of the provider's constructor settings gets a detail saying so; on
     ``open_session`` a ``timeout=`` gets a pointer to anyio's deadlines.
     """
-    run_options = frozenset(getattr(provider, "run_options", frozenset()))
+    run_options: frozenset[str] = getattr(provider, "run_options", _NONE)
+    # Only the provider's own names reach here (run()'s are its parameters): the common case
+    # is a set lookup per name; the signature is read only to explain a refusal.
+    for n in given:
+        if n not in run_options:
+            break
+    else:
+        if model_config is None:
+            return _OK
     name = type(provider).__name__
-    if given:
+    run_options = frozenset(run_options)  # a subclass may have declared a set or a tuple
+    if not run_options.issuperset(given):
         own = LIVE_OPTIONS if live else RUN_OPTIONS
         settings = constructor_options(type(provider)) - run_options - own
         moved = {n: f"it is a setting of the provider: pass it to {name}(...)" for n in settings}

@@ -389,3 +389,15 @@ async def test_provision_refuses_a_misspelled_option_before_any_request(
         assert isinstance(gone.failure(), InvalidOpts) and gone.failure().option == "delete_everything"
         assert requests == []
         await _close(provider)
+
+
+async def test_a_provider_of_your_own_declares_what_it_reads_per_run() -> None:
+    class Sharded(ScriptedProvider):
+        run_options = ScriptedProvider.run_options | {"shard"}
+
+    provider = Sharded([end("x"), end("y")])
+    assert (await run(provider, handler=Recorder(), prompt="x", shard=3)).unwrap().text == "x"
+    assert provider.opened[0].extra["shard"] == 3
+    refused = await run(provider, handler=Recorder(), prompt="x", shrad=3)
+    assert (refused.failure().option, refused.failure().suggestion) == ("shrad", "shard")
+    assert len(provider.opened) == 1
