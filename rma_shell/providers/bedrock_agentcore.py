@@ -318,7 +318,15 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         arn = parse_harness_arn(arn_value)
         if isinstance(arn, Failure):
             return Failure(arn.failure())
-        if request.session_id is not None:  # B-2 / R: a reattach wins over runtime_session_id
+        fresh = opts.get("runtime_session_id")
+        if request.session_id is not None and fresh is not None and fresh != request.session_id:
+            return Failure(
+                InvalidOpts(
+                    option="runtime_session_id",
+                    detail="names a fresh session, and session_id= reattaches to another: give one",
+                )
+            )
+        if request.session_id is not None:  # B-2: a reattach
             session = check_runtime_session_id(request.session_id, option="session_id")
             resumed = True
         elif opts.get("runtime_session_id") is not None:

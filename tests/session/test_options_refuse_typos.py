@@ -401,3 +401,15 @@ async def test_a_provider_of_your_own_declares_what_it_reads_per_run() -> None:
     refused = await run(provider, handler=Recorder(), prompt="x", shrad=3)
     assert (refused.failure().option, refused.failure().suggestion) == ("shrad", "shard")
     assert len(provider.opened) == 1
+
+
+async def test_agentcore_reattach_with_a_different_fresh_id_is_refused_not_one_ignored() -> None:
+    with agentcore_host() as (provider, requests, needed):
+        other = new_runtime_session_id()
+        outcome = await run(provider, handler=handler, prompt="x", session_id=other, **needed)
+        assert requests == [] and outcome.failure().option == "runtime_session_id"
+        same = await run(
+            provider, handler=handler, prompt="x", session_id=needed["runtime_session_id"], **needed
+        )
+        assert same.unwrap().resumed  # the same id twice is just a reattach
+        await _close(provider)
