@@ -40,6 +40,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import AuthenticationError, InvalidOpts
+from rma.session.option_checks import check_url
 from rma.vocabulary import JSON
 
 
@@ -310,6 +311,9 @@ def resolve_anthropic(
         if isinstance(checked, Failure):
             return checked
         strings[key.name] = checked.unwrap()
+    url = check_url(strings["base_url"], "base_url")  # an impossible port fails here, not in retries
+    if isinstance(url, Failure):
+        return url
     files_beta = get(FILES_BETA_KEY)
     if files_beta is not None and not (isinstance(files_beta, str) and files_beta):
         return Failure(

@@ -184,10 +184,13 @@ class InvalidOpts(SessionError):
     kind: ClassVar[str] = "invalid_opts"
     option: str = ""
     detail: str = ""
+    suggestion: str | None = None
+    """For an unknown option name: the closest accepted name ("did you mean …?"), if any."""
 
     @property
     def message(self) -> str:
-        return f"invalid option {self.option!r}: {self.detail}"
+        hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else ""
+        return f"invalid option {self.option!r}: {self.detail}{hint}"
 
 
 @attrs.frozen

@@ -48,6 +48,7 @@ from rma.session.events import (
     UserMessage,
 )
 from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
+from rma.session.option_checks import check_seconds
 from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_REPROMPTS,
@@ -61,6 +62,7 @@ from rma.session.options import (
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell.handler import HandlerAdapter
 from rma_shell.logging import log_fields
+from rma_shell.options import check_run_options
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -411,6 +413,9 @@ class _Driver(Generic[C]):
     # ── live-session API ──
 
     async def send_event(self, event: JSON, timeout: float) -> Result[None, SessionError]:
+        checked = check_seconds(timeout, "timeout", allow_inf=True)
+        if isinstance(checked, Failure):
+            return Failure(checked.failure())
         self.next_request += 1
         request = self.next_request
         done = anyio.Event()
@@ -489,6 +494,9 @@ def _prepare(
         return Failure(
             InvalidOpts("provider", f"{type(provider).__name__} is not an rma provider (no codec)")
         )
+    names = check_run_options(provider, provider_opts, live=live, model_config=model_config)
+    if isinstance(names, Failure):
+        return Failure(names.failure())  # a misspelled or misplaced name: before anything else
     validated = validate(
         codec,
         handler=handler,

@@ -25,6 +25,7 @@ from rma.errors import (
 )
 from rma.provider import ProviderCodec
 from rma.session.events import GuardVerdict
+from rma.session.option_checks import check_seconds
 from rma.vocabulary import JSON, Budget, Outcome, _frozen_map, _minor_units, budget_problem
 
 DEFAULT_MAX_TURNS = 50
@@ -266,9 +267,8 @@ def validate(
         return Failure(InvalidOpts("max_turns", f"expected an int >= 1, got {max_turns!r}"))
     if not (isinstance(max_reprompts, int) and not isinstance(max_reprompts, bool) and max_reprompts >= 0):
         return Failure(InvalidOpts("max_reprompts", f"expected an int >= 0, got {max_reprompts!r}"))
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-    ):
+    if isinstance(check_seconds(timeout, "timeout", allow_none=True, allow_inf=True), Failure):
+        # NaN, negative, zero and non-numbers; infinity is "no deadline", like None.
         return Failure(InvalidOpts("timeout", f"expected seconds > 0 or None, got {timeout!r}"))
     if not _positive_int(max_concurrency):
         return Failure(InvalidOpts("max_concurrency", f"expected an int >= 1, got {max_concurrency!r}"))

@@ -93,6 +93,12 @@ class Provider(Generic[C]):
     """Base transport. ``C`` is the provider's connection value (opaque to the core)."""
 
     codec: ProviderCodec
+    run_options: frozenset[str] = frozenset()
+    """The per-run options this provider reads from ``OpenRequest.extra``: what
+    ``run()``/``open_session()`` accept beyond their own (``rma.session.option_checks``).
+    Any other name is refused with ``InvalidOpts`` before ``open``. ``"model_config"`` here
+    means the provider picks its model per run from it; without it only
+    ``model_config["metadata"]`` is accepted."""
 
     async def open(self, request: OpenRequest) -> Result[C, SessionError]:
         raise NotImplementedError

@@ -1,6 +1,6 @@
 """The Bedrock AgentCore Harness provider: one signed, streamed InvokeHarness per turn.
 
-``BedrockAgentCore(harness_arn=..., runtime_session_id=...)`` pairs the pure codec
+``BedrockAgentCore(harness_arn=...)`` with ``run(..., runtime_session_id=...)`` pairs the pure codec
 (``rma.providers.bedrock_agentcore``) with ``AgentCoreClient``. The loop runs server-side in
 the harness; each turn is one ``InvokeHarness`` whose event-stream frames are forwarded live
 to the handler as they arrive (B-7, B-28). The conversation lives in the runtime session, so a
@@ -47,10 +47,12 @@ from rma.providers.bedrock_agentcore import (
     tool_declarations,
 )
 from rma.retry import is_transient_error, next_delay_s
+from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
 from rma_shell.artifacts.session_storage import SessionStorage
 from rma_shell.aws_credentials import CredentialSource, resolve_credential_source
 from rma_shell.logging import log_fields
+from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.agentcore_client import (
     DEFAULT_IDLE_TIMEOUT_S,
     AgentCoreClient,
@@ -91,11 +93,14 @@ class AgentCoreConn:
 class BedrockAgentCore(Provider[AgentCoreConn]):
     """An agent loop run by an AWS Bedrock AgentCore harness.
 
-    Per provider or per run (``run(..., harness_arn=...)``; a provision handle
+    Per run only: ``runtime_session_id`` (required for a fresh session: 33–100 characters,
+    alphanumeric first, then ``[A-Za-z0-9_-]``; see ``new_runtime_session_id``) — or
+    ``session_id=`` to reattach to an existing one. It names one conversation, so it is never
+    a provider setting.
+
+    Per provider or per run (a run's wins; ``run(..., harness_arn=...)``; a provision handle
     ``harness={"harness_arn", "harness_id"}`` is accepted too, B-4): ``harness_arn``
-    (required), ``runtime_session_id`` (required for a fresh session: 33–100 characters,
-    alphanumeric first, then ``[A-Za-z0-9_-]``; see ``new_runtime_session_id``),
-    ``endpoint_name`` (sent as the ``qualifier``; default: the DEFAULT endpoint), ``user_id``
+    (required), ``endpoint_name`` (sent as the ``qualifier``; default: the DEFAULT endpoint), ``user_id``
     (the runtime user-id header), and the per-invocation overrides ``timeout_seconds``,
     ``max_iterations``, ``max_tokens``, ``model``, ``system_prompt``, ``tools`` (client tools
     become ``inline_function`` declarations), ``skills``, ``allowed_tools``, ``actor_id``.
@@ -111,12 +116,30 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
     """
 
     codec: BedrockAgentCoreCodec = CODEC
+    run_options = frozenset(
+        {
+            "runtime_session_id",
+            "harness_arn",
+            "harness",
+            "endpoint_name",
+            "user_id",
+            "timeout_seconds",
+            "max_iterations",
+            "max_tokens",
+            "model",
+            "system_prompt",
+            "tools",
+            "skills",
+            "allowed_tools",
+            "actor_id",
+        }
+    )
 
+    @refuses_unknown_options
     def __init__(
         self,
         *,
         harness_arn: str | None = None,
-        runtime_session_id: str | None = None,
         endpoint_name: str | None = None,
         user_id: str | None = None,
         harness: Mapping[str, Any] | None = None,
@@ -153,7 +176,6 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         self._telemetry = telemetry
         self.defaults: dict[str, Any] = {
             "harness_arn": harness_arn,
-            "runtime_session_id": runtime_session_id,
             "endpoint_name": endpoint_name,
             "user_id": user_id,
             "harness": harness,
@@ -225,6 +247,24 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         self._credentials = source.unwrap()
         return Success(self._credentials)
 
+    def _check_settings(self) -> Result[None, InvalidOpts]:
+        """Connection and retry settings, before any request: URLs with a possible port,
+        counts and durations that are numbers (never NaN or negative)."""
+        for checked in (
+            check_count(self.invoke_retries, "invoke_retries"),
+            check_seconds(self.idle_timeout_s, "idle_timeout_s", allow_inf=True),
+            check_seconds(self.backoff_base_s, "backoff_base_s", allow_zero=True),
+            check_seconds(self.backoff_cap_s, "backoff_cap_s", allow_zero=True),
+            *(
+                check_url(url, name)
+                for name, url in (("data_url", self._data_url), ("control_url", self._control_url))
+                if url is not None
+            ),
+        ):
+            if isinstance(checked, Failure):
+                return Failure(checked.failure())
+        return Success(None)
+
     async def client_for(self, region: str) -> Result[AgentCoreClient, SessionError]:
         """The data/control-plane client for ``region``, built once."""
         if self._client is not None:
@@ -249,6 +289,9 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
     async def control_client(self) -> Result[AgentCoreClient, SessionError]:
         """The client for provisioning: the region is ``aws_region`` (option, app config),
         else the harness ARN's, else ``AWS_REGION``/``AWS_DEFAULT_REGION``, else us-east-1."""
+        settings = self._check_settings()
+        if isinstance(settings, Failure):
+            return Failure(settings.failure())
         arn = parse_harness_arn(self.defaults.get("harness_arn") or "")
         region = self._region(arn.unwrap().region if isinstance(arn, Success) else None)
         if isinstance(region, Failure):
@@ -266,7 +309,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
     async def open(self, request: OpenRequest) -> Result[AgentCoreConn, SessionError]:
         """B-2: validate everything before any network call; no call is made here."""
         opts = {**{k: v for k, v in self.defaults.items() if v is not None}}
-        opts.update({k: v for k, v in request.extra.items() if k in self.defaults and v is not None})
+        opts.update({k: v for k, v in request.extra.items() if k in self.run_options and v is not None})
         handle = opts.get("harness")
         arn_value = opts.get("harness_arn")
         if arn_value is None and handle is not None:
@@ -281,7 +324,15 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         arn = parse_harness_arn(arn_value)
         if isinstance(arn, Failure):
             return Failure(arn.failure())
-        if request.session_id is not None:  # B-2 / R: a reattach wins over runtime_session_id
+        fresh = opts.get("runtime_session_id")
+        if request.session_id is not None and fresh is not None and fresh != request.session_id:
+            return Failure(
+                InvalidOpts(
+                    option="runtime_session_id",
+                    detail="names a fresh session, and session_id= reattaches to another: give one",
+                )
+            )
+        if request.session_id is not None:  # B-2: a reattach
             session = check_runtime_session_id(request.session_id, option="session_id")
             resumed = True
         elif opts.get("runtime_session_id") is not None:
@@ -311,14 +362,9 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         overrides = check_overrides(opts)
         if isinstance(overrides, Failure):
             return Failure(overrides.failure())
-        for name in ("invoke_retries",):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                return Failure(InvalidOpts(option=name, detail="must be an integer >= 0"))
-        if not isinstance(self.idle_timeout_s, int | float) or self.idle_timeout_s <= 0:
-            return Failure(
-                InvalidOpts(option="idle_timeout_s", detail="must be a positive number of seconds")
-            )
+        settings = self._check_settings()
+        if isinstance(settings, Failure):
+            return Failure(settings.failure())
         region = self._region(arn.unwrap().region)
         if isinstance(region, Failure):
             return Failure(region.failure())

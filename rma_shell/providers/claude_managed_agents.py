@@ -36,9 +36,12 @@ from rma.errors import (
 from rma.provider import Input
 from rma.providers.claude_managed_agents import CODEC, ClaudeManagedAgentsCodec, consolidate
 from rma.session.events import Reconnected
+from rma.session.option_checks import check_count, check_seconds
+from rma.session.options import lift_handles
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
 from rma_shell.http import same_origin
+from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.providers.cma_client import CMAClient
 from rma_shell.telemetry import Telemetry
@@ -76,12 +79,25 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     ``api_key`` (``ANTHROPIC_API_KEY``) or ``bearer_token_file``
     (``ANTHROPIC_BEARER_TOKEN_FILE``), ``base_url``, ``beta``, ``anthropic_version``,
     ``files_beta``, ``receive_timeout`` (ms). ``agent_id``/``environment_id`` (or ``agent=``/
-    ``environment=`` handles) may be given here or per run. ``cleanup_timeout_s`` (5 s) bounds,
-    in total, deleting a session whose budget the API did not confirm (S-73).
+    ``environment=`` handles, S-13) may be given here or per run (a run's wins).
+    ``cleanup_timeout_s`` (5 s) bounds, in total, deleting a session whose budget the API did
+    not confirm (S-73). The client's ``max_retries`` (default 2), ``http_client`` and, for
+    tests, ``sleep``/``rand``/``clock``/``read_file`` are passed to ``CMAClient``.
+
+    Per run (``run_options``): the agent and environment as above, and for a fresh session
+    its ``title``, ``session_metadata`` (merged over ``metadata``) and ``resources``.
+    ``session_id=`` reattaches instead; then those three cannot apply and are refused.
     """
 
     codec: ClaudeManagedAgentsCodec = CODEC
+    model_config_keys = frozenset({"metadata", "api_key", "base_url"})
+    """What a run's ``model_config`` may carry here: its metadata and, for this session only,
+    credentials and a base URL (C-5). The model is the agent's."""
+    run_options = frozenset(
+        {"agent", "agent_id", "environment", "environment_id", "title", "session_metadata", "resources"}
+    )
 
+    @refuses_unknown_options
     def __init__(
         self,
         *,
@@ -97,6 +113,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         api_key_header: str = "authorization",
         agent_id: str | None = None,
         environment_id: str | None = None,
+        agent: Any = None,
+        environment: Any = None,
         title: str | None = None,
         metadata: Mapping[str, str] | None = None,
         resources: Sequence[Mapping[str, Any]] | None = None,
@@ -104,7 +122,12 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         cleanup_timeout_s: float = 5.0,
         client: CMAClient | None = None,
         telemetry: Telemetry | None = None,
-        **client_options: Any,
+        max_retries: int = 2,
+        http_client: httpx.AsyncClient | None = None,
+        sleep: Any = _UNSET,
+        rand: Any = _UNSET,
+        clock: Any = _UNSET,
+        read_file: Any = _UNSET,
     ) -> None:
         given = {
             "api_key": api_key,
@@ -121,10 +144,23 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self._api_key_header = api_key_header
         self._client = client
         self._injected = client is not None
-        self._client_options = dict(client_options)
+        tests_only = {"sleep": sleep, "rand": rand, "clock": clock, "read_file": read_file}
+        self._client_options: dict[str, Any] = {
+            "max_retries": max_retries,
+            "http_client": http_client,
+            **{k: v for k, v in tests_only.items() if v is not _UNSET},
+        }
         self._telemetry = telemetry
-        self.agent_id = agent_id
-        self.environment_id = environment_id
+        lifted = lift_handles(
+            {
+                "agent_id": agent_id,
+                "environment_id": environment_id,
+                "agent": agent,
+                "environment": environment,
+            }
+        )
+        self.agent_id: str | None = lifted.get("agent_id")
+        self.environment_id: str | None = lifted.get("environment_id")
         self.title = title
         self.metadata = dict(metadata or {})
         self.resources = list(resources or [])
@@ -136,6 +172,12 @@ class ClaudeManagedAgents(Provider[CMAConn]):
 
     def client(self) -> Result[CMAClient, SessionError]:
         """The control-plane client, built once from the resolved settings."""
+        for checked in (
+            check_count(self._client_options["max_retries"], "max_retries"),
+            check_seconds(self.stream_idle_timeout_s, "stream_idle_timeout_s", allow_inf=True),
+        ):
+            if isinstance(checked, Failure):
+                return Failure(checked.failure())
         if self._client is None:
             env = self._env if self._env is not None else os.environ
             settings = resolve_anthropic(opts=self._opts, app=self._app, env=env)
@@ -211,6 +253,11 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(built.failure())
         client = built.unwrap()
         if request.session_id is not None:
+            for option in ("title", "session_metadata", "resources"):
+                if request.extra.get(option) is not None:
+                    return Failure(
+                        InvalidOpts(option, "applies to a fresh session; it cannot be set on reattach")
+                    )
             got = await client.get_session(request.session_id)
             if isinstance(got, Failure):
                 return Failure(got.failure())

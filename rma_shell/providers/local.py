@@ -52,13 +52,16 @@ from rma.providers.local import (
     start,
     transcript,
 )
+from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.redact import redact_error, redact_text
 from rma.retry import is_transient_error, next_delay_s
+from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
 from rma_shell.http import async_client, host_of, same_origin
 from rma_shell.logging import log_fields
+from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -127,8 +130,7 @@ class Local(Provider[LocalConn]):
     token; never shown in repr or logs), ``system_prompt``, ``tools`` (dicts or objects with
     ``name``, ``description``, ``input_schema``), ``terminal_tool``, ``model_config`` (model,
     base_url, api_key, metadata and extra request params such as temperature), ``stream``,
-    ``history`` (a previous transcript to reattach to; ``OpenRequest.extra["history"]``
-    overrides it), ``max_history_messages`` (request truncation, off by default),
+    ``max_history_messages`` (request truncation, off by default),
     ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
     ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
@@ -136,10 +138,22 @@ class Local(Provider[LocalConn]):
     and ``session_id_factory``. ``gen_ai_provider_name`` names who serves the model in
     OpenTelemetry's ``gen_ai.provider.name`` vocabulary (default ``"openai"``: the wire is
     OpenAI's; say ``"ollama"``, ``"vllm"``, ``"deepseek"`` … when you know better).
+
+    Per run (``run_options``): ``history`` — a previous transcript to continue (the result is
+    ``resumed``; ``session_id=`` may name the continued session, and without ``history`` it
+    is refused: Local keeps no session anywhere to reattach to) — and ``model_config`` (L-3:
+    a gateway lane's model, ``base_url``, ``api_key`` and params for this run) — and
+    ``agent=``/``environment=``, the handle ``provision(local, spec)`` returned (the
+    ``AgentSpec`` itself), so provider-agnostic code runs here too: the spec's system prompt,
+    tools, terminal tool and model (a model id as its ``model_config``) win over the
+    provider's for that run; Local has no environment, so ``environment=`` only has to be
+    such a handle.
     """
 
     codec: LocalCodec = CODEC
+    run_options = frozenset({"history", "model_config", "agent", "environment"})
 
+    @refuses_unknown_options
     def __init__(
         self,
         *,
@@ -151,7 +165,6 @@ class Local(Provider[LocalConn]):
         terminal_tool: str | None = None,
         model_config: Mapping[str, Any] | str | None = None,
         stream: bool = False,
-        history: Sequence[JSON] | None = None,
         max_history_messages: int | None = None,
         max_retries: int = 3,
         backoff_base_s: float = 1.0,
@@ -184,7 +197,6 @@ class Local(Provider[LocalConn]):
         self.tools = tuple(tools)
         self.terminal_tool = terminal_tool
         self.streaming = stream
-        self.history = history
         self.max_history_messages = max_history_messages
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
@@ -214,17 +226,36 @@ class Local(Provider[LocalConn]):
     # -- lifecycle --
 
     def declared_tools(self, request: OpenRequest) -> Sequence[object]:
+        agent = request.extra.get("agent")
+        if isinstance(agent, AgentSpec) and agent.tools:
+            return agent.tools
         return self.tools
 
+    def _check_settings(self) -> Result[None, InvalidOpts]:
+        """The provider's numeric settings, before any request (no NaN, no negative)."""
+        for checked in (
+            check_count(self.max_retries, "max_retries"),
+            check_seconds(self.timeout_s, "timeout_s"),
+            check_seconds(self.backoff_base_s, "backoff_base_s", allow_zero=True),
+            check_seconds(self.backoff_cap_s, "backoff_cap_s", allow_zero=True),
+        ):
+            if isinstance(checked, Failure):
+                return Failure(checked.failure())
+        return Success(None)
+
     async def open(self, request: OpenRequest) -> Result[LocalConn, SessionError]:
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            return Failure(InvalidOpts(option="max_retries", detail="must be an integer >= 0"))
+        settings = self._check_settings()
+        if isinstance(settings, Failure):
+            return Failure(settings.failure())
         run_config = request.extra.get("model_config")
         model_config = dict(self._model_config)
         base_url, api_key = self.base_url, self._api_key
+        url_option = "base_url"
         if isinstance(run_config, Mapping):
             # L-3 per run: a gateway lane's model, URL and granted key override the provider's.
             run_url, run_key = run_config.get("base_url"), run_config.get("api_key")
+            if run_url:
+                url_option = "model_config.base_url"
             if isinstance(run_key, str) and run_key:
                 api_key = run_key
             elif run_url and not same_origin(run_url, base_url):
@@ -240,11 +271,48 @@ class Local(Provider[LocalConn]):
                     detail="Local needs a model (model= or model_config) unless chat= is given",
                 )
             )
-        history = request.extra.get("history", self.history)
+        if self._chat is None:
+            checked_url = check_url(base_url, url_option)
+            if isinstance(checked_url, Failure):
+                return Failure(checked_url.failure())
+        system_prompt, tools, terminal_tool = self.system_prompt, self.tools, self.terminal_tool
+        agent = request.extra.get("agent")
+        for option in ("agent", "environment"):
+            handle = request.extra.get(option)
+            if handle is not None and not isinstance(handle, AgentSpec | EnvironmentSpec):
+                return Failure(
+                    InvalidOpts(
+                        option=option,
+                        detail="Local takes the handle provision(local, spec) returned (an AgentSpec), "
+                        f"got {type(handle).__name__}",
+                    )
+                )
+        if isinstance(agent, AgentSpec):  # the run's handle wins, as on the managed hosts
+            system_prompt = agent.system_prompt if agent.system_prompt is not None else system_prompt
+            tools = agent.tools or tools
+            terminal_tool = agent.terminal_tool or terminal_tool
+            spec_model = agent.model_config
+            if isinstance(spec_model, Mapping):
+                spec_model = spec_model.get("id") or spec_model.get("model")
+            if (
+                isinstance(spec_model, str)
+                and spec_model
+                and not (isinstance(run_config, Mapping) and run_config.get("model"))
+            ):
+                model_config["model"] = spec_model  # as written: "qwen3:8b" is an Ollama id
+        history = request.extra.get("history")
+        if request.session_id is not None and not history:
+            return Failure(
+                InvalidOpts(
+                    option="session_id",
+                    detail="Local keeps no session to reattach to: continue one with "
+                    "history=<its transcript> (session_id= then names it)",
+                )
+            )
         started = start(
-            self.system_prompt,
-            self.tools,
-            self.terminal_tool,
+            system_prompt,
+            tools,
+            terminal_tool,
             model_config,
             request.max_turns,
             history,

@@ -28,6 +28,7 @@ from returns.result import Failure, Result, Success
 from rma.errors import InvalidOpts, SessionError, Unsupported
 from rma.provisioning.harness import HarnessHandle
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
+from rma.session.option_checks import check_names
 from rma_shell.stores import MemoryStore, Store
 
 _DEFAULT_STORE: Store | None = None
@@ -90,12 +91,18 @@ async def provision(
         client = provider.client()
         if isinstance(client, Failure):
             return Failure(client.failure())
+        named = _known(options, cma.provision, {"provider_kind", "client", "agent_spec", "environment_spec"})
+        if isinstance(named, Failure):
+            return named
         return await cma.provision(
             cma.PROVIDER, client.unwrap(), agent_spec, environment_spec, store=chosen, **options
         )
     if isinstance(provider, BedrockAgentCore):
-        from rma_shell.provisioning.agentcore import ensure_harness
+        from rma_shell.provisioning.agentcore import ensure_harness, provision_harness
 
+        named = _known(options, provision_harness, {"client", "agent", "environment"})
+        if isinstance(named, Failure):
+            return named
         role = options.pop("execution_role_arn", None)
         if not isinstance(role, str):
             return Failure(InvalidOpts(option="execution_role_arn", detail="an IAM role ARN is required"))
@@ -126,12 +133,20 @@ async def teardown(
     if isinstance(provider, ClaudeManagedAgents):
         from rma_shell.provisioning import claude_managed_agents as cma
 
+        if options:  # Claude's teardown takes none: refuse rather than ignore them
+            return Failure(
+                InvalidOpts(option=next(iter(options)), detail="teardown() with Claude takes no options")
+            )
         client = provider.client()
         if isinstance(client, Failure):
             return Failure(client.failure())
         return await cma.teardown(client.unwrap(), chosen, handle)
     if isinstance(provider, BedrockAgentCore):
-        from rma_shell.provisioning.agentcore import release_harness
+        from rma_shell.provisioning.agentcore import release_harness, teardown_harness
+
+        named = _known(options, teardown_harness, {"client", "harness"})
+        if isinstance(named, Failure):
+            return named
 
         if not isinstance(handle, HarnessHandle):
             return Failure(
@@ -142,6 +157,15 @@ async def teardown(
             return Failure(control.failure())
         return await release_harness(control.unwrap(), handle, store=chosen, **options)
     return Failure(Unsupported(operation=f"teardown on {type(provider).__name__}"))
+
+
+def _known(options: Mapping[str, Any], target: Any, positional: set[str]) -> Result[None, InvalidOpts]:
+    """``options`` against what ``target`` takes by keyword: a typo is an ``InvalidOpts`` with a
+    suggestion, not a ``TypeError`` out of the flow."""
+    from rma_shell.options import parameter_names
+
+    accepted = parameter_names(target) - positional
+    return check_names(options, accepted, where=f"{target.__module__.rsplit('.', 1)[-1]}.{target.__name__}()")
 
 
 __all__ = ["default_store", "provision", "teardown"]

@@ -10,7 +10,8 @@ the store, so provider-agnostic code can call both on every host::
     await run(provider, handler=..., prompt=..., agent=made, environment=made)
     await teardown(provider, made, store=store)
 
-(Local ignores ``agent=``/``environment=``: its prompt, tools and model are the provider's.)
+(On Local the handle's system prompt, tools, terminal tool and model win over the provider's
+for that run, as a run's agent handle does on the managed hosts.)
 """
 
 from __future__ import annotations

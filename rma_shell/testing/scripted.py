@@ -42,6 +42,9 @@ class ScriptedConn:
 
 
 class ScriptedProvider(Provider[ScriptedConn]):
+    run_options = frozenset({"agent", "agent_id", "environment", "environment_id", "model_config"})
+    """A stand-in for any host: the agent handles (S-13) and a per-run model (S-16)."""
+
     def __init__(
         self,
         turns: Sequence[Turn] = (),

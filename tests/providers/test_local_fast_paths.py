@@ -12,9 +12,9 @@ from typing import Any
 
 import anyio
 import httpx
-import pytest
 from returns.result import Failure, Success
 
+from rma.errors import InvalidOpts
 from rma_shell import run
 from rma_shell.providers.base import OpenRequest
 from rma_shell.providers.local import Local, LocalConn
@@ -65,24 +65,20 @@ async def test_the_request_url_is_parsed_once_per_provider_and_shared() -> None:
         await local.aclose(conn)
 
 
-async def test_a_url_that_does_not_parse_is_sent_as_the_string_it_was() -> None:
+async def test_a_url_that_does_not_parse_is_refused_before_any_request() -> None:
+    # Issue #13 §4: once a provider error from httpx on the first request; now an
+    # InvalidOpts naming base_url from open, so nothing is ever sent to it.
     local = Local(base_url="http://a:b:c/v1", model="m", max_retries=0)
-    conn = await opened(local)
-    with pytest.raises(httpx.InvalidURL):
-        httpx.URL(conn.url)
-    # Kept as the string: httpx gets exactly the argument it got before, and fails as it did.
-    assert conn.target == conn.url
-    assert conn.client is not None
-    with pytest.raises(httpx.InvalidURL):
-        await conn.client.post(conn.url, content=b"{}")
-    with pytest.raises(httpx.InvalidURL):  # the session turns it into a provider error, as before
-        await local.poll_turn(conn, local.codec.kickoff_input("hi", None), None)
-    await local.aclose(conn)
+    opened_ = await local.open(OpenRequest())
+    assert isinstance(opened_, Failure) and isinstance(opened_.failure(), InvalidOpts)
+    assert opened_.failure().option == "base_url"
+    assert local._own_client is None  # no client was even built
 
 
-async def test_a_bad_url_run_is_a_provider_error_value() -> None:
+async def test_a_bad_url_run_is_an_invalid_option_value() -> None:
     result = await run(Local(base_url="http://a:b:c/v1", model="m"), handler=Weather(), prompt="hi")
-    assert isinstance(result, Failure) and result.failure().kind == "provider_error"
+    assert isinstance(result, Failure) and result.failure().kind == "invalid_opts"
+    assert result.failure().option == "base_url"
 
 
 async def test_request_telemetry_for_a_listener_that_attaches_mid_session() -> None:

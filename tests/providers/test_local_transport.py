@@ -324,8 +324,11 @@ async def test_L6_session_id_minted_or_taken_from_request() -> None:
     assert sid.startswith("local_")
     assert len(sid) == 22
     assert all(c in "0123456789abcdef" for c in sid[6:])
-    other = await opened(local, OpenRequest(session_id="local_given"))
-    assert local.session_id(other) == "local_given"
+    # session_id= names a continued session (one given its history); alone it is refused
+    # (tests/session/test_options_refuse_typos.py).
+    earlier = [{"role": "user", "content": "earlier"}]
+    other = await opened(local, OpenRequest(session_id="local_given", extra={"history": earlier}))
+    assert local.session_id(other) == "local_given" and local.resumed(other)
     assert local.session_id(await opened(make("http://x/v1", session_id_factory=lambda: "fixed"))) == "fixed"
 
 

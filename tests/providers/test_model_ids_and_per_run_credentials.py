@@ -105,7 +105,7 @@ async def test_C5_a_per_run_base_url_and_key_send_the_whole_session_to_that_host
     ):
         ids = agent_and_environment(lane, LANE_KEY)
         provider = ClaudeManagedAgents(api_key=PROVIDER_KEY, base_url=home.base_url, env={})
-        lane_config = {"base_url": lane.base_url, "api_key": LANE_KEY, "model": "ignored-here"}
+        lane_config = {"base_url": lane.base_url, "api_key": LANE_KEY}  # a "model" here is refused
         try:
             outcome = await run(provider, handler=noop, prompt="x", model_config=lane_config, **ids)
         finally:
@@ -135,7 +135,7 @@ async def test_C5_a_per_run_base_url_on_another_host_without_its_own_key_is_refu
     assert sent == []
 
 
-async def test_C5_Weak_a_model_string_as_model_config_does_not_crash_open() -> None:
+async def test_C5_Weak_a_model_string_as_model_config_is_refused_not_a_crash() -> None:
     with CMAEmulator([text_turn("fine")], api_key=PROVIDER_KEY) as emu:
         ids = agent_and_environment(emu, PROVIDER_KEY)
         provider = ClaudeManagedAgents(api_key=PROVIDER_KEY, base_url=emu.base_url, env={}, **ids)
@@ -143,7 +143,11 @@ async def test_C5_Weak_a_model_string_as_model_config_does_not_crash_open() -> N
             outcome = await run(provider, handler=noop, prompt="x", model_config="claude-sonnet-4-6")
         finally:
             await provider.close()
-    assert outcome.unwrap().text == "fine"
+        sessions = [q for q in emu.requests if q.path == "/v1/sessions"]
+    # The agent has the model: a per-run model is refused up front (never ignored, never a crash).
+    error = outcome.failure()
+    assert isinstance(error, InvalidOpts) and error.option == "model_config"
+    assert sessions == []
 
 
 # ── Local: the provider's key stays on the provider's host ───────────────────────────

@@ -1,0 +1,113 @@
+"""Option names at the shell's boundaries: provider constructors that refuse typos.
+
+``@refuses_unknown_options`` on a provider's ``__init__`` checks the keyword names against
+the constructor's own parameters before it runs. A misspelled or misplaced name raises
+``InvalidOptions`` — a ``TypeError`` (what Python raises for an unexpected keyword) carrying
+the ``InvalidOpts`` value with a "did you mean …?" suggestion, or, for a per-run option
+given to a provider, a detail saying to pass it to ``run()``/``open_session()``.
+``check_run_options`` does the same for ``run()``/``open_session()`` against the provider's
+declared ``run_options``, returning the error. The checks themselves are pure
+(``rma.session.option_checks``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
+
+from returns.result import Failure, Result, Success
+
+from rma.errors import InvalidOpts
+from rma.session.option_checks import (
+    LIVE_ELSEWHERE,
+    LIVE_OPTIONS,
+    RUN_OPTIONS,
+    check_model_config,
+    check_names,
+)
+
+F = TypeVar("F", bound=Callable[..., None])
+_NONE: frozenset[str] = frozenset()
+_OK: Result[None, InvalidOpts] = Success(None)
+
+
+class InvalidOptions(TypeError):
+    """A provider was constructed with an option it does not take; ``.error`` is the
+    ``InvalidOpts`` (``.error.option`` names it, ``.error.suggestion`` is the closest name)."""
+
+    def __init__(self, error: InvalidOpts) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def parameter_names(fn: Callable[..., Any]) -> frozenset[str]:
+    """The keyword names ``fn`` binds (no ``self``, no ``*args``/``**kwargs``)."""
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return frozenset(
+        p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds and p.name != "self"
+    )
+
+
+def constructor_options(cls: type) -> frozenset[str]:
+    """What ``cls(...)`` accepts by name, as its checked ``__init__`` declared it."""
+    init = cls.__dict__.get("__init__") or getattr(cls, "__init__")  # noqa: B009
+    declared = getattr(init, "option_names", None)
+    return declared if isinstance(declared, frozenset) else parameter_names(init)
+
+
+def refuses_unknown_options(init: F) -> F:
+    """Decorate a provider's ``__init__``: unknown keyword names raise ``InvalidOptions``."""
+    accepted = parameter_names(init)
+    owner = init.__qualname__.split(".")[0]
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        unknown = [name for name in kwargs if name not in accepted]
+        if unknown:
+            per_run = (RUN_OPTIONS | frozenset(getattr(type(self), "run_options", ()))) - accepted
+            moved = {name: f"it is per run: pass {name}= to run()/open_session()" for name in per_run}
+            found = check_names(unknown, accepted, where=f"{owner}(...)", elsewhere=moved)
+            if isinstance(found, Failure):
+                raise InvalidOptions(found.failure())
+        init(self, *args, **kwargs)
+
+    checked.option_names = accepted  # type: ignore[attr-defined]
+    return cast(F, checked)
+
+
+def check_run_options(
+    provider: object, given: Mapping[str, Any], *, live: bool, model_config: object
+) -> Result[None, InvalidOpts]:
+    """``run()``/``open_session()``'s extra keyword names against what ``provider`` declares
+    (``Provider.run_options``), then ``model_config`` against whether it picks a model per run.
+
+    A name that is one of the provider's constructor settings gets a detail saying so; on
+    ``open_session`` a ``timeout=`` gets a pointer to anyio's deadlines.
+    """
+    run_options: frozenset[str] = getattr(provider, "run_options", _NONE)
+    # Only the provider's own names reach here (run()'s are its parameters): the common case
+    # is a set lookup per name; the signature is read only to explain a refusal.
+    for n in given:
+        if n not in run_options:
+            break
+    else:
+        if model_config is None:
+            return _OK
+    name = type(provider).__name__
+    run_options = frozenset(run_options)  # a subclass may have declared a set or a tuple
+    if not run_options.issuperset(given):
+        own = LIVE_OPTIONS if live else RUN_OPTIONS
+        settings = constructor_options(type(provider)) - run_options - own
+        moved = {n: f"it is a setting of the provider: pass it to {name}(...)" for n in settings}
+        if live:
+            moved.update(LIVE_ELSEWHERE)
+        where = f"{'open_session' if live else 'run'}() with {name}"
+        found = check_names(given, own | run_options, where=where, elsewhere=moved)
+        if isinstance(found, Failure):
+            return found
+    keys = getattr(provider, "model_config_keys", frozenset({"metadata"}))
+    return check_model_config(
+        model_config, provider=name, per_run_model="model_config" in run_options, keys=frozenset(keys)
+    )
