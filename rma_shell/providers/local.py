@@ -39,6 +39,7 @@ from rma.errors import (
     StreamDropped,
     TransportError,
 )
+from rma.origin import error_code, request_id, undialable, with_origin
 from rma.provider import Input
 from rma.providers.local import (
     CODEC,
@@ -318,7 +319,10 @@ class Local(Provider[LocalConn]):
             return PollOutcome(Failure(conn.redact_error(response.failure())), conn)
         folded = apply_response(conv, response.unwrap())
         if isinstance(folded, Failure):
-            return PollOutcome(Failure(conn.redact_error(folded.failure())), conn)
+            refused = folded.failure()
+            if self._chat is None:  # an error body in a 2xx answer: still the host's
+                refused = with_origin(refused, url=conn.url)
+            return PollOutcome(Failure(conn.redact_error(refused)), conn)
         new_conv, events = folded.unwrap()
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
 
@@ -439,11 +443,26 @@ class Local(Provider[LocalConn]):
     async def _post(
         self, conn: LocalConn, body: bytes, *, stream: bool
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        """One POST; a failure names the host (and port), the code and the ``x-request-id``."""
+        result, headers = await self._post_once(conn, body, stream=stream)
+        if isinstance(result, Failure):
+            error = result.failure()
+            code = error_code(error.body) if isinstance(error, HttpError) else None
+            stamped = with_origin(error, url=conn.url, request_id=request_id(headers), code=code)
+            return Failure(stamped), headers
+        return result, headers
+
+    async def _post_once(
+        self, conn: LocalConn, body: bytes, *, stream: bool
+    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         client = conn.client
         if client is None:
             return Failure(
                 TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
             ), None
+        bad_url = undialable(conn.url, "base_url")
+        if bad_url is not None:
+            return Failure(bad_url), None
         try:
             if stream:
                 return await self._post_stream(conn, client, body)
@@ -477,20 +496,28 @@ class Local(Provider[LocalConn]):
                 return self._decode(conn, response.status_code, await response.aread()), response.headers
             decoder = SSEDecoder()
             assembler = ChunkAssembler()
-            async for data in response.aiter_bytes():
-                for message in decoder.feed(data):
-                    if message.data == "[DONE]":
-                        return assembler.finish(), response.headers
-                    try:
-                        chunk = json.loads(message.data)
-                    except ValueError:
-                        detail = "stream chunk is not JSON"
-                        return Failure(
-                            MalformedResponse(detail=detail, response=message.data[:_BODY_PREVIEW])
-                        ), None
-                    fed = assembler.feed(chunk)
-                    if isinstance(fed, Failure):
-                        return Failure(fed.failure()), None
+            try:
+                async for data in response.aiter_bytes():
+                    for message in decoder.feed(data):
+                        if message.data == "[DONE]":
+                            return assembler.finish(), response.headers
+                        try:
+                            chunk = json.loads(message.data)
+                        except ValueError:
+                            detail = "stream chunk is not JSON"
+                            return Failure(
+                                MalformedResponse(detail=detail, response=message.data[:_BODY_PREVIEW])
+                            ), response.headers
+                        fed = assembler.feed(chunk)
+                        if isinstance(fed, Failure):
+                            return Failure(fed.failure()), response.headers
+            except httpx.DecodingError:
+                raise  # an undecodable body: MalformedResponse in _post_once
+            except httpx.HTTPError as exc:  # the stream broke after the response began
+                broke = TransportError(
+                    detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc)
+                )
+                return Failure(broke), response.headers
             decoder.close()
             if assembler.finish_reason is not None:
                 # The server closed cleanly after the last choice without "data: [DONE]"
