@@ -10,7 +10,7 @@ from rma.errors import SessionError
 from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
 from rma_shell.providers.base import OpenRequest, Provider
-from rma_shell.raising import run_or_raise
+from rma_shell.raising import run_or_raise, unwrap
 from rma_shell.session import LiveSession, SessionFailed, open_session, run
 from rma_shell.telemetry import Telemetry, attach, detach
 
@@ -39,4 +39,5 @@ __all__ = [
     "open_session",
     "run",
     "run_or_raise",
+    "unwrap",
 ]

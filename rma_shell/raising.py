@@ -1,4 +1,4 @@
-"""``run_or_raise``: ``run`` for callers who want an exception instead of a ``Result``.
+"""``run_or_raise`` and ``unwrap``: for callers who want an exception instead of a ``Result``.
 
 ``run`` returns ``Success(SessionResult)`` or ``Failure(SessionError)`` and never raises for
 expected failures. ``run_or_raise`` takes exactly the same arguments and returns the
@@ -6,14 +6,19 @@ expected failures. ``run_or_raise`` takes exactly the same arguments and returns
 names what failed (``http_error: HTTP 529 overloaded_error from api.anthropic.com …``), not a
 bare ``UnwrapFailedError``. Nothing else differs: same validation, same timeout, same
 cleanup.
+
+``unwrap(result)`` does the same for any other ``Result`` rma returns (``next_result()``,
+the control-plane clients, artifacts, provisioning): the value, or the error raised as
+itself. ``result.unwrap()`` from ``returns`` raises ``UnwrapFailedError`` instead (with the
+error only as its ``__cause__``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from returns.result import Failure
+from returns.result import Failure, Result
 
 from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
@@ -25,6 +30,22 @@ from rma.vocabulary import JSON, Budget, SessionResult
 from rma_shell.providers.base import Provider
 from rma_shell.session import Recordable, run
 from rma_shell.telemetry import Telemetry
+
+T = TypeVar("T")
+
+
+def unwrap(result: Result[T, Any]) -> T:
+    """The value of a ``Success``; for a ``Failure``, its error raised as itself.
+
+    A ``SessionError`` (every rma error) is raised directly, so ``except HttpError as err``
+    sees its fields; a failure that is not an exception (e.g. an ``OTelError``) falls back to
+    ``returns``' ``UnwrapFailedError``.
+    """
+    if isinstance(result, Failure):
+        error = result.failure()
+        if isinstance(error, BaseException):
+            raise error.with_traceback(None)
+    return result.unwrap()
 
 
 async def run_or_raise(

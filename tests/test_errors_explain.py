@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from returns.primitives.exceptions import UnwrapFailedError
 from returns.result import Failure
 
 from rma import codec_json
@@ -35,7 +36,7 @@ from rma.errors import (
 )
 from rma.provider import codec_for
 from rma.replay import replay_lines
-from rma_shell import SessionFailed, open_session, run, run_or_raise
+from rma_shell import SessionFailed, open_session, run, run_or_raise, unwrap
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
@@ -165,6 +166,18 @@ async def test_open_session_raises_the_same_error_run_returns() -> None:
         async with open_session(ScriptedProvider(open_error=refused), handler=Tools(), prompt="x"):
             pass
     assert old_name.value == refused
+
+
+async def test_unwrap_gives_the_value_or_raises_the_error_itself() -> None:
+    provider = ScriptedProvider([end("first"), ProviderError(detail="push refused")], streaming=True)
+    async with open_session(provider, handler=Tools(), prompt="x") as session:
+        assert unwrap(await session.next_result()).text == "first"
+        await session.message("again")
+        with pytest.raises(ProviderError) as caught:
+            unwrap(await session.next_result())
+    assert caught.value.detail == "push refused"
+    with pytest.raises(UnwrapFailedError):  # a failure that is no exception: returns' own error
+        unwrap(Failure("not an error value"))
 
 
 # ── Claude Managed Agents ────────────────────────────────────────────────────────────────
