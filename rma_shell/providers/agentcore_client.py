@@ -549,7 +549,7 @@ class AgentCoreClient:
             try:
                 content = await response.aread()
             except (httpx.HTTPError, OSError) as exc:
-                return Failure(_transport(exc, method)), {}
+                return Failure(with_origin(_transport(exc, method), url=url)), {}
         finally:
             await response.aclose()
         if response.status_code // 100 != 2:
