@@ -407,3 +407,24 @@ async def test_agentcore_open_session_failure_is_raised_typed(closing: list[Any]
         async with open_session(agentcore(None, closing), handler=Tools(), runtime_session_id="short"):
             pass
     assert caught.value.option == "runtime_session_id"
+
+
+def test_an_errors_host_shows_the_port_only_when_it_is_not_the_schemes_default() -> None:
+    from rma.origin import host_and_port, with_origin
+
+    cases = {
+        "https://api.anthropic.com/v1/sessions": ("api.anthropic.com", "api.anthropic.com", 443),
+        "https://h.example:443/x": ("h.example", "h.example", 443),
+        "http://h.example/x": ("h.example", "h.example", 80),
+        "http://127.0.0.1:8000/v1": ("127.0.0.1:8000", "127.0.0.1", 8000),
+        "http://[::1]:8080/v1": ("[::1]:8080", "::1", 8080),
+    }
+    for url, (label, host, port) in cases.items():
+        assert with_origin(HttpError(status=500), url=url).host == label, url
+        assert host_and_port(url) == (host, port), url
+        refused = with_origin(TransportError(detail="x"), url=url)
+        assert (refused.host, refused.port) == (host, port), url
+    kept = with_origin(
+        HttpError(status=500, host="inner", request_id="a"), url="http://outer/", request_id="b"
+    )
+    assert (kept.host, kept.request_id) == ("inner", "a")  # the layer that knew first wins
