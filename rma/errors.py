@@ -62,7 +62,8 @@ class SessionError(Exception):
         return f"{self.kind.replace('_', ' ')}" + (f" ({shown})" if shown else "")
 
     def __str__(self) -> str:
-        return f"{self.kind}: {_one_line(self.message)}"
+        text = _one_line(self.message).rstrip(": ")  # an empty detail leaves no dangling ": "
+        return f"{self.kind}: {text or self.kind.replace('_', ' ')}"
 
     # Exceptions compare and hash by identity; these errors are values, whatever ``auto_exc``
     # does to the subclasses' generated methods (they inherit these).
@@ -94,6 +95,8 @@ class Timeout(SessionError):
 
     @property
     def message(self) -> str:
+        if self.timeout_s is None:
+            return f"{self.operation} timed out"
         return f"{self.operation} timed out after {self.timeout_s}s"
 
 
