@@ -243,6 +243,9 @@ class Local(Provider[LocalConn]):
         )
         if isinstance(started, Failure):
             return Failure(started.failure())
+        bad_url = undialable(base_url, "base_url") if self._chat is None else None
+        if bad_url is not None:
+            return Failure(bad_url)
         session_id = request.session_id or self._session_id_factory()
         client = self._http_client
         if self._chat is None and client is None:
@@ -460,9 +463,6 @@ class Local(Provider[LocalConn]):
             return Failure(
                 TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
             ), None
-        bad_url = undialable(conn.url, "base_url")
-        if bad_url is not None:
-            return Failure(bad_url), None
         try:
             if stream:
                 return await self._post_stream(conn, client, body)
