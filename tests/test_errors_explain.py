@@ -13,6 +13,7 @@ import traceback
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import pytest
 from returns.primitives.exceptions import UnwrapFailedError
 from returns.result import Failure
@@ -119,8 +120,6 @@ def test_errors_compare_hash_pickle_and_json_round_trip_as_values() -> None:
 
 
 def attrs_copy(error: SessionError) -> SessionError:
-    import attrs
-
     return attrs.evolve(error)
 
 
@@ -379,6 +378,19 @@ async def test_agentcore_command_exception_frame_is_its_own_class(closing: list[
     assert type(error) is CommandException and error.kind == "command_exception"
     assert (error.error_type, error.detail) == ("runtimeClientError", "vm gone")
     assert error.request_id == sent.request_id
+
+
+@pytest.mark.parametrize("fault", [ace.drop_after(1), ace.truncate_frame_after(1)])
+async def test_agentcore_a_command_stream_cut_short_is_early_termination(
+    fault: Any, closing: list[Any]
+) -> None:
+    with AgentCoreEmulator() as emu:
+        emu.inject(attrs.evolve(fault, operation="InvokeAgentRuntimeCommand"))
+        got = await agentcore(emu, closing).run_command("echo hi", runtime_session_id=SID)
+        sent = emu.requests[-1]
+    error = got.failure()
+    assert type(error) is EarlyTermination and error.attempts == 1
+    assert error.request_id == sent.request_id and error.host == f"127.0.0.1:{emu.port}"
 
 
 async def test_agentcore_early_termination_is_its_own_class_and_counts_the_attempts(

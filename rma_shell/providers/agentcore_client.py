@@ -31,6 +31,7 @@ from returns.result import Failure, Result, Success
 from rma.errors import (
     AuthenticationError,
     CommandException,
+    EarlyTermination,
     HttpError,
     MalformedFrame,
     MalformedResponse,
@@ -466,7 +467,10 @@ class AgentCoreClient:
 
             read = await self._read_stream(response, take)
             if isinstance(read, Failure):
-                return Failure(_stamped(read.failure(), url, response)), None
+                error = read.failure()
+                if isinstance(error, StreamDropped):  # a command is never re-sent: one attempt
+                    error = EarlyTermination(detail=error.detail, attempts=1)
+                return Failure(_stamped(error, url, response)), None
             finished = assembler.finish()
             if isinstance(finished, Failure):
                 return Failure(_stamped(finished.failure(), url, response)), None
