@@ -82,11 +82,14 @@ async def main(use_emulator: bool, harness_arn: str | None) -> int:
         case Success(result):
             print(f"{result.terminal} after {result.turns} turns: {result.text}")
             print(f"runtime session {result.session_id}, tokens {result.usage.total_tokens}")
-            if isinstance(listed, Success):
-                print(f"session storage: {[a.name for a in listed.unwrap()] or 'empty'}")
+            match listed:
+                case Success(artifacts):
+                    print(f"session storage: {[a.name for a in artifacts] or 'empty'}")
+                case Failure(error):
+                    print(f"session storage not listed: {error}")
             return 0
         case Failure(error):
-            print(f"failed: {error.kind}: {error.message}")
+            print(f"failed: {error}")  # "kind: message", e.g. "http_error: HTTP 429 … (request id …)"
     return 1
 
 

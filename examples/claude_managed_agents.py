@@ -16,7 +16,7 @@ from typing import Any
 
 import trio
 
-from rma_shell import CONTINUE, Failure, Halt, Success, run
+from rma_shell import CONTINUE, Failure, Halt, Success, run, unwrap
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents, output_path
 
 TOOL = {
@@ -56,8 +56,8 @@ def emulator(enabled: bool) -> Iterator[dict[str, Any]]:
 async def main(use_emulator: bool) -> int:
     with emulator(use_emulator) as settings:
         provider = ClaudeManagedAgents(**settings)
-        client = provider.client().unwrap()
-        agent = (
+        client = unwrap(provider.client())  # the client, or the SessionError raised as itself
+        agent = unwrap(
             await client.create_agent(
                 {
                     "name": "rma-example-support",
@@ -66,15 +66,15 @@ async def main(use_emulator: bool) -> int:
                     "tools": [TOOL],
                 }
             )
-        ).unwrap()
-        environment = (
+        )
+        environment = unwrap(
             await client.create_environment(
                 {
                     "name": "rma-example-env",
                     "config": {"type": "cloud", "networking": {"type": "unrestricted"}},
                 }
             )
-        ).unwrap()
+        )
         try:
             outcome = await run(
                 provider,
@@ -95,7 +95,7 @@ async def main(use_emulator: bool) -> int:
             print(f"session {result.session_id}, tokens {result.usage.total_tokens}")
             return 0
         case Failure(error):
-            print(f"failed: {error.kind}: {error.message}")
+            print(f"failed: {error}")  # "kind: message", e.g. "http_error: HTTP 429 … (request id …)"
     return 1
 
 

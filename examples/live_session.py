@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from rma_shell import open_session
+from rma_shell import open_session, unwrap
 from rma_shell.testing import DROP, ScriptedProvider
 
 
@@ -29,11 +29,13 @@ async def main() -> None:
         streaming=True,
     )
     async with open_session(provider, handler=lambda name, input, ctx: "ok", prompt="Hi") as session:
-        print("first:", (await session.next_result()).unwrap().text)
+        # unwrap: the result, or its SessionError raised as itself (a typed exception whose
+        # message names what failed) — never a bare UnwrapFailedError.
+        print("first:", unwrap(await session.next_result()).text)
         await session.message("Summarise our chat.")  # the stream drops mid-answer…
         await trio.sleep(1)  # …the session reconnects (500 ms backoff) and keeps going
         provider.emit(*turn("hello.", 3))  # the host's history refolds "We said " first
-        print("second:", (await session.next_result()).unwrap().text)
+        print("second:", unwrap(await session.next_result()).text)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ async def main() -> None:
             print(f"{result.terminal} after {result.turns} turns: {result.text}")
             print(f"tools: {[u.name for u in result.custom_tool_uses]}  tokens: {result.usage.total_tokens}")
         case Failure(error):
-            print(f"failed: {error.kind}: {error.message}")
+            print(f"failed: {error}")  # "kind: message", e.g. "http_error: HTTP 429 … (request id …)"
 
 
 if __name__ == "__main__":

@@ -12,20 +12,48 @@ turn's text, and the transcript on Local). ``result.reason`` is the error's ``ki
 (``halted``, ``max_turns_exceeded``, ``http_error``, ``timeout`` …). The session machine
 attaches it (S-77, S-79 Better; issue #12): an HTTP error, a dropped stream or a timeout on
 turn five keeps the usage and history of turns one to four.
+
+Every error is also an ``Exception`` (so ``raise err`` and ``except SessionError`` work,
+``rma_shell.run_or_raise`` and ``open_session`` raise them, and ``Failure(err).unwrap()``
+chains the error as its cause). They stay values: equal and hashed by type and fields (not
+identity), picklable, and ``str(err)`` is one line: ``kind: message``.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
 from rma.vocabulary import JSON, SessionResult
 
 
+def _field_values(error: SessionError) -> tuple[object, ...]:
+    return tuple(getattr(error, f.name) for f in attrs.fields(type(error)))
+
+
+def _rebuild(cls: type[SessionError], fields: dict[str, Any]) -> SessionError:
+    """Unpickle an error from its init fields (BaseException's reduce would lose them)."""
+    return cls(**fields)
+
+
+def _origin(host: str | None, request_id: str | None) -> str:
+    parts = [f"host {host}"] if host else []
+    if request_id:
+        parts.append(f"request id {request_id}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) if ("\n" in text or "\r" in text) else text
+
+
 @attrs.frozen
-class SessionError:
+class SessionError(Exception):
     """Base of every session error. ``kind`` is the stable tag to branch on.
+
+    An exception and a value at once: ``raise`` it, or compare it like any frozen attrs
+    value. ``message`` is the human text; ``str()`` is ``"<kind>: <message>"`` on one line.
 
     ``result`` is what the request had done when the error ended it — the terminated result of
     its completed turns — or None when no turn had completed (or the error is not a request's
@@ -37,10 +65,34 @@ class SessionError:
 
     @property
     def message(self) -> str:
-        return self.kind
+        shown = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in attrs.fields(type(self))
+            if f.name != "result" and getattr(self, f.name) not in (None, "", (), {})
+        )
+        return f"{self.kind.replace('_', ' ')}" + (f" ({shown})" if shown else "")
 
     def __str__(self) -> str:
-        return self.message
+        text = _one_line(self.message).rstrip(": ")  # an empty detail leaves no dangling ": "
+        return f"{self.kind}: {text or self.kind.replace('_', ' ')}"
+
+    # Exceptions compare and hash by identity; these errors are values, whatever ``auto_exc``
+    # does to the subclasses' generated methods (they inherit these).
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return _field_values(self) == _field_values(other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash((self.__class__, _field_values(self)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = {f.alias or f.name: getattr(self, f.name) for f in attrs.fields(type(self)) if f.init}
+        return (_rebuild, (type(self), fields))
 
 
 @attrs.frozen
@@ -55,6 +107,8 @@ class Timeout(SessionError):
 
     @property
     def message(self) -> str:
+        if self.timeout_s is None:
+            return f"{self.operation} timed out"
         return f"{self.operation} timed out after {self.timeout_s}s"
 
 
@@ -115,11 +169,15 @@ class ProviderError(SessionError):
     detail: str = ""
     error_type: str | None = None
     payload: JSON = None
+    host: str | None = None
+    """The host that answered (``api.anthropic.com``, ``127.0.0.1:8000``), when one did."""
+    request_id: str | None = None
+    """The host's id for the request (``request-id``, ``x-amzn-RequestId``, ``x-request-id``)."""
 
     @property
     def message(self) -> str:
         prefix = f"{self.error_type}: " if self.error_type else ""
-        return f"provider error: {prefix}{self.detail}"
+        return f"provider error: {prefix}{self.detail}{_origin(self.host, self.request_id)}"
 
 
 @attrs.frozen
@@ -131,10 +189,23 @@ class HttpError(SessionError):
     body: JSON = None
     method: str | None = None
     url: str | None = None
+    host: str | None = None
+    """The host that answered (with its port when not the scheme's default)."""
+    code: str | None = None
+    """The provider's error code: Anthropic's ``error.type``, AWS's ``x-amzn-ErrorType``,
+    OpenAI's ``error.code`` (else ``error.type``)."""
+    request_id: str | None = None
+    """The host's id for the request (``request-id``, ``x-amzn-RequestId``, ``x-request-id``)."""
 
     @property
     def message(self) -> str:
-        return f"HTTP {self.status} from {self.method} {self.url}: {str(self.body)[:300]}"
+        code = f" {self.code}" if self.code else ""
+        host = f" from {self.host}" if self.host else ""
+        target = " ".join(x for x in (self.method, self.url) if x)
+        target = f" on {target}" if target else ""
+        rid = f" (request id {self.request_id})" if self.request_id else ""
+        body = f": {str(self.body)[:300]}" if self.body not in (None, "") else ""
+        return f"HTTP {self.status}{code}{host}{target}{rid}{body}"
 
 
 @attrs.frozen
@@ -144,10 +215,22 @@ class TransportError(SessionError):
     kind: ClassVar[str] = "transport_error"
     detail: str = ""
     error_type: str | None = None
+    host: str | None = None
+    """The host the connection was for."""
+    port: int | None = None
+    """Its port, as dialled (the URL's, else the scheme's default)."""
+    request_id: str | None = None
+    """The host's id for the request, when the connection broke after the response began."""
 
     @property
     def message(self) -> str:
-        return f"transport error: {self.error_type or ''} {self.detail}".strip()
+        kind = f" ({self.error_type})" if self.error_type else ""
+        where = ""
+        if self.host is not None:
+            where = f" to {self.host}" + (f":{self.port}" if self.port is not None else "")
+        detail = f": {self.detail}" if self.detail else ""
+        rid = f" (request id {self.request_id})" if self.request_id else ""
+        return f"transport error{kind}{where}{detail}{rid}"
 
 
 @attrs.frozen
@@ -157,11 +240,16 @@ class StreamDropped(SessionError):
     kind: ClassVar[str] = "stream_dropped"
     detail: str = ""
     clean_close: bool = False
+    host: str | None = None
+    """The host whose stream it was."""
+    request_id: str | None = None
+    """The host's id for the streaming request, when it sent one."""
 
     @property
     def message(self) -> str:
         how = "closed without a terminal" if self.clean_close else "dropped"
-        return f"stream {how}: {self.detail}".strip().rstrip(":")
+        text = f"stream {how}: {self.detail}".strip().rstrip(":")
+        return text + _origin(self.host, self.request_id)
 
 
 @attrs.frozen
@@ -171,10 +259,14 @@ class MalformedResponse(SessionError):
     kind: ClassVar[str] = "malformed_response"
     detail: str = ""
     response: JSON = None
+    host: str | None = None
+    """The host that answered, when known."""
+    request_id: str | None = None
+    """The host's id for the request, when it sent one."""
 
     @property
     def message(self) -> str:
-        return f"malformed response: {self.detail}"
+        return f"malformed response: {self.detail}{_origin(self.host, self.request_id)}"
 
 
 @attrs.frozen
@@ -313,6 +405,10 @@ class Closed(SessionError):
 
     kind: ClassVar[str] = "closed"
 
+    @property
+    def message(self) -> str:
+        return "the live session was closed"
+
 
 @attrs.frozen
 class NotFound(SessionError):
@@ -325,6 +421,67 @@ class NotFound(SessionError):
     @property
     def message(self) -> str:
         return f"{self.resource or 'resource'} not found: {self.name}"
+
+
+@attrs.frozen
+class StreamException(ProviderError):
+    """The host sent an exception (or error) frame on a turn's response stream: AgentCore's
+    ``internalServerException``, ``runtimeClientError``… ``error_type`` is the frame's
+    exception type, ``detail`` its message, ``payload`` its body. Never retried: it is the
+    host's verdict on the turn (B-9)."""
+
+    kind: ClassVar[str] = "stream_exception"
+
+    @property
+    def message(self) -> str:
+        return f"exception frame {self.error_type or '?'} on the turn's stream: {self.detail}" + _origin(
+            self.host, self.request_id
+        )
+
+
+@attrs.frozen
+class CommandException(ProviderError):
+    """An exception (or error) frame on a runtime command's stream (AgentCore
+    ``InvokeAgentRuntimeCommand``); fields as ``StreamException``."""
+
+    kind: ClassVar[str] = "command_exception"
+
+    @property
+    def message(self) -> str:
+        return f"exception frame {self.error_type or '?'} on the command's stream: {self.detail}" + _origin(
+            self.host, self.request_id
+        )
+
+
+@attrs.frozen
+class EarlyTermination(ProviderError):
+    """A turn's stream kept ending before its terminal frame (dropped, or cut mid-frame)
+    until the retries ran out (B-10); ``attempts`` is how many streams were tried."""
+
+    kind: ClassVar[str] = "early_termination"
+    error_type: str | None = "early_termination"
+    attempts: int = 0
+
+    @property
+    def message(self) -> str:
+        return f"the stream ended early {self.attempts} time(s): {self.detail}" + _origin(
+            self.host, self.request_id
+        )
+
+
+@attrs.frozen
+class MalformedFrame(MalformedResponse):
+    """A binary frame that cannot be read: a bad prelude or message CRC, a bad header (damage
+    in transit, re-invoked like a drop until the retries run out), or a frame payload that is
+    not JSON. ``reason`` is the decoder's (``bad_crc``, ``bad_prelude``, ``bad_json``…)."""
+
+    kind: ClassVar[str] = "malformed_frame"
+    reason: str = ""
+
+    @property
+    def message(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"malformed frame{why}: {self.detail}{_origin(self.host, self.request_id)}"
 
 
 ERROR_TYPES: tuple[type[SessionError], ...] = (
@@ -348,6 +505,10 @@ ERROR_TYPES: tuple[type[SessionError], ...] = (
     Crashed,
     Closed,
     NotFound,
+    StreamException,
+    CommandException,
+    EarlyTermination,
+    MalformedFrame,
 )
 """Every concrete error, for decoders and exhaustive tests."""
 

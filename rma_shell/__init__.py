@@ -1,4 +1,5 @@
-"""rma_shell — run agent sessions on anyio (trio or asyncio): ``run``, ``open_session``, providers, telemetry.
+"""rma_shell — run agent sessions on anyio (trio or asyncio): ``run``, ``run_or_raise``, ``open_session``,
+providers, telemetry.
 
 The loop's decisions live in the pure core (``rma``); this package performs the I/O.
 """
@@ -9,6 +10,7 @@ from rma.errors import SessionError
 from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
 from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.raising import run_or_raise, unwrap
 from rma_shell.session import LiveSession, SessionFailed, open_session, run
 from rma_shell.telemetry import Telemetry, attach, detach
 
@@ -36,4 +38,6 @@ __all__ = [
     "detach",
     "open_session",
     "run",
+    "run_or_raise",
+    "unwrap",
 ]

@@ -81,12 +81,9 @@ _LOG_LEVELS = {
 }
 
 
-class SessionFailed(Exception):
-    """Raised by ``open_session`` when the session cannot start; ``.error`` is the SessionError."""
-
-    def __init__(self, error: SessionError) -> None:
-        super().__init__(error.message)
-        self.error = error
+SessionFailed = SessionError
+"""Deprecated alias: ``open_session`` raises the ``SessionError`` itself (an exception since
+issue #13), so ``except SessionError`` covers it; ``except SessionFailed`` keeps working."""
 
 
 def _crash(exc: BaseException) -> Crashed:
@@ -683,8 +680,11 @@ async def open_session(
 ) -> AsyncIterator[LiveSession]:
     """Open a live session (S-2): it stays up after each result, reconnects after drops.
 
-    Raises ``SessionFailed`` when it cannot start (invalid options, provider open failure).
-    Leaving the block cancels everything the session runs and closes its connections.
+    When it cannot start (invalid options, the provider's open failing) it raises the
+    ``SessionError`` that ``run`` would have returned in a ``Failure`` — the same typed value,
+    so ``except SessionError as err`` / ``match err`` handle both. Once open, every request's
+    outcome is a value again (``next_result``). Leaving the block cancels everything the
+    session runs and closes its connections.
     """
     prepared = _prepare(
         provider,
@@ -709,12 +709,12 @@ async def open_session(
         provider_opts=provider_opts,
     )
     if isinstance(prepared, Failure):
-        raise SessionFailed(prepared.failure())
+        raise prepared.failure().with_traceback(None)
     driver = prepared.unwrap()
     try:
         opened = await driver.open()
         if isinstance(opened, Failure):
-            raise SessionFailed(opened.failure())
+            raise opened.failure().with_traceback(None)
         async with anyio.create_task_group() as nursery:
             await nursery.start(_serve_reporting, driver)
             try:

@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from returns.result import Failure, Success
 
 from rma.config import Secret, resolve_aws
 from rma.errors import AuthenticationError, HttpError, SessionError
-from rma_shell import OpenRequest, SessionFailed, Telemetry, open_session, otel, run
+from rma_shell import OpenRequest, Telemetry, open_session, otel, run
 from rma_shell.logging import StructuredFormatter
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
@@ -395,9 +396,9 @@ async def run_cma(
                     ) as s:
                         with anyio.fail_after(timeout):
                             cap.keep("outcome", await s.next_result())
-                except SessionFailed as exc:
+                except SessionError as exc:  # open_session raises the typed error itself
                     cap.keep("exception", exc)
-                    cap.keep("exception.error", exc.error)
+                    cap.keep("exception.traceback", "".join(traceback.format_exception(exc)))
             else:
                 outcome = await run(
                     provider,

@@ -21,7 +21,7 @@ from typing import Final
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import InvalidOpts, MalformedResponse, ProviderError, SessionError
+from rma.errors import EarlyTermination, InvalidOpts, MalformedResponse, ProviderError, SessionError
 from rma.vocabulary import JSON
 
 COMMAND_MAX_CHARS: Final = 65_536
@@ -90,7 +90,7 @@ class CommandAssembler:
     def finish(self) -> Result[CommandResult, SessionError]:
         if not self.stopped:
             return Failure(
-                MalformedResponse(detail="the command stream ended without a contentStop (truncated)")
+                EarlyTermination(detail="the command stream ended without a contentStop", attempts=1)
             )
         return Success(CommandResult("".join(self.stdout), "".join(self.stderr), self.exit_code, self.status))
 

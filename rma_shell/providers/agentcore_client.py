@@ -30,13 +30,17 @@ from returns.result import Failure, Result, Success
 
 from rma.errors import (
     AuthenticationError,
+    CommandException,
+    EarlyTermination,
     HttpError,
+    MalformedFrame,
     MalformedResponse,
-    ProviderError,
     SessionError,
     StreamDropped,
+    StreamException,
     TransportError,
 )
+from rma.origin import request_id, undialable, with_origin
 from rma.providers.agentcore_commands import CommandAssembler, CommandResult, command_body
 from rma.providers.bedrock_agentcore import (
     AUTH_CODES,
@@ -78,6 +82,10 @@ class Invoked:
     events: tuple[JSON, ...]
     complete: bool
     """A ``messageStop`` arrived (B-10); False means the stream ended early."""
+    url: str | None = None
+    """Where it was sent, for errors about it."""
+    request_id: str | None = None
+    """The response's ``x-amzn-RequestId``."""
 
 
 OnEvent = Callable[[JSON], Awaitable[None]]
@@ -199,7 +207,8 @@ class AgentCoreClient:
                 error_message=str(message),
                 host=host_of(url),
             )
-        return HttpError(status=status, body=body, method=method, url=url.split("?", 1)[0])
+        error = HttpError(status=status, body=body, method=method, url=url.split("?", 1)[0])
+        return with_origin(error, url=url, request_id=request_id(headers), code=code)
 
     async def _send(
         self,
@@ -217,6 +226,10 @@ class AgentCoreClient:
         Emits ``rma.agent_core.request.start`` / ``.stop`` (M-2, B-46: operation, service,
         method, templated path, status) around the exchange up to the response head.
         """
+        on_control = url.startswith(self.control_url) and not url.startswith(self.data_url)
+        bad_url = undialable(url, "control_url" if on_control else "data_url")
+        if bad_url is not None:
+            return Failure(bad_url)
         signed = await self._headers(method, url, headers, body)
         if isinstance(signed, Failure):
             return Failure(signed.failure())
@@ -239,7 +252,7 @@ class AgentCoreClient:
                 response = await self.http.send(request, stream=True)
             except (httpx.HTTPError, OSError) as exc:
                 stop["error"] = "transport_error"
-                return Failure(_transport(exc, method))
+                return Failure(with_origin(_transport(exc, method), url=url))
             stop["status"] = response.status_code
         return Success(response)
 
@@ -279,7 +292,7 @@ class AgentCoreClient:
 
             async def take(message: Message) -> Result[None, SessionError]:
                 nonlocal complete
-                frame = self._frame(message)
+                frame = self._frame(message, StreamException)
                 if isinstance(frame, Failure):
                     return Failure(frame.failure())
                 event = frame.unwrap()
@@ -292,12 +305,17 @@ class AgentCoreClient:
 
             read = await self._read_stream(response, take)
             if isinstance(read, Failure):
-                return Failure(self.redact_error(read.failure()))
-            return Success(Invoked(tuple(events), complete))
+                return Failure(self.redact_error(_stamped(read.failure(), url, response)))
+            return Success(Invoked(tuple(events), complete, url, request_id(response.headers)))
         finally:
             await response.aclose()
 
-    def _frame(self, message: Message) -> Result[JSON, SessionError]:
+    def _frame(
+        self, message: Message, exception: type[StreamException] | type[CommandException]
+    ) -> Result[JSON, SessionError]:
+        """A decoded frame's event, or the typed failure it is: an exception/error frame is
+        ``exception`` (``StreamException`` on a turn, ``CommandException`` on a command), a
+        payload that is not JSON a ``MalformedFrame``."""
         payload = message.json() if message.payload else Success(None)
         if isinstance(payload, Failure):
             if message.message_type in ("exception", "error"):
@@ -305,9 +323,10 @@ class AgentCoreClient:
                 payload = Success(text)
             else:
                 return Failure(
-                    MalformedResponse(
+                    MalformedFrame(
                         detail=f"{message.event_type or 'event'} frame payload is not JSON",
                         response=message.payload[:_BODY_PREVIEW].decode("utf-8", "replace"),
+                        reason="bad_json",
                     )
                 )
         type_name = {
@@ -317,7 +336,7 @@ class AgentCoreClient:
         frame = classify(message.message_type, type_name, payload.unwrap(), message.error_message)
         if isinstance(frame, StreamFault):
             return Failure(
-                ProviderError(detail=frame.message, error_type=frame.error_type, payload=frame.payload)
+                exception(detail=frame.message, error_type=frame.error_type, payload=frame.payload)
             )
         return Success(frame)
 
@@ -374,8 +393,9 @@ class AgentCoreClient:
             decoded = decoder.feed(chunk)
             if isinstance(decoded, Failure):
                 error = decoded.failure()
-                # A corrupt frame is damage in transit, like a drop: the turn cannot be trusted.
-                return Failure(StreamDropped(detail=f"undecodable frame ({error.reason}): {error.detail}"))
+                # A corrupt frame is damage in transit, like a drop: the turn cannot be trusted
+                # (InvokeHarness re-invokes it, bedrock_agentcore._retryable).
+                return Failure(MalformedFrame(detail=error.detail, reason=error.reason))
             for message in decoded.unwrap():
                 taken = await take(message)
                 if isinstance(taken, Failure):
@@ -446,7 +466,7 @@ class AgentCoreClient:
             assembler = CommandAssembler()
 
             async def take(message: Message) -> Result[None, SessionError]:
-                frame = self._frame(message)
+                frame = self._frame(message, CommandException)
                 if isinstance(frame, Failure):
                     return Failure(frame.failure())
                 for stream, text in assembler.feed(frame.unwrap()):
@@ -456,8 +476,14 @@ class AgentCoreClient:
 
             read = await self._read_stream(response, take)
             if isinstance(read, Failure):
-                return Failure(read.failure()), None
-            return assembler.finish(), None
+                error = read.failure()
+                if isinstance(error, StreamDropped):  # a command is never re-sent: one attempt
+                    error = EarlyTermination(detail=error.detail, attempts=1)
+                return Failure(_stamped(error, url, response)), None
+            finished = assembler.finish()
+            if isinstance(finished, Failure):
+                return Failure(_stamped(finished.failure(), url, response)), None
+            return finished, None
         finally:
             await response.aclose()
 
@@ -536,7 +562,7 @@ class AgentCoreClient:
             try:
                 content = await response.aread()
             except (httpx.HTTPError, OSError) as exc:
-                return Failure(_transport(exc, method)), {}
+                return Failure(with_origin(_transport(exc, method), url=url)), {}
         finally:
             await response.aclose()
         if response.status_code // 100 != 2:
@@ -545,6 +571,11 @@ class AgentCoreClient:
             retry = isinstance(failure, HttpError) and is_retryable(failure.status, str(code))
             return Failure(failure), (dict(response.headers) if retry else None)
         return Success((response.status_code, _json_or_text(content))), None
+
+
+def _stamped(error: SessionError, url: str, response: httpx.Response) -> SessionError:
+    """A stream's failure with the host and the ``x-amzn-RequestId`` of its response."""
+    return with_origin(error, url=url, request_id=request_id(response.headers))
 
 
 def _transport(exc: BaseException, method: str) -> TransportError:

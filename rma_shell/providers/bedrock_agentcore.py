@@ -29,7 +29,17 @@ import attrs
 import httpx
 from returns.result import Failure, Result, Success
 
-from rma.errors import HttpError, InvalidOpts, ProviderError, SessionError, StreamDropped, TransportError
+from rma.errors import (
+    EarlyTermination,
+    HttpError,
+    InvalidOpts,
+    MalformedFrame,
+    ProviderError,
+    SessionError,
+    StreamDropped,
+    TransportError,
+)
+from rma.origin import with_origin
 from rma.provider import Input
 from rma.providers.agentcore_commands import DEFAULT_MOUNT_PATH, CommandResult
 from rma.providers.bedrock_agentcore import (
@@ -448,15 +458,19 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
                 if invoked.complete:
                     return PollOutcome(Success(invoked.events), conn)
                 error: SessionError = StreamDropped(detail="the stream ended before messageStop")
+                if invoked.url is not None:
+                    error = with_origin(error, url=invoked.url, request_id=invoked.request_id)
             else:
                 error = got.failure()
             if not _retryable(error):
                 return PollOutcome(Failure(error), conn)
             if attempt >= self.invoke_retries:
                 if isinstance(error, StreamDropped):
-                    error = ProviderError(
-                        detail=f"the turn's stream ended early {attempt + 1} times: {error.detail}",
-                        error_type="early_termination",
+                    error = EarlyTermination(
+                        detail=error.detail,
+                        attempts=attempt + 1,
+                        host=error.host,
+                        request_id=error.request_id,
                     )
                 return PollOutcome(Failure(error), conn)
             delay = next_delay_s(
@@ -560,4 +574,6 @@ def _retryable(error: SessionError) -> bool:
         return is_retryable(error.status, str(code))
     if isinstance(error, TransportError | StreamDropped):
         return is_transient_error(error)
-    return False
+    # A frame the decoder could not read is damage in transit, like a drop; a frame that
+    # decoded but carries no JSON is what the host sent, and another try would get it again.
+    return isinstance(error, MalformedFrame) and error.reason != "bad_json"

@@ -33,6 +33,7 @@ from rma.errors import (
     StreamDropped,
     Timeout,
 )
+from rma.origin import error_code, request_id, with_origin
 from rma.provider import Input
 from rma.providers.claude_managed_agents import CODEC, ClaudeManagedAgentsCodec, consolidate
 from rma.session.events import Reconnected
@@ -395,6 +396,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
             response = opened.unwrap()
+            url, rid = str(response.request.url), request_id(response.headers)
             await on_connected()
             decoder = SSEDecoder()
             chunks = response.aiter_bytes().__aiter__()
@@ -405,15 +407,25 @@ class ClaudeManagedAgents(Provider[CMAConn]):
                     except StopAsyncIteration:
                         return Success(None)  # a clean close: the machine treats it as a drop
                     except Exception as exc:  # the connection broke mid-stream
-                        return Failure(StreamDropped(detail=type(exc).__name__))
+                        return Failure(
+                            with_origin(StreamDropped(detail=type(exc).__name__), url=url, request_id=rid)
+                        )
                 if idle.cancelled_caught:
-                    return Failure(StreamDropped(detail=f"no data for {self.stream_idle_timeout_s}s"))
+                    idle_drop = StreamDropped(detail=f"no data for {self.stream_idle_timeout_s}s")
+                    return Failure(with_origin(idle_drop, url=url, request_id=rid))
                 for message in decoder.feed(chunk):
                     if message.event == "ping" or not message.data:
                         continue
                     if message.event == "error":
-                        frame = ProviderError(
-                            detail="stream error frame", payload=_json_or_text(message.data)
+                        payload = _json_or_text(message.data)
+                        frame = with_origin(
+                            ProviderError(
+                                detail=_frame_message(payload) or "stream error frame",
+                                error_type=error_code(payload),
+                                payload=payload,
+                            ),
+                            url=url,
+                            request_id=rid,
                         )
                         return Failure(client.redact_error(frame))
                     if message.event == "message":
@@ -424,7 +436,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
                         bad = MalformedResponse(
                             detail="stream frame is not JSON", response=message.data[:500]
                         )
-                        return Failure(client.redact_error(bad))
+                        return Failure(client.redact_error(with_origin(bad, url=url, request_id=rid)))
                     await on_event(event)
 
     async def reconnect(
@@ -468,6 +480,13 @@ def _same_budget(wanted: JSON, echoed: JSON) -> bool:
     except ArithmeticError:
         return False
     return echoed.get("type") == wanted.get("type") and same_amount and w.get("currency") == e.get("currency")
+
+
+def _frame_message(payload: JSON) -> str | None:
+    """The ``error.message`` of an Anthropic error frame ``{"type": "error", "error": {…}}``."""
+    inner = payload.get("error") if isinstance(payload, Mapping) else None
+    message = inner.get("message") if isinstance(inner, Mapping) else None
+    return message if isinstance(message, str) and message else None
 
 
 def _json_or_text(data: str) -> JSON:

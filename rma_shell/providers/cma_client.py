@@ -34,6 +34,7 @@ from returns.result import Failure, Result, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, parse_bearer_file
 from rma.errors import AuthenticationError, HttpError, MalformedResponse, SessionError, TransportError
+from rma.origin import error_code, request_id, undialable, with_origin
 from rma.redact import redact_error
 from rma.retry import next_delay_s
 from rma.vocabulary import JSON
@@ -54,6 +55,12 @@ or the server said ``x-should-retry: true``), ``if_idempotent`` (a transient fai
 idempotent call) or ``never`` (``x-should-retry: false``, 401, a non-transient failure)."""
 # Transport failures raised before the request left: the request cannot have been processed.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def _describe(exc: BaseException) -> str:
+    """``ConnectError: [Errno 111] Connection refused`` — the type and what it said."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}"[:500] if text else type(exc).__name__
 
 
 def _read_file(path: str) -> str:
@@ -256,6 +263,9 @@ class CMAClient:
         raw: bool,
         attempt: int,
     ) -> tuple[Result[Any, SessionError], Mapping[str, str] | None, Verdict]:
+        bad_url = undialable(self._url(path), "base_url")
+        if bad_url is not None:
+            return Failure(bad_url), None, "never"
         meta = {"provider": "claude_managed_agents", "method": method, "path": path, "attempt": attempt}
         t0 = time.perf_counter()
         self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
@@ -272,18 +282,12 @@ class CMAClient:
             )
         except _NEVER_SENT as exc:
             self._stop(meta, t0, error="transport_error")
-            return (
-                Failure(TransportError(detail=type(exc).__name__, error_type="connect")),
-                None,
-                "always",
-            )
+            failure = TransportError(detail=_describe(exc), error_type="connect")
+            return Failure(with_origin(failure, url=self._url(path))), None, "always"
         except httpx.HTTPError as exc:
             self._stop(meta, t0, error="transport_error")
-            return (
-                Failure(TransportError(detail=type(exc).__name__, error_type=type(exc).__name__)),
-                None,
-                "if_idempotent",
-            )
+            failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
+            return Failure(with_origin(failure, url=self._url(path))), None, "if_idempotent"
         except BaseException as exc:
             elapsed = {"duration": time.perf_counter() - t0}
             self.telemetry.emit("rma.request.exception", elapsed, {**meta, "kind": type(exc).__name__})
@@ -296,11 +300,9 @@ class CMAClient:
             try:
                 return Success(response.json() if response.content else None), None, "never"
             except ValueError:
-                return (
-                    Failure(MalformedResponse(detail=f"{method} {path}: body is not JSON")),
-                    None,
-                    "never",
-                )
+                malformed = MalformedResponse(detail=f"{method} {path}: body is not JSON")
+                origin = with_origin(malformed, url=self._url(path), request_id=request_id(response.headers))
+                return Failure(origin), None, "never"
         body: JSON
         try:
             body = response.json()
@@ -309,7 +311,12 @@ class CMAClient:
         should_retry = response.headers.get("x-should-retry")
         if status == 401:
             return Failure(self._rejected(method, path, body)), None, "never"
-        error = HttpError(status=status, body=body, method=method, url=path)
+        error = with_origin(
+            HttpError(status=status, body=body, method=method, url=path),
+            url=self._url(path),
+            request_id=request_id(response.headers, body),
+            code=error_code(body),
+        )
         if should_retry == "false":
             return Failure(error), None, "never"  # the server's word beats the status rules
         if should_retry == "true" or status in UNPROCESSED_STATUSES:
@@ -448,8 +455,8 @@ class CMAClient:
                 if response.status_code != 200:
                     await response.aread()
             except httpx.HTTPError as exc:
-                failure = TransportError(detail=type(exc).__name__, error_type=type(exc).__name__)
-                yield Failure(failure)
+                failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
+                yield Failure(with_origin(failure, url=self._url(path)))
                 return
             if response.status_code != 200:
                 body: JSON
@@ -461,7 +468,12 @@ class CMAClient:
                 if response.status_code == 401:
                     error = self._rejected("GET", path, body)
                 else:
-                    error = HttpError(status=response.status_code, body=body, method="GET", url=path)
+                    error = with_origin(
+                        HttpError(status=response.status_code, body=body, method="GET", url=path),
+                        url=self._url(path),
+                        request_id=request_id(response.headers, body),
+                        code=error_code(body),
+                    )
                 yield Failure(self.redact_error(error))
                 return
             yield Success(response)

@@ -40,6 +40,7 @@ from rma.errors import (
     StreamDropped,
     TransportError,
 )
+from rma.origin import error_code, request_id, undialable, with_origin
 from rma.provider import Input
 from rma.providers.local import (
     CODEC,
@@ -320,6 +321,9 @@ class Local(Provider[LocalConn]):
         )
         if isinstance(started, Failure):
             return Failure(started.failure())
+        bad_url = undialable(base_url, "base_url") if self._chat is None else None
+        if bad_url is not None:
+            return Failure(bad_url)
         session_id = request.session_id or self._session_id_factory()
         client = self._http_client
         if self._chat is None and client is None:
@@ -396,7 +400,10 @@ class Local(Provider[LocalConn]):
             return PollOutcome(Failure(conn.redact_error(response.failure())), conn)
         folded = apply_response(conv, response.unwrap())
         if isinstance(folded, Failure):
-            return PollOutcome(Failure(conn.redact_error(folded.failure())), conn)
+            refused = folded.failure()
+            if self._chat is None:  # an error body in a 2xx answer: still the host's
+                refused = with_origin(refused, url=conn.url)
+            return PollOutcome(Failure(conn.redact_error(refused)), conn)
         new_conv, events = folded.unwrap()
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
 
@@ -517,6 +524,18 @@ class Local(Provider[LocalConn]):
     async def _post(
         self, conn: LocalConn, body: bytes, *, stream: bool
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        """One POST; a failure names the host (and port), the code and the ``x-request-id``."""
+        result, headers = await self._post_once(conn, body, stream=stream)
+        if isinstance(result, Failure):
+            error = result.failure()
+            code = error_code(error.body) if isinstance(error, HttpError) else None
+            stamped = with_origin(error, url=conn.url, request_id=request_id(headers), code=code)
+            return Failure(stamped), headers
+        return result, headers
+
+    async def _post_once(
+        self, conn: LocalConn, body: bytes, *, stream: bool
+    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         client = conn.client
         if client is None:
             return Failure(
@@ -572,7 +591,14 @@ class Local(Provider[LocalConn]):
                             return Failure(StreamDropped(detail=detail)), response.headers
                         fed = assembler.feed(chunk)
                         if isinstance(fed, Failure):
-                            return Failure(fed.failure()), None
+                            return Failure(fed.failure()), response.headers
+            except httpx.DecodingError:
+                raise  # an undecodable body: MalformedResponse in _post_once
+            except httpx.HTTPError as exc:  # the stream broke after the response began
+                broke = TransportError(
+                    detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc)
+                )
+                return Failure(broke), response.headers
             finally:
                 # Closed here, not whenever the event loop gets to finalise it.
                 await _aclose(chunks)

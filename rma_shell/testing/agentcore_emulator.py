@@ -2151,7 +2151,7 @@ class AgentCoreEmulator(LoopbackEmulator):
                 body = None
         request_id = str(uuid.uuid4())
         with self._lock:
-            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw))
+            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, request_id))
         try:
             self._verify_signature(h, raw)
             self._route(h, raw, request_id)

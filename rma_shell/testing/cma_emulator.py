@@ -980,7 +980,7 @@ class CMAEmulator(LoopbackEmulator):
         query = parse_qsl(url.query, keep_blank_values=True)
         with self._lock:
             request_id = self._id("req")
-            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw))
+            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, request_id))
         try:
             reply = self._serve(h, path, query, headers, body, raw, request_id)
         except _Rejected as rejected:

@@ -17,7 +17,8 @@ least as strictly as the real API on the points clients get wrong (model, roles,
 messages answering exactly the preceding assistant's tool calls) and answers mistakes with
 an OpenAI-shaped 400. Faults are injected per request index (0-based, counting every
 request received): ``status``, ``drop_mid_stream``, ``malformed_chunk``, ``delay``, and
-``cut_off`` (the reply ends at a token limit, ``finish_reason: "length"``).
+``cut_off`` (the reply ends at a token limit, ``finish_reason: "length"``). Every answer
+carries an ``x-request-id`` header, as the real API's do (``RecordedRequest.request_id``).
 
 A scripted turn is consumed only by a request that was answered in full, so a faulted
 request is followed by the same turn on retry. It is not a model: it never invents a
@@ -139,6 +140,8 @@ class RecordedRequest:
     headers: Mapping[str, str]
     body: Any
     raw: bytes = attrs.field(repr=False)
+    request_id: str = ""
+    """The ``x-request-id`` the emulator answered this request with."""
     client_port: int | None = None
 
 
@@ -331,6 +334,7 @@ class OpenAIEmulator(LoopbackEmulator):
         self._model = model
         self._chunk_chars = max(1, chunk_chars)
         self._lock = threading.Lock()
+        self._current = threading.local()  # the request id of the request a thread answers
         self._init_loopback()
         self._answered = 0
         self.requests: list[RecordedRequest] = []
@@ -358,7 +362,12 @@ class OpenAIEmulator(LoopbackEmulator):
         with self._lock:
             index = len(self.requests)
             port = h.client_address[1] if isinstance(h.client_address, tuple) else None
-            self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, port))
+            self._current.request_id = request_id = f"req_emu_{index:04d}"
+            self.requests.append(
+                RecordedRequest(
+                    h.command, h.path, headers, body, raw, client_port=port, request_id=request_id
+                )
+            )
         faults = self._faults.get(index, ())
         for fault in faults:
             if fault.kind == "delay":
@@ -493,11 +502,15 @@ class OpenAIEmulator(LoopbackEmulator):
 
     # -- writing --
 
+    def _start(self, h: LoopbackHandler, code: int) -> None:
+        h.send_response(code)
+        h.send_header("x-request-id", getattr(self._current, "request_id", "req_emu_unknown"))
+
     def _send_json(
         self, h: LoopbackHandler, code: int, data: Any, extra: Mapping[str, str] | None = None
     ) -> None:
         payload = json.dumps(data).encode()
-        h.send_response(code)
+        self._start(h, code)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(payload)))
         for name, value in (extra or {}).items():
@@ -555,7 +568,7 @@ class OpenAIEmulator(LoopbackEmulator):
         payload = json.dumps(response).encode()
         if fault is not None and fault.kind == "malformed":
             payload = payload[: len(payload) // 2]
-        h.send_response(200)
+        self._start(h, 200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(payload)))
         h.end_headers()
@@ -611,7 +624,7 @@ class OpenAIEmulator(LoopbackEmulator):
         finish: str,
         fault: Fault | None,
     ) -> bool:
-        h.send_response(200)
+        self._start(h, 200)
         h.send_header("Content-Type", "text/event-stream; charset=utf-8")
         h.send_header("Cache-Control", "no-cache")
         h.send_header("Transfer-Encoding", "chunked")

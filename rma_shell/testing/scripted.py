@@ -128,10 +128,10 @@ class ScriptedProvider(Provider[ScriptedConn]):
         else:
             await anyio.lowlevel.checkpoint()
         turn = self._next_turn(input)
+        if isinstance(turn, SessionError):  # before BaseException: errors are exceptions too
+            return PollOutcome(Failure(turn), conn)
         if isinstance(turn, BaseException):
             raise turn
-        if isinstance(turn, SessionError):
-            return PollOutcome(Failure(turn), conn)
         events = tuple(turn)
         self.history.extend(events)
         if self.live_events and live is not None:
@@ -150,10 +150,10 @@ class ScriptedProvider(Provider[ScriptedConn]):
             if kind not in ("user.message", "tool_result", "define_outcome"):
                 return Success(None)  # a raw send_event: nothing scripted answers it
         turn = self._next_turn(input)
-        if isinstance(turn, BaseException):
-            raise turn
         if isinstance(turn, SessionError):
             return Failure(turn)
+        if isinstance(turn, BaseException):
+            raise turn
         for ev in turn:
             self._send.send_nowait(ev)
         return Success(None)

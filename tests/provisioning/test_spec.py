@@ -166,7 +166,8 @@ def test_the_constructor_refuses_what_create_would_refuse() -> None:
 def test_invalid_spec_is_a_value_with_a_readable_message() -> None:
     error = _error(AgentSpec.create("bot", tools=[{**LOOKUP, "input_schema": 1}]))
     assert error.kind == "invalid_spec"
-    assert str(error) == "invalid agent spec at tools[0].input_schema: a JSON schema object is required"
+    assert error.message == "invalid agent spec at tools[0].input_schema: a JSON schema object is required"
+    assert str(error) == f"invalid_spec: {error.message}"
 
 
 # --- EnvironmentSpec and Runtime ------------------------------------------------------------

@@ -14,7 +14,7 @@ from rma.errors import (
     OutcomeUnsupported,
 )
 from rma.vocabulary import Budget, Outcome
-from rma_shell import SessionFailed, open_session, run
+from rma_shell import open_session, run
 from rma_shell.testing.scripted import ScriptedProvider
 from tests.helpers import Recorder, end
 
@@ -106,10 +106,10 @@ async def test_numeric_options_are_validated_and_named(option: str, value: objec
     assert option in err.message
 
 
-async def test_open_session_raises_session_failed_with_the_typed_error() -> None:
+async def test_open_session_raises_the_typed_error_itself() -> None:
     provider = ScriptedProvider([end()])
-    with pytest.raises(SessionFailed) as info:
+    with pytest.raises(InvalidOpts) as info:
         async with open_session(provider, handler=Recorder(), max_turns=0):
             pass
-    assert isinstance(info.value.error, InvalidOpts)
+    assert info.value.option == "max_turns"
     assert provider.opened == []
