@@ -5,19 +5,24 @@ config, one line per input event in the order the core saw it, and one ``transcr
 line after each result the shell completed with the provider's transcript. Folding the
 events through ``step`` reproduces every command and every result, byte for byte — the
 basis of ``rma replay`` and of the record/replay properties. Pure: lines in, values out.
+
+``replay_lines`` first checks the log (``rma.recording.check``: the digest chain, the end
+record), then folds it and compares each result with the digest recorded for it, so a damaged
+log, or one this version of the core no longer reproduces, is a ``DamagedLog`` error rather
+than a different result.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.codec_json import from_jsonable
+from rma.codec_json import decode_result, from_jsonable
 from rma.errors import MalformedResponse, SessionError
 from rma.provider import ProviderCodec
+from rma.recording import DamagedLog, check, encode, result_digest
 from rma.session.commands import Command, Finish
 from rma.session.events import Event
 from rma.session.machine import State, initial_state, step
@@ -32,6 +37,14 @@ class Replayed:
     commands: tuple[Command, ...]
     results: tuple[Result[SessionResult, SessionError], ...]
     state: State
+    verified: bool = False
+    """The log was sealed (format 2): chain, end record and result digests all checked."""
+    outcome: Result[SessionResult, SessionError] | None = None
+    """What the run returned when the core did not produce it (a failure at open, a crash)."""
+    at: str | None = None
+    """Where ``outcome`` happened: ``"open"`` for a session that never opened."""
+    stopped: str | None = None
+    """What ended the recorded run early (``KeyboardInterrupt``, ``cancelled``), if anything."""
 
 
 def load_config(header: dict[str, object], codec_for: Callable[[str], ProviderCodec]) -> SessionConfig:
@@ -64,24 +77,61 @@ def fold(config: SessionConfig, events: Iterable[Event], transcripts: Iterable[o
 def replay_lines(
     lines: Iterable[str], codec_for: Callable[[str], ProviderCodec]
 ) -> Result[Replayed, SessionError]:
-    """Parse a recorded JSONL log and fold it. A damaged log is a typed error, not a traceback."""
+    """Check a recorded JSONL log and fold it. A damaged log is a typed error, not a traceback."""
+    checked = check(lines)
+    if isinstance(checked, Failure):
+        return Failure(checked.failure())
     config: SessionConfig | None = None
     events: list[Event] = []
     transcripts: list[object] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    digests: list[str] = []
+    end: dict[str, object] = {}
+    for n, record in checked.unwrap().records:
         try:
-            record = json.loads(line)
             kind = record["kind"]
             if kind == "header":
                 config = load_config(record, codec_for)
             elif kind == "event":
                 events.append(from_jsonable(record["event"]))
             elif kind == "transcript":
-                transcripts.append(record["transcript"])
+                transcripts.append(from_jsonable(record["transcript"]))
+            elif kind == "result":
+                digests.append(str(record["digest"]))
+            elif kind == "end":
+                end = record
+                if end.get("outcome") is not None:
+                    end["outcome"] = decode_result(end["outcome"])
         except (ValueError, KeyError, TypeError) as exc:
             return Failure(MalformedResponse(detail=f"log line {n}: {type(exc).__name__}: {exc}"))
     if config is None:
         return Failure(MalformedResponse(detail="log has no header line"))
-    return Success(fold(config, events, transcripts))
+    replayed = fold(config, events, transcripts)
+    if checked.unwrap().sealed:
+        differs = _first_difference(replayed.results, digests)
+        if differs is not None:
+            return Failure(differs)
+    outcome = end.get("outcome")
+    stopped = end.get("stopped")
+    at = end.get("at")
+    return Success(
+        attrs.evolve(
+            replayed,
+            verified=checked.unwrap().sealed,
+            outcome=outcome if isinstance(outcome, Success | Failure) else None,
+            at=at if isinstance(at, str) else None,
+            stopped=stopped if isinstance(stopped, str) else None,
+        )
+    )
+
+
+def _first_difference(
+    results: tuple[Result[SessionResult, SessionError], ...], digests: list[str]
+) -> DamagedLog | None:
+    for n, (outcome, digest) in enumerate(zip(results, digests, strict=False), 1):
+        if result_digest(encode(outcome)) != digest:
+            return DamagedLog(
+                0, f"result {n} replays differently from the recorded run (another rma version?)"
+            )
+    if len(results) != len(digests):
+        return DamagedLog(0, f"the recorded run reported {len(digests)} result(s), the replay {len(results)}")
+    return None

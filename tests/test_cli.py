@@ -164,13 +164,19 @@ def test_cli_record_then_replay(cwd: Path, capsys: pytest.CaptureFixture[str]) -
     [
         (None, 2, "no such file"),
         ("", 1, "no header"),
-        ("this is not json\n", 1, "not a valid event log"),
+        ("this is not json\n", 1, "line 1: not JSON"),
         (
             '{"kind":"header","format":1,"config":{"$type":"SessionConfig","provider_name":"nope"}}\n',
             1,
             "nope",
         ),
-        ('{"kind":"event","event":{"$type":"NoSuchEvent"}}\n', 1, "not a valid event log"),
+        ('{"kind":"event","event":{"$type":"NoSuchEvent"}}\n', 1, "no header line"),
+        (
+            '{"kind":"header","format":1,"config":{"$type":"SessionConfig","provider_name":"scripted"}}\n'
+            '{"kind":"event","event":{"$type":"NoSuchEvent"}}\n',
+            1,
+            "not a valid event log",
+        ),
         (b"\xff\xfe\x00garbage", 1, "not a text"),
     ],
 )
@@ -193,5 +199,5 @@ def test_replay_of_a_cut_short_log(cwd: Path, capsys: pytest.CaptureFixture[str]
     (cwd / "dir.jsonl").mkdir()
     capsys.readouterr()
     assert main(["replay", "cut.jsonl"]) == 1
-    assert "no finished request" in capsys.readouterr().err
+    assert "the log is truncated: it ends at line 3 without its end record" in capsys.readouterr().err
     assert main(["replay", "dir.jsonl"]) == 2
