@@ -205,8 +205,11 @@ def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         except OSError as exc:
             return _usage_error(f"--record: cannot write {args.record}: {exc.strerror or exc}")
 
+    from rma_shell.cli_progress import Progress
+
     display = Display(quiet=args.quiet, plain=args.plain)
     config = DemoConfig(
+        progress=Progress.for_stream(sys.stderr, enabled=not args.quiet, environ=environ),
         workdir=workdir,
         data=data,
         out=args.out,

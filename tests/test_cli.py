@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,7 @@ from returns.result import Success
 from rma.codec_json import dumps
 from rma_shell.cli import main
 from rma_shell.demo import DemoConfig, Display, RehearsalModel, run_demo
-from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, status
+from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay, status
 
 KEY = "sk-test-SECRET-4f2a9c"
 
@@ -201,3 +205,63 @@ def test_replay_of_a_cut_short_log(cwd: Path, capsys: pytest.CaptureFixture[str]
     assert main(["replay", "cut.jsonl"]) == 1
     assert "the log is truncated: it ends at line 3 without its end record" in capsys.readouterr().err
     assert main(["replay", "dir.jsonl"]) == 2
+
+
+# ── a Unix tool: Ctrl-C, closed pipes ──
+
+
+def _rma(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rma_shell", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(predicate: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def test_ctrl_c_during_a_run_exits_130_with_one_line(cwd: Path) -> None:
+    # The model server accepts the request and does not answer: Ctrl-C must end it cleanly.
+    with _emulator(faults={0: delay(60)}) as emu:
+        proc = _rma(cwd, "demo", "--base-url", emu.base_url, "--model", "m", "--record", "int.jsonl")
+        _wait_for(lambda: len(emu.requests) >= 1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.splitlines() == ["rma demo: interrupted"]
+    assert "Traceback" not in out
+    # The recording says how it ended, and replay reports it rather than a result.
+    last = json.loads((cwd / "int.jsonl").read_text().splitlines()[-1])
+    assert last["kind"] == "end" and last["stopped"] == "KeyboardInterrupt"
+    replayed = _rma(cwd, "replay", "int.jsonl")
+    _, err = replayed.communicate(timeout=30)
+    assert replayed.returncode == 1 and "stopped by KeyboardInterrupt" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["demo", "--plain"], 141),
+        (["demo"], 141),
+        (["replay", "demo.jsonl"], 141),
+        (["--help"], 0),  # argparse drops a failed help write itself; the help did succeed
+    ],
+)
+def test_a_closed_stdout_ends_quietly(cwd: Path, argv: list[str], code: int) -> None:
+    # `rma ... | head`: the reader is gone before the first line; no traceback, exit 141 (SIGPIPE).
+    assert main(["demo", "--quiet", "--record", "demo.jsonl", "--out", "first.md"], env={}) == 0
+    proc = _rma(cwd, *argv)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert err == ""
+    assert proc.returncode == code
+    if argv[0] == "demo":  # the run itself went on to the end
+        assert (cwd / "report.md").is_file()

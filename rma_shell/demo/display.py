@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from rma_shell._interrupt import silence_stdout
@@ -54,6 +54,8 @@ class Display:
     def __init__(self, *, quiet: bool = False, plain: bool = False, file: TextIO | None = None) -> None:
         self.quiet = quiet
         self.broken = False
+        self.before_line: Callable[[], None] | None = None
+        """Called before each line is printed (the CLI erases its progress line there)."""
         """True once the output's reader has gone (a closed pipe): nothing more is printed."""
         self._file = file
         self._console = None if plain else _rich_console(file)
@@ -73,6 +75,8 @@ class Display:
     def _line(self, *segments: Segment, trace: bool = True) -> None:
         if (trace and self.quiet) or self.broken:
             return
+        if self.before_line is not None:
+            self.before_line()
         try:
             if self._console is not None:
                 from rich.text import Text
@@ -130,6 +134,8 @@ class Display:
 
     def error(self, message: str) -> None:
         """An error line on stderr (never on the trace's stream)."""
+        if self.before_line is not None:
+            self.before_line()
         if self._console is not None:
             from rich.console import Console
             from rich.text import Text
