@@ -56,10 +56,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Paragraphs(argparse.HelpFormatter):
+    """Wraps each paragraph of a description on its own (argparse joins them by default)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(super(_Paragraphs, self)._fill_text(p, width, indent) for p in text.split("\n\n"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rma",
         description="Run AI agent sessions on any loop host; your tools stay in your process.",
+        epilog="Run 'rma COMMAND --help' for what a command does, its options and its exit codes.",
     )
     parser.add_argument("--version", action="version", version=f"rma {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -70,8 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Run a real agent loop: the model inspects a CSV, summarises its numeric columns and "
             "writes a Markdown report to the current directory. Offline and deterministic by default "
-            "(a bundled rehearsal model); give --base-url to use a real model."
+            "(a bundled rehearsal model); give --base-url to use a real model. On a terminal, a wait "
+            "for the model shows on stderr (connecting, waiting for the answer, and for how long).\n\n"
+            "Exit codes: 0 success, 1 a session error, 2 bad usage, 130 interrupted (Ctrl-C)."
         ),
+        formatter_class=_Paragraphs,
     )
     demo.add_argument(
         "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (env RMA_BASE_URL)"
@@ -87,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="FILE", default="report.md", help="report file name (default: report.md)"
     )
     demo.add_argument(
-        "--record", metavar="LOG", help="write the session's event log (JSONL) for `rma replay`"
+        "--record", metavar="LOG", help="write the session's event log (JSONL) for 'rma replay'"
     )
     demo.add_argument("--max-turns", type=_positive_int, default=10, help="turn limit (default: 10)")
     demo.add_argument("--quiet", action="store_true", help="print only the summary")
@@ -96,7 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     replay = commands.add_parser(
         "replay",
         help="fold a recorded event log through the core and print its result(s)",
-        description="Replay a JSONL log written with `rma demo --record LOG` or run(record=...).",
+        description=(
+            "Replay a log written by 'rma demo --record LOG' or run(..., record=LOG): check it, fold "
+            "its events through the session core (no model, tools or network) and print the "
+            "result(s) the recorded run returned. A log whose lines were edited, reordered, removed "
+            "or cut off, or whose results this version no longer reproduces, is reported as "
+            "damaged and nothing is printed on stdout.\n\n"
+            "Exit codes: 0 replayed, 1 a damaged or unreplayable log (or one without a result), "
+            "2 a missing or unreadable file, 130 interrupted."
+        ),
+        formatter_class=_Paragraphs,
     )
     replay.add_argument("log", metavar="LOG", help="the JSONL event log")
     replay.add_argument("--json", action="store_true", help="print each result as JSON (one per line)")

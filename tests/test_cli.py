@@ -265,3 +265,44 @@ def test_a_closed_stdout_ends_quietly(cwd: Path, argv: list[str], code: int) -> 
     assert proc.returncode == code
     if argv[0] == "demo":  # the run itself went on to the end
         assert (cwd / "report.md").is_file()
+
+
+# ── help and usage errors ──
+
+SUBCOMMANDS = ["demo", "replay", "provision", "tag", "resolve", "prune", "teardown"]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_has_a_plain_text_description(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    usage, description = text.split("\n\n")[:2]
+    assert usage.startswith(f"usage: rma {command}")
+    assert len(description.split()) >= 8, description  # a sentence, not just the usage
+    for rest in ("``", ":class:", ":func:", ".. ", "`rma"):  # no raw reST or Markdown
+        assert rest not in text, (rest, text)
+    assert "Exit codes:" in text or command in ("tag", "resolve", "prune", "teardown")
+
+
+def test_the_command_list_names_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"    {command}" in out for command in SUBCOMMANDS)
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_a_usage_error_names_the_subcommand(
+    cwd: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--no-such-flag"], env={}) == 2
+    err = capsys.readouterr().err
+    assert f"rma {command}: error:" in err, err
+    assert "--no-such-flag" in err or "required" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_missing_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([], env={}) == 2
+    assert "rma: error: a command is required" in capsys.readouterr().err
