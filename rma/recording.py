@@ -115,6 +115,8 @@ class Checked:
 
     records: tuple[tuple[int, dict[str, Any]], ...]
     sealed: bool
+    complete: bool = True
+    """False for a log checked with ``partial=True`` that was cut short (it has no end record)."""
 
 
 def _parse(n: int, text: str) -> Result[dict[str, Any], SessionError]:
@@ -127,8 +129,12 @@ def _parse(n: int, text: str) -> Result[dict[str, Any], SessionError]:
     return Success(record)
 
 
-def check(lines: Iterable[str]) -> Result[Checked, SessionError]:
-    """Parse a recording and verify its chain: edited, moved, deleted or cut-off lines fail."""
+def check(lines: Iterable[str], *, partial: bool = False) -> Result[Checked, SessionError]:
+    """Parse a recording and verify its chain: edited, moved, deleted or cut-off lines fail.
+
+    ``partial`` accepts a log that was cut short (a process that died while recording): an
+    incomplete last line is dropped and the end record may be missing. Every line that is
+    there is still checked."""
     numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
     if not numbered:
         return Failure(DamagedLog(0, "the log is empty (no header line)"))
@@ -144,7 +150,7 @@ def check(lines: Iterable[str]) -> Result[Checked, SessionError]:
         if header.get("format", 1) != 1:
             return Failure(DamagedLog(first_n, "the header's digest is missing (the line was edited)"))
         return _unsealed(numbered)
-    return _sealed(numbered)
+    return _sealed(numbered, partial)
 
 
 def _unsealed(numbered: Sequence[tuple[int, str]]) -> Result[Checked, SessionError]:
@@ -157,8 +163,10 @@ def _unsealed(numbered: Sequence[tuple[int, str]]) -> Result[Checked, SessionErr
     return Success(Checked(tuple(records), sealed=False))
 
 
-def _sealed(numbered: Sequence[tuple[int, str]]) -> Result[Checked, SessionError]:
+def _sealed(numbered: Sequence[tuple[int, str]], partial: bool) -> Result[Checked, SessionError]:
     matches = [(n, _SEAL.fullmatch(line)) for n, line in numbered]
+    if partial and len(matches) > 1 and matches[-1][1] is None:
+        matches.pop()  # the line the process was writing when it died
     previous = GENESIS
     records = []
     for index, (n, match) in enumerate(matches):
@@ -179,6 +187,8 @@ def _sealed(numbered: Sequence[tuple[int, str]]) -> Result[Checked, SessionError
         previous = chain
     last_n, last = records[-1]
     if last.get("kind") != "end":
+        if partial:
+            return Success(Checked(tuple(records), sealed=True, complete=False))
         return Failure(
             DamagedLog(
                 0,

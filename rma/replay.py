@@ -45,6 +45,8 @@ class Replayed:
     """Where ``outcome`` happened: ``"open"`` for a session that never opened."""
     stopped: str | None = None
     """What ended the recorded run early (``KeyboardInterrupt``, ``cancelled``), if anything."""
+    complete: bool = True
+    """False when a ``partial`` replay found no end record (the log was cut short)."""
 
 
 def load_config(header: dict[str, object], codec_for: Callable[[str], ProviderCodec]) -> SessionConfig:
@@ -75,10 +77,12 @@ def fold(config: SessionConfig, events: Iterable[Event], transcripts: Iterable[o
 
 
 def replay_lines(
-    lines: Iterable[str], codec_for: Callable[[str], ProviderCodec]
+    lines: Iterable[str], codec_for: Callable[[str], ProviderCodec], *, partial: bool = False
 ) -> Result[Replayed, SessionError]:
-    """Check a recorded JSONL log and fold it. A damaged log is a typed error, not a traceback."""
-    checked = check(lines)
+    """Check a recorded JSONL log and fold it. A damaged log is a typed error, not a traceback.
+
+    ``partial`` replays a log that was cut short as far as it goes (``rma.recording.check``)."""
+    checked = check(lines, partial=partial)
     if isinstance(checked, Failure):
         return Failure(checked.failure())
     config: SessionConfig | None = None
@@ -107,7 +111,7 @@ def replay_lines(
         return Failure(MalformedResponse(detail="log has no header line"))
     replayed = fold(config, events, transcripts)
     if checked.unwrap().sealed:
-        differs = _first_difference(replayed.results, digests)
+        differs = _first_difference(replayed.results, digests, complete=checked.unwrap().complete)
         if differs is not None:
             return Failure(differs)
     outcome = end.get("outcome")
@@ -117,6 +121,7 @@ def replay_lines(
         attrs.evolve(
             replayed,
             verified=checked.unwrap().sealed,
+            complete=checked.unwrap().complete,
             outcome=outcome if isinstance(outcome, Success | Failure) else None,
             at=at if isinstance(at, str) else None,
             stopped=stopped if isinstance(stopped, str) else None,
@@ -125,13 +130,13 @@ def replay_lines(
 
 
 def _first_difference(
-    results: tuple[Result[SessionResult, SessionError], ...], digests: list[str]
+    results: tuple[Result[SessionResult, SessionError], ...], digests: list[str], *, complete: bool
 ) -> DamagedLog | None:
     for n, (outcome, digest) in enumerate(zip(results, digests, strict=False), 1):
         if result_digest(encode(outcome)) != digest:
             return DamagedLog(
                 0, f"result {n} replays differently from the recorded run (another rma version?)"
             )
-    if len(results) != len(digests):
+    if len(results) < len(digests) or (complete and len(results) != len(digests)):
         return DamagedLog(0, f"the recorded run reported {len(digests)} result(s), the replay {len(results)}")
     return None

@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("log", metavar="LOG", help="the JSONL event log")
     replay.add_argument("--json", action="store_true", help="print each result as JSON (one per line)")
+    replay.add_argument(
+        "--partial",
+        action="store_true",
+        help="replay a log that was cut short (its process died) as far as it goes; edits are still refused",
+    )
     from rma_shell.cli_provision import add_commands
 
     add_commands(commands)
@@ -285,19 +290,22 @@ def _replay(args: argparse.Namespace) -> int:
         return _replay_error(args.log, f"cannot read: {exc.strerror or exc}", EXIT_USAGE)
     lines = text.splitlines()
     try:
-        replayed = replay_lines(lines, codec_for)
+        replayed = replay_lines(lines, codec_for, partial=args.partial)
     except Exception as exc:  # a log that parses but folds badly: still a message, not a traceback
         return _replay_error(args.log, f"could not be replayed: {type(exc).__name__}: {exc}")
     if isinstance(replayed, Failure):
         error = replayed.failure()
         if error.kind == "damaged_log":
-            return _replay_error(args.log, f"damaged recording: {error.message}")
+            hint = " (--partial replays it as far as it goes)" if "truncated" in error.message else ""
+            return _replay_error(args.log, f"damaged recording: {error.message}{hint}")
         detail = getattr(error, "detail", "") or error.message
         return _replay_error(args.log, f"not a valid event log: {detail}")
     done = replayed.unwrap()
     results = list(done.results)
     if done.outcome is not None:
         results.append(done.outcome)
+    if not done.complete:
+        print(f"rma replay: {args.log}: the log was cut short; replayed as far as it goes", file=sys.stderr)
     if not results:
         why = f"it was stopped by {done.stopped}" if done.stopped else "was the run cut short?"
         return _replay_error(args.log, f"holds no finished request ({why})")
@@ -307,6 +315,8 @@ def _replay(args: argparse.Namespace) -> int:
         return EXIT_OK
     events = sum(1 for line in lines if line.startswith('{"kind":"event"'))
     check = "verified" if done.verified else "not verified: a format-1 log has no digests"
+    if not done.complete:
+        check = "verified as far as it goes: no end record"
     plural = "s" if len(results) != 1 else ""
     print(f"{args.log}: {events} recorded events, {len(results)} result{plural} ({check})")
     for n, outcome in enumerate(results, 1):

@@ -307,6 +307,41 @@ async def test_a_live_sessions_results_replay_in_order(tmp_path: Path) -> None:
     assert shown.stdout.splitlines() == [dumps(r) for r in results]
 
 
+async def test_a_log_cut_short_replays_as_far_as_it_goes_with_partial(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "live.jsonl"
+    async with open_session(
+        ScriptedProvider([end("one"), end("two")]), handler=Recorder(), prompt="first", record=str(log)
+    ) as session:
+        first = await session.next_result()
+        await session.message("second")
+        await session.next_result()
+    lines = log.read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, line in enumerate(lines) if line.startswith('{"kind":"result"')) + 1
+    # The process died while writing the next line: the first result and half a line are there.
+    log.write_text("\n".join([*lines[:cut], lines[cut][:30]]), encoding="utf-8")
+    assert main(["replay", str(log)]) == 1
+    assert "(--partial replays it as far as it goes)" in capsys.readouterr().err
+    assert main(["replay", str(log), "--partial", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [dumps(first)]
+    assert "the log was cut short; replayed as far as it goes" in captured.err
+    # --partial still refuses an edited line.
+    log.write_text("\n".join([*lines[:cut]]).replace('"one"', '"uno"'), encoding="utf-8")
+    assert main(["replay", str(log), "--partial"]) == 1
+    assert "the line does not match its digest" in capsys.readouterr().err
+
+
+async def test_a_record_stream_that_cannot_take_text_is_invalid_opts() -> None:
+    closed = io.StringIO()
+    closed.close()
+    for target in (io.BytesIO(), closed):
+        got = await run(ScriptedProvider([end()]), handler=Recorder(), prompt="go", record=target)  # type: ignore[arg-type]
+        assert isinstance(got, Failure) and got.failure().option == "record"  # type: ignore[attr-defined]
+        assert "cannot write the recording" in got.failure().message
+
+
 # ── Ctrl-C reaches the caller as itself ──
 
 
@@ -325,3 +360,12 @@ async def test_a_keyboard_interrupt_in_a_tool_reaches_the_caller_unwrapped(tmp_p
     assert json.loads(log.read_text().splitlines()[-1])["stopped"] == "KeyboardInterrupt"
     shown = replay_cli(str(log))
     assert shown.returncode == 1 and "stopped by KeyboardInterrupt" in shown.stderr
+
+
+@pytest.mark.trio_only
+async def test_a_keyboard_interrupt_in_a_live_sessions_tool_reaches_the_caller_unwrapped() -> None:
+    turns = [calls(tool("lookup", "t1", q=1)), end()]
+    with pytest.raises(KeyboardInterrupt) as raised:
+        async with open_session(ScriptedProvider(turns), handler=Interrupts(), prompt="go") as session:
+            await session.next_result()
+    assert type(raised.value) is KeyboardInterrupt
