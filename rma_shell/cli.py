@@ -266,6 +266,14 @@ def _known_codecs() -> None:
     import rma.providers.scripted  # noqa: F401
 
 
+def _stopped(how: str) -> str:
+    if how == "KeyboardInterrupt":
+        return "the recorded run was interrupted (Ctrl-C, KeyboardInterrupt)"
+    if how == "cancelled":
+        return "the recorded run was cancelled by its caller"
+    return f"the recorded run was stopped by {how}"
+
+
 def _replay_error(log: str, message: str, code: int = EXIT_ERROR) -> int:
     print(f"rma replay: error: {log}: {message}", file=sys.stderr)
     return code
@@ -307,7 +315,7 @@ def _replay(args: argparse.Namespace) -> int:
     if not done.complete:
         print(f"rma replay: {args.log}: the log was cut short; replayed as far as it goes", file=sys.stderr)
     if not results:
-        why = f"it was stopped by {done.stopped}" if done.stopped else "was the run cut short?"
+        why = _stopped(done.stopped) if done.stopped else "was the run cut short?"
         return _replay_error(args.log, f"holds no finished request ({why})")
     if args.json:
         for outcome in results:
@@ -323,7 +331,7 @@ def _replay(args: argparse.Namespace) -> int:
         at = " (the session failed to open)" if outcome is done.outcome and done.at == "open" else ""
         _print_outcome(n, outcome, at)
     if done.stopped:
-        print(f"\nthe recorded run was stopped by {done.stopped} after its last result")
+        print(f"\nafter its last result, {_stopped(done.stopped)}")
     return EXIT_OK
 
 

@@ -359,7 +359,7 @@ async def test_a_keyboard_interrupt_in_a_tool_reaches_the_caller_unwrapped(tmp_p
     assert type(raised.value) is KeyboardInterrupt
     assert json.loads(log.read_text().splitlines()[-1])["stopped"] == "KeyboardInterrupt"
     shown = replay_cli(str(log))
-    assert shown.returncode == 1 and "stopped by KeyboardInterrupt" in shown.stderr
+    assert shown.returncode == 1 and "the recorded run was interrupted (Ctrl-C" in shown.stderr
 
 
 @pytest.mark.trio_only
@@ -369,3 +369,14 @@ async def test_a_keyboard_interrupt_in_a_live_sessions_tool_reaches_the_caller_u
         async with open_session(ScriptedProvider(turns), handler=Interrupts(), prompt="go") as session:
             await session.next_result()
     assert type(raised.value) is KeyboardInterrupt
+
+
+async def test_a_run_cancelled_by_its_caller_records_that(tmp_path: Path) -> None:
+    import anyio
+
+    log = tmp_path / "log.jsonl"
+    with anyio.move_on_after(0.2):
+        await run(ScriptedProvider([end()], turn_delay=30), handler=Recorder(), prompt="go", record=str(log))
+    assert json.loads(log.read_text().splitlines()[-1])["stopped"] == "cancelled"
+    shown = replay_cli(str(log))
+    assert shown.returncode == 1 and "the recorded run was cancelled by its caller" in shown.stderr
