@@ -1,11 +1,12 @@
 """The ``rma`` command line: ``rma demo``, ``rma replay LOG`` and the provisioning commands.
 
 An argparse front end. ``demo`` runs the bundled agent demo (``rma_shell.demo``);
-``replay`` folds a log recorded with ``--record`` (or ``run(record=...)``) through the
-pure core and prints the result(s) it reproduces. Exit codes: 0 success, 1 a session
-error or an unreadable log, 2 bad usage. Settings come from flags, then the environment
+``replay`` checks a log recorded with ``--record`` (or ``run(record=...)``), folds it through
+the pure core and prints the result(s) it reproduces. Exit codes: 0 success, 1 a session
+error or a damaged or unreadable log, 2 bad usage, 130 interrupted (Ctrl-C: one line on
+stderr), 141 a closed stdout (quietly). Settings come from flags, then the environment
 (``RMA_BASE_URL``, ``RMA_MODEL``, ``RMA_API_KEY`` / ``OPENAI_API_KEY``); an API key is
-never printed.
+never printed. What users see is described in docs/cli.md.
 """
 
 from __future__ import annotations
