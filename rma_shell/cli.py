@@ -1,11 +1,12 @@
 """The ``rma`` command line: ``rma demo``, ``rma replay LOG`` and the provisioning commands.
 
 An argparse front end. ``demo`` runs the bundled agent demo (``rma_shell.demo``);
-``replay`` folds a log recorded with ``--record`` (or ``run(record=...)``) through the
-pure core and prints the result(s) it reproduces. Exit codes: 0 success, 1 a session
-error or an unreadable log, 2 bad usage. Settings come from flags, then the environment
+``replay`` checks a log recorded with ``--record`` (or ``run(record=...)``), folds it through
+the pure core and prints the result(s) it reproduces. Exit codes: 0 success, 1 a session
+error or a damaged or unreadable log, 2 bad usage, 130 interrupted (Ctrl-C: one line on
+stderr), 141 a closed stdout (quietly). Settings come from flags, then the environment
 (``RMA_BASE_URL``, ``RMA_MODEL``, ``RMA_API_KEY`` / ``OPENAI_API_KEY``); an API key is
-never printed.
+never printed. What users see is described in docs/cli.md.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import io
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,13 +24,18 @@ from typing import TextIO
 import anyio
 from returns.result import Failure, Result
 
-from rma.codec_json import dumps
 from rma.errors import SessionError
+from rma.recording import encode
 from rma.vocabulary import SessionResult
+from rma_shell._interrupt import keyboard_interrupt, silence_stdout
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: the shell convention for a command ended by Ctrl-C."""
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a tool killed by writing to a closed pipe reports."""
 
 
 def _version() -> str:
@@ -50,10 +57,18 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Paragraphs(argparse.HelpFormatter):
+    """Wraps each paragraph of a description on its own (argparse joins them by default)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(super(_Paragraphs, self)._fill_text(p, width, indent) for p in text.split("\n\n"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rma",
         description="Run AI agent sessions on any loop host; your tools stay in your process.",
+        epilog="Run 'rma COMMAND --help' for what a command does, its options and its exit codes.",
     )
     parser.add_argument("--version", action="version", version=f"rma {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -64,8 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Run a real agent loop: the model inspects a CSV, summarises its numeric columns and "
             "writes a Markdown report to the current directory. Offline and deterministic by default "
-            "(a bundled rehearsal model); give --base-url to use a real model."
+            "(a bundled rehearsal model); give --base-url to use a real model. On a terminal, a wait "
+            "for the model shows on stderr (connecting, waiting for the answer, and for how long).\n\n"
+            "Exit codes: 0 success, 1 a session error, 2 bad usage, 130 interrupted (Ctrl-C)."
         ),
+        formatter_class=_Paragraphs,
     )
     demo.add_argument(
         "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (env RMA_BASE_URL)"
@@ -81,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="FILE", default="report.md", help="report file name (default: report.md)"
     )
     demo.add_argument(
-        "--record", metavar="LOG", help="write the session's event log (JSONL) for `rma replay`"
+        "--record", metavar="LOG", help="write the session's event log (JSONL) for 'rma replay'"
     )
     demo.add_argument("--max-turns", type=_positive_int, default=10, help="turn limit (default: 10)")
     demo.add_argument("--quiet", action="store_true", help="print only the summary")
@@ -90,24 +108,72 @@ def build_parser() -> argparse.ArgumentParser:
     replay = commands.add_parser(
         "replay",
         help="fold a recorded event log through the core and print its result(s)",
-        description="Replay a JSONL log written with `rma demo --record LOG` or run(record=...).",
+        description=(
+            "Replay a log written by 'rma demo --record LOG' or run(..., record=LOG): check it, fold "
+            "its events through the session core (no model, tools or network) and print the "
+            "result(s) the recorded run returned. A log whose lines were edited, reordered, removed "
+            "or cut off, or whose results this version no longer reproduces, is reported as "
+            "damaged and nothing is printed on stdout.\n\n"
+            "Exit codes: 0 replayed, 1 a damaged or unreplayable log (or one without a result), "
+            "2 a missing or unreadable file, 130 interrupted."
+        ),
+        formatter_class=_Paragraphs,
     )
     replay.add_argument("log", metavar="LOG", help="the JSONL event log")
     replay.add_argument("--json", action="store_true", help="print each result as JSON (one per line)")
+    replay.add_argument(
+        "--partial",
+        action="store_true",
+        help="replay a log that was cut short (its process died) as far as it goes; edits are still refused",
+    )
     from rma_shell.cli_provision import add_commands
 
     add_commands(commands)
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, name: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[name]
+            return chosen
+    return None
+
+
 def main(argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = None) -> int:
-    """Run the CLI; returns the exit code. ``env`` defaults to the process environment."""
+    """Run the CLI; returns the exit code. ``env`` defaults to the process environment.
+
+    Ctrl-C prints one line (``rma COMMAND: interrupted``) and returns 130; a closed stdout
+    (``rma … | head``) ends the command quietly with 141, as SIGPIPE would.
+    """
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a lone surrogate in a reply must not crash a print
+        sys.stdout.reconfigure(errors="backslashreplace")
     parser = build_parser()
+    command = ""
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits on --help, --version and usage errors
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    environ = os.environ if env is None else env
+        try:
+            args, extras = parser.parse_known_args(argv)
+            command = args.command or ""
+            if extras:  # said by the sub-command's parser, so the message names it
+                (_subparser(parser, command) or parser).error(f"unrecognized arguments: {' '.join(extras)}")
+        except SystemExit as exc:  # argparse exits on --help, --version and usage errors
+            sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        environ = os.environ if env is None else env
+        code = _dispatch(parser, args, environ)
+        sys.stdout.flush()
+        return code
+    except BaseException as exc:
+        if keyboard_interrupt(exc) is not None:
+            print(f"rma {command}: interrupted" if command else "rma: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if isinstance(exc, BrokenPipeError):
+            silence_stdout()
+            return EXIT_BROKEN_PIPE
+        raise
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if args.command == "demo":
         return _demo(args, environ)
     if args.command == "replay":
@@ -116,7 +182,8 @@ def main(argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = N
 
     if args.command in COMMANDS:
         return run_command(args, environ)
-    parser.print_help(sys.stderr)
+    parser.print_usage(sys.stderr)
+    print("rma: error: a command is required (rma --help lists them)", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -164,8 +231,11 @@ def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         except OSError as exc:
             return _usage_error(f"--record: cannot write {args.record}: {exc.strerror or exc}")
 
+    from rma_shell.cli_progress import Progress
+
     display = Display(quiet=args.quiet, plain=args.plain)
     config = DemoConfig(
+        progress=Progress.for_stream(sys.stderr, enabled=not args.quiet, environ=environ),
         workdir=workdir,
         data=data,
         out=args.out,
@@ -177,13 +247,11 @@ def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     )
     try:
         demo = anyio.run(functools.partial(run_demo, config, display), backend="trio")
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    finally:
+    finally:  # Ctrl-C goes on to main(), which says so and exits 130
         if record is not None:
             record.close()
-    return report(demo, display, secret=api_key)
+    code = report(demo, display, secret=api_key)
+    return EXIT_BROKEN_PIPE if display.broken else code
 
 
 # ── replay ───────────────────────────────────────────────────────────────────────────
@@ -191,9 +259,25 @@ def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def _known_codecs() -> None:
     """Make every bundled provider codec findable by name for ``codec_for``."""
-    # Importing a provider module registers its codec (rma.provider.register_codec).
+    # Importing a provider module registers its codec (rma.provider.register_codec) and the
+    # values it records (rma.codec_json.register).
+    import rma.providers.bedrock_agentcore
+    import rma.providers.claude_managed_agents
     import rma.providers.local
     import rma.providers.scripted  # noqa: F401
+
+
+def _stopped(how: str) -> str:
+    if how == "KeyboardInterrupt":
+        return "the recorded run was interrupted (Ctrl-C, KeyboardInterrupt)"
+    if how == "cancelled":
+        return "the recorded run was cancelled by its caller"
+    return f"the recorded run was stopped by {how}"
+
+
+def _replay_error(log: str, message: str, code: int = EXIT_ERROR) -> int:
+    print(f"rma replay: error: {log}: {message}", file=sys.stderr)
+    return code
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -206,55 +290,59 @@ def _replay(args: argparse.Namespace) -> int:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        print(f"rma replay: error: no such file: {args.log}", file=sys.stderr)
-        return EXIT_USAGE
+        return _replay_error(args.log, "no such file", EXIT_USAGE)
     except IsADirectoryError:
-        print(f"rma replay: error: {args.log} is a directory", file=sys.stderr)
-        return EXIT_USAGE
+        return _replay_error(args.log, "is a directory", EXIT_USAGE)
     except UnicodeDecodeError:
-        print(f"rma replay: error: {args.log} is not a text (JSONL) event log", file=sys.stderr)
-        return EXIT_ERROR
+        return _replay_error(args.log, "not a text (JSONL) event log")
     except OSError as exc:
-        print(f"rma replay: error: cannot read {args.log}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _replay_error(args.log, f"cannot read: {exc.strerror or exc}", EXIT_USAGE)
+    lines = text.splitlines()
     try:
-        replayed = replay_lines(text.splitlines(), codec_for)
+        replayed = replay_lines(lines, codec_for, partial=args.partial)
     except Exception as exc:  # a log that parses but folds badly: still a message, not a traceback
-        print(
-            f"rma replay: error: {args.log} could not be replayed: {type(exc).__name__}: {exc}",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
+        return _replay_error(args.log, f"could not be replayed: {type(exc).__name__}: {exc}")
     if isinstance(replayed, Failure):
         error = replayed.failure()
+        if error.kind == "damaged_log":
+            hint = " (--partial replays it as far as it goes)" if "truncated" in error.message else ""
+            return _replay_error(args.log, f"damaged recording: {error.message}{hint}")
         detail = getattr(error, "detail", "") or error.message
-        print(f"rma replay: error: {args.log} is not a valid event log: {detail}", file=sys.stderr)
-        return EXIT_ERROR
-    results = replayed.unwrap().results
+        return _replay_error(args.log, f"not a valid event log: {detail}")
+    done = replayed.unwrap()
+    results = list(done.results)
+    if done.outcome is not None:
+        results.append(done.outcome)
+    if not done.complete:
+        print(f"rma replay: {args.log}: the log was cut short; replayed as far as it goes", file=sys.stderr)
     if not results:
-        print(
-            f"rma replay: error: {args.log} holds no finished request (was the run cut short?)",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
+        why = _stopped(done.stopped) if done.stopped else "was the run cut short?"
+        return _replay_error(args.log, f"holds no finished request ({why})")
     if args.json:
         for outcome in results:
-            print(dumps(outcome))
+            print(encode(outcome))  # ASCII escapes where a value is not UTF-8 (a lone surrogate)
         return EXIT_OK
-    events = sum(1 for line in text.splitlines() if '"kind":"event"' in line)
-    print(f"{args.log}: {events} recorded events, {len(results)} result{'s' if len(results) != 1 else ''}")
+    events = sum(1 for line in lines if line.startswith('{"kind":"event"'))
+    check = "verified" if done.verified else "not verified: a format-1 log has no digests"
+    if not done.complete:
+        check = "verified as far as it goes: no end record"
+    plural = "s" if len(results) != 1 else ""
+    print(f"{args.log}: {events} recorded events, {len(results)} result{plural} ({check})")
     for n, outcome in enumerate(results, 1):
-        _print_outcome(n, outcome)
+        at = " (the session failed to open)" if outcome is done.outcome and done.at == "open" else ""
+        _print_outcome(n, outcome, at)
+    if done.stopped:
+        print(f"\nafter its last result, {_stopped(done.stopped)}")
     return EXIT_OK
 
 
-def _print_outcome(n: int, outcome: Result[SessionResult, SessionError]) -> None:
+def _print_outcome(n: int, outcome: Result[SessionResult, SessionError], at: str = "") -> None:
     from rma_shell.demo.runner import outcome_line
 
     print()
     if isinstance(outcome, Failure):
         error = outcome.failure()
-        print(f"result {n}: error ({error.kind})")
+        print(f"result {n}: error ({error.kind}){at}")
         print(f"  message  {error.message}")
         return
     result = outcome.unwrap()

@@ -1,5 +1,6 @@
 """``rma provision | tag | resolve | prune | teardown``: managed entities from the command line.
 
+Each sub-command's ``--help`` says the same in plain text (``COMMON_HELP``, ``DESCRIPTIONS``).
 Specs are JSON files (``AgentSpec`` / ``EnvironmentSpec`` fields). Results are printed as JSON on
 stdout, errors as ``rma <command>: error: <kind>: <message>`` on stderr. The store is SQLite at
 the documented default path (``$RMA_STORE``, else ``$XDG_STATE_HOME/rma/rma.sqlite3``, else
@@ -26,6 +27,7 @@ from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError
 from rma.vocabulary import JSON
+from rma_shell.cli_progress import Progress, harness_wait_telemetry
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -49,6 +51,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
 
 
@@ -77,13 +89,50 @@ def _common(parser: argparse.ArgumentParser, *, kind: bool = True) -> None:
     )
 
 
+COMMON_HELP = """\
+Specs are JSON files with AgentSpec / EnvironmentSpec fields. Results are printed as JSON on
+stdout; errors as "rma COMMAND: error: KIND: MESSAGE" on stderr. The store is SQLite at
+$RMA_STORE, else $XDG_STATE_HOME/rma/rma.sqlite3, else ~/.local/state/rma/rma.sqlite3, unless
+--store names another (a .json path: a JSON file store; :memory: in memory). Credentials come
+from the environment: ANTHROPIC_API_KEY (or ANTHROPIC_BEARER_TOKEN_FILE) for Claude, AWS_* (or
+a profile, with the aws extra) for AgentCore. They are never printed.
+
+Exit codes: 0 success, 1 a provisioning error (nothing half-done is left behind that the
+command could undo), 2 bad usage or an unreadable spec file, 130 interrupted (Ctrl-C).
+"""
+
+DESCRIPTIONS = {
+    "provision": """\
+Create what a managed provider needs for a spec, or reuse what an earlier call created: on
+Claude an agent and an environment, on AgentCore one harness (waited for until it and its
+endpoint are READY). The handle is printed as JSON, each entity marked "provisioned":
+"created" or "reused"; the same is said on stderr, one line per entity. On a terminal, long
+waits show what is being waited for and for how long (not with --json).
+""",
+    "tag": "Point BASE:TAG at a provisioned digest (the full digest or its first 8 hex digits).",
+    "resolve": "Print the handle that BASE:TAG points at, as JSON. Nothing remote is called.",
+    "prune": """\
+Keep the newest N versions of BASE (and every tagged one); archive (Claude) or delete
+(AgentCore) the rest. Prints what was removed and what was kept, as JSON.
+""",
+    "teardown": "Release what BASE:TAG points at (archive or delete it) and forget it in the store.",
+}
+
+
+def _parser(commands: Any, name: str, help: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help,
+        description=DESCRIPTIONS[name] + "\n" + COMMON_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
 def add_commands(commands: Any) -> None:
     """Register the provisioning sub-commands on the ``rma`` parser."""
-    provision = commands.add_parser(
-        "provision",
-        help="create (or reuse) the agent/environment or harness for a spec",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    provision = _parser(
+        commands, "provision", "create (or reuse) the agent/environment or harness for a spec"
     )
     _common(provision, kind=False)
     provision.add_argument("--agent", required=True, metavar="FILE", help="agent spec (JSON)")
@@ -91,27 +140,32 @@ def add_commands(commands: Any) -> None:
     provision.add_argument("--execution-role-arn", help="AgentCore: the IAM role the harness assumes")
     provision.add_argument("--endpoint-name", help="AgentCore: the endpoint to wait for (default DEFAULT)")
     provision.add_argument("--prefix", help="AgentCore: a harness-name prefix")
-    provision.add_argument("--timeout", type=float, help="AgentCore: the whole wait budget in seconds (365)")
+    provision.add_argument(
+        "--timeout", type=_positive_float, help="AgentCore: the whole wait budget in seconds (365)"
+    )
     provision.add_argument("--tag", help="also tag the result (e.g. stable)")
+    provision.add_argument(
+        "--json", action="store_true", help="only the JSON result: no progress or notes on stderr"
+    )
 
-    tag = commands.add_parser("tag", help="point BASE:TAG at a provisioned digest")
+    tag = _parser(commands, "tag", "point BASE:TAG at a provisioned digest")
     _common(tag)
-    tag.add_argument("base")
-    tag.add_argument("tag")
-    tag.add_argument("digest", help="the digest (or its first 8 hex) to tag")
+    tag.add_argument("base", metavar="BASE")
+    tag.add_argument("tag", metavar="TAG")
+    tag.add_argument("digest", metavar="DIGEST", help="the digest (or its first 8 hex) to tag")
 
-    resolve = commands.add_parser("resolve", help="print the handle BASE:TAG points at")
+    resolve = _parser(commands, "resolve", "print the handle BASE:TAG points at")
     _common(resolve)
     resolve.add_argument("ref", metavar="BASE:TAG")
 
-    prune = commands.add_parser("prune", help="archive/delete all but the newest N versions of BASE")
+    prune = _parser(commands, "prune", "archive/delete all but the newest N versions of BASE")
     _common(prune)
-    prune.add_argument("base")
+    prune.add_argument("base", metavar="BASE")
     prune.add_argument(
-        "--keep", type=_positive_int, required=True, help="how many of the newest to keep (> 0)"
+        "--keep", type=_positive_int, required=True, metavar="N", help="how many of the newest to keep (> 0)"
     )
 
-    teardown = commands.add_parser("teardown", help="release what BASE:TAG points at and forget it")
+    teardown = _parser(commands, "teardown", "release what BASE:TAG points at and forget it")
     _common(teardown)
     teardown.add_argument("ref", metavar="BASE:TAG")
 
@@ -216,21 +270,44 @@ async def _provision(
         for name in ("endpoint_name", "prefix", "timeout"):
             if getattr(args, name) is not None:
                 options[name] = getattr(args, name)
+    progress = Progress.for_stream(sys.stderr, enabled=not args.json)
+    if provider_name == "bedrock_agent_core":
+        options["telemetry"] = harness_wait_telemetry(progress)
     try:
-        got = await provision(provider, agent, environment, store=store, **options)
-        if isinstance(got, Failure) or not args.tag:
-            return got.map(_handle_json)
+        async with progress.running():
+            got = await provision(provider, agent, environment, store=store, **options)
+        if isinstance(got, Failure):
+            return Failure(got.failure())
         handle = got.unwrap()
-        from rma.provisioning.identity import harness_base
-        from rma.provisioning.spec import AgentSpec
+        if args.tag:
+            from rma.provisioning.identity import harness_base
+            from rma.provisioning.spec import AgentSpec
 
-        base = harness_base(AgentSpec.coerce(agent).unwrap(), options.get("prefix"))
-        tagged = _tag_handle(store, provider_name, handle, args.tag, base)
-        if isinstance(tagged, Failure):
-            return Failure(tagged.failure())
-        return Success(_handle_json(handle))
+            base = harness_base(AgentSpec.coerce(agent).unwrap(), options.get("prefix"))
+            tagged = _tag_handle(store, provider_name, handle, args.tag, base)
+            if isinstance(tagged, Failure):
+                return Failure(tagged.failure())
+        shown, notes = _provisioned(handle)
+        if not args.json:
+            for note in notes:
+                print(f"rma provision: {note}", file=sys.stderr)
+        return Success(shown)
     finally:
         await provider.close()
+
+
+def _provisioned(handle: Any) -> tuple[JSON, list[str]]:
+    """The handle as JSON with each entity marked created or reused, and a line for each."""
+    if hasattr(handle, "agent") and hasattr(handle, "environment"):  # Claude: agent + environment
+        shown: dict[str, JSON] = {}
+        notes = []
+        for kind, part in (("agent", handle.agent), ("environment", handle.environment)):
+            state = "created" if part.name in handle.created else "reused"
+            shown[kind] = {**part.to_json(), "provisioned": state}
+            notes.append(f"{kind} {part.name}: {state}")
+        return shown, notes
+    state = "created" if handle.created else "reused"
+    return {**handle.to_json(), "provisioned": state}, [f"harness {handle.name}: {state}"]
 
 
 def _tag_handle(

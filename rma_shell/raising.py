@@ -28,7 +28,8 @@ from rma.session.options import (
 )
 from rma.vocabulary import JSON, Budget, SessionResult
 from rma_shell.providers.base import Provider
-from rma_shell.session import Recordable, run
+from rma_shell.recording import Recordable
+from rma_shell.session import run
 from rma_shell.telemetry import Telemetry
 
 T = TypeVar("T")

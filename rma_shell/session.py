@@ -18,13 +18,12 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Generic, TextIO, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.codec_json import dumps
 from rma.errors import Closed, Crashed, ProviderError, SessionError, Timeout
 from rma.provider import Mode
 from rma.session import commands as cmd
@@ -60,10 +59,12 @@ from rma.session.options import (
     validate,
 )
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
+from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.handler import HandlerAdapter
 from rma_shell.logging import log_fields
 from rma_shell.options import check_run_options
 from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.recording import Recordable, Recorder, open_recorder
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -71,7 +72,6 @@ log = logging.getLogger("rma.session")
 
 C = TypeVar("C")
 Outcome_ = Result[SessionResult, SessionError]
-Recordable = str | TextIO | None
 
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
@@ -92,32 +92,6 @@ def _crash(exc: BaseException) -> Crashed:
 
 def _provider_error(exc: BaseException) -> ProviderError:
     return ProviderError(detail=str(exc)[:2000], error_type=type(exc).__name__)
-
-
-class Recorder:
-    """Writes a session's input events as JSONL, replayable with ``rma replay``.
-
-    Format 2: a ``transcript`` line follows every result that has a result to complete — a
-    success, or a failure carrying a partial result (format 1 wrote one after successes only).
-    """
-
-    def __init__(self, target: str | TextIO) -> None:
-        self._own = isinstance(target, str)
-        self._file: TextIO = open(target, "w", encoding="utf-8") if isinstance(target, str) else target  # noqa: SIM115
-
-    def header(self, config: SessionConfig) -> None:
-        self._file.write('{"kind":"header","format":2,"config":' + dumps(config) + "}\n")
-
-    def event(self, ev: Event) -> None:
-        self._file.write('{"kind":"event","event":' + dumps(ev) + "}\n")
-
-    def transcript(self, transcript: tuple[JSON, ...] | None) -> None:
-        self._file.write('{"kind":"transcript","transcript":' + dumps(transcript) + "}\n")
-
-    def close(self) -> None:
-        self._file.flush()
-        if self._own:
-            self._file.close()
 
 
 @attrs.define
@@ -159,9 +133,8 @@ class _Driver(Generic[C]):
         self.stream_scope: anyio.CancelScope | None = None
         self.replies: dict[int, tuple[anyio.Event, list[Result[None, SessionError]]]] = {}
         self.next_request = 0
-        self.recorder = Recorder(opts.record) if opts.record is not None else None
-        if self.recorder:
-            self.recorder.header(config)
+        self.recorder: Recorder | None = None
+        """Set by ``_prepare`` when ``record=`` is given (``rma_shell.recording``)."""
         self.started_at: float | None = None
         """perf_counter() when the provider opened (``rma.session.start`` was emitted)."""
 
@@ -307,6 +280,8 @@ class _Driver(Generic[C]):
             if self.recorder:
                 self.recorder.transcript(transcript)
             outcome = with_transcript(outcome, transcript)
+        if self.recorder:
+            self.recorder.result(outcome)
         if final:
             self.final = outcome
         self.results_send.send_nowait(outcome)
@@ -426,6 +401,17 @@ class _Driver(Generic[C]):
             return Failure(Timeout(timeout_s=timeout, operation="send_event"))
         return box[0]
 
+    def end_recording(self, outcome: Outcome_ | None, stopped: str | None, *, live: bool = False) -> None:
+        """The log's end record: what the run returned when the core did not produce it."""
+        if self.recorder is None:
+            return
+        if stopped is not None or (outcome is None and not live):
+            self.recorder.end(stopped=stopped or "cancelled")
+        elif outcome is None or outcome is self.final:
+            self.recorder.end()
+        else:  # a failure at open, a crash, a deadline the core did not see
+            self.recorder.end(outcome, at="open" if self.conn is None else None)
+
     async def close(self) -> None:
         if self.recorder:
             self.recorder.close()
@@ -536,7 +522,13 @@ def _prepare(
         record=record,
         open_request=request,
     )
-    return Success(_Driver(provider, config, opts))
+    driver = _Driver(provider, config, opts)
+    if record is not None:
+        recorder = open_recorder(record, driver.config)
+        if isinstance(recorder, Failure):
+            return Failure(recorder.failure())
+        driver.recorder = recorder.unwrap()
+    return Success(driver)
 
 
 async def run(
@@ -593,6 +585,23 @@ async def run(
     if isinstance(prepared, Failure):
         return Failure(prepared.failure())
     driver = prepared.unwrap()
+    ended: Outcome_ | None = None
+    stopped: str | None = None
+    try:
+        ended = await _run_to_end(driver, timeout)
+        return ended
+    except BaseException as exc:
+        interrupt = keyboard_interrupt(exc)
+        stopped = "KeyboardInterrupt" if interrupt is not None else "cancelled"
+        if interrupt is not None and interrupt is not exc:
+            raise interrupt from None  # Ctrl-C reaches the caller as itself, not in a group
+        raise
+    finally:
+        driver.end_recording(ended, stopped)
+        await driver.close()
+
+
+async def _run_to_end(driver: _Driver[Any], timeout: float | None) -> Outcome_:
     try:
         with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
             opened = await driver.open()
@@ -608,8 +617,6 @@ async def run(
     except Exception as exc:
         log.exception("session crashed", extra={"session_id": driver.info.session_id})
         return Failure(_crash(exc))
-    finally:
-        await driver.close()
 
 
 class LiveSession:
@@ -711,9 +718,12 @@ async def open_session(
     if isinstance(prepared, Failure):
         raise prepared.failure().with_traceback(None)
     driver = prepared.unwrap()
+    ended: Outcome_ | None = None
+    stopped: str | None = None
     try:
         opened = await driver.open()
         if isinstance(opened, Failure):
+            ended = Failure(opened.failure())
             raise opened.failure().with_traceback(None)
         async with anyio.create_task_group() as nursery:
             await nursery.start(_serve_reporting, driver)
@@ -721,7 +731,15 @@ async def open_session(
                 yield LiveSession(driver)
             finally:
                 nursery.cancel_scope.cancel()
+    except BaseException as exc:
+        interrupt = keyboard_interrupt(exc)
+        if interrupt is not None:
+            stopped = "KeyboardInterrupt"
+            if interrupt is not exc:
+                raise interrupt from None  # Ctrl-C reaches the caller as itself, not in a group
+        raise
     finally:
+        driver.end_recording(ended, stopped, live=True)
         await driver.close()
 
 

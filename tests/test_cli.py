@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,7 @@ from returns.result import Success
 from rma.codec_json import dumps
 from rma_shell.cli import main
 from rma_shell.demo import DemoConfig, Display, RehearsalModel, run_demo
-from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, status
+from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay, status
 
 KEY = "sk-test-SECRET-4f2a9c"
 
@@ -164,13 +168,19 @@ def test_cli_record_then_replay(cwd: Path, capsys: pytest.CaptureFixture[str]) -
     [
         (None, 2, "no such file"),
         ("", 1, "no header"),
-        ("this is not json\n", 1, "not a valid event log"),
+        ("this is not json\n", 1, "line 1: not JSON"),
         (
             '{"kind":"header","format":1,"config":{"$type":"SessionConfig","provider_name":"nope"}}\n',
             1,
             "nope",
         ),
-        ('{"kind":"event","event":{"$type":"NoSuchEvent"}}\n', 1, "not a valid event log"),
+        ('{"kind":"event","event":{"$type":"NoSuchEvent"}}\n', 1, "no header line"),
+        (
+            '{"kind":"header","format":1,"config":{"$type":"SessionConfig","provider_name":"scripted"}}\n'
+            '{"kind":"event","event":{"$type":"NoSuchEvent"}}\n',
+            1,
+            "not a valid event log",
+        ),
         (b"\xff\xfe\x00garbage", 1, "not a text"),
     ],
 )
@@ -193,5 +203,106 @@ def test_replay_of_a_cut_short_log(cwd: Path, capsys: pytest.CaptureFixture[str]
     (cwd / "dir.jsonl").mkdir()
     capsys.readouterr()
     assert main(["replay", "cut.jsonl"]) == 1
-    assert "no finished request" in capsys.readouterr().err
+    assert "the log is truncated: it ends at line 3 without its end record" in capsys.readouterr().err
     assert main(["replay", "dir.jsonl"]) == 2
+
+
+# ── a Unix tool: Ctrl-C, closed pipes ──
+
+
+def _rma(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rma_shell", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(predicate: Any, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def test_ctrl_c_during_a_run_exits_130_with_one_line(cwd: Path) -> None:
+    # The model server accepts the request and does not answer: Ctrl-C must end it cleanly.
+    with _emulator(faults={0: delay(60)}) as emu:
+        proc = _rma(cwd, "demo", "--base-url", emu.base_url, "--model", "m", "--record", "int.jsonl")
+        _wait_for(lambda: len(emu.requests) >= 1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.splitlines() == ["rma demo: interrupted"]
+    assert "Traceback" not in out
+    # The recording says how it ended, and replay reports it rather than a result.
+    last = json.loads((cwd / "int.jsonl").read_text().splitlines()[-1])
+    assert last["kind"] == "end" and last["stopped"] == "KeyboardInterrupt"
+    replayed = _rma(cwd, "replay", "int.jsonl")
+    _, err = replayed.communicate(timeout=30)
+    assert replayed.returncode == 1 and "the recorded run was interrupted (Ctrl-C, KeyboardInterrupt)" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["demo", "--plain"], 141),
+        (["demo"], 141),
+        (["replay", "demo.jsonl"], 141),
+        (["--help"], 0),  # argparse drops a failed help write itself; the help did succeed
+    ],
+)
+def test_a_closed_stdout_ends_quietly(cwd: Path, argv: list[str], code: int) -> None:
+    # `rma ... | head`: the reader is gone before the first line; no traceback, exit 141 (SIGPIPE).
+    assert main(["demo", "--quiet", "--record", "demo.jsonl", "--out", "first.md"], env={}) == 0
+    proc = _rma(cwd, *argv)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert err == ""
+    assert proc.returncode == code
+    if argv[0] == "demo":  # the run itself went on to the end
+        assert (cwd / "report.md").is_file()
+
+
+# ── help and usage errors ──
+
+SUBCOMMANDS = ["demo", "replay", "provision", "tag", "resolve", "prune", "teardown"]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_has_a_plain_text_description(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    usage, description = text.split("\n\n")[:2]
+    assert usage.startswith(f"usage: rma {command}")
+    assert len(description.split()) >= 8, description  # a sentence, not just the usage
+    for rest in ("``", ":class:", ":func:", ".. ", "`rma"):  # no raw reST or Markdown
+        assert rest not in text, (rest, text)
+    assert "Exit codes:" in text or command in ("tag", "resolve", "prune", "teardown")
+
+
+def test_the_command_list_names_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"    {command}" in out for command in SUBCOMMANDS)
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_a_usage_error_names_the_subcommand(
+    cwd: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--no-such-flag"], env={}) == 2
+    err = capsys.readouterr().err
+    assert f"rma {command}: error:" in err, err
+    assert "--no-such-flag" in err or "required" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_missing_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([], env={}) == 2
+    assert "rma: error: a command is required" in capsys.readouterr().err

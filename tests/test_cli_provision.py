@@ -83,12 +83,36 @@ class TestClaude:
             assert first["agent"]["name"].startswith("support_") and first["environment"]["name"].startswith(
                 "sandbox_"
             )
-            code, again, _ = call(
+            assert first["agent"]["provisioned"] == first["environment"]["provisioned"] == "created"
+            assert err.splitlines() == [
+                f"rma provision: agent {first['agent']['name']}: created",
+                f"rma provision: environment {first['environment']['name']}: created",
+            ]
+            code, again, err = call(
                 capsys,
                 ["provision", *common, "--agent", agent_spec(tmp_path), "--environment", environment],
                 env,
             )
-            assert code == 0 and again == first
+            reused = {part: {**first[part], "provisioned": "reused"} for part in ("agent", "environment")}
+            assert code == 0 and again == reused
+            assert err.splitlines() == [
+                f"rma provision: agent {first['agent']['name']}: reused",
+                f"rma provision: environment {first['environment']['name']}: reused",
+            ]
+            code, quiet, err = call(
+                capsys,
+                [
+                    "provision",
+                    *common,
+                    "--agent",
+                    agent_spec(tmp_path),
+                    "--environment",
+                    environment,
+                    "--json",
+                ],
+                env,
+            )
+            assert code == 0 and quiet == reused and err == ""  # --json: the result only
             creates = [r for r in emu.requests if r.method == "POST" and r.path == "/v1/agents"]
             assert len(creates) == 1  # reused through the SQLite store
             code, resolved, _ = call(capsys, ["resolve", *common, "support:stable"], env)
@@ -189,6 +213,8 @@ class TestAgentCore:
             ]
             code, handle, err = call(capsys, argv, env)
             assert code == 0, err
+            assert handle["provisioned"] == "created"
+            assert err.splitlines() == [f"rma provision: harness {handle['name']}: created"]
             assert (
                 handle["harness_id"].startswith("support_")
                 and emu.control.harness(handle["harness_id"]).status == "READY"

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
+
+from rma_shell._interrupt import silence_stdout
 
 MAX_ARG_CHARS = 48
 LABEL_WIDTH = 8
@@ -51,23 +53,40 @@ class Display:
 
     def __init__(self, *, quiet: bool = False, plain: bool = False, file: TextIO | None = None) -> None:
         self.quiet = quiet
+        self.broken = False
+        self.before_line: Callable[[], None] | None = None
+        """Called before each line is printed (the CLI erases its progress line there)."""
+        """True once the output's reader has gone (a closed pipe): nothing more is printed."""
         self._file = file
         self._console = None if plain else _rich_console(file)
+        if self._console is not None:  # rich's own answer to a closed pipe is SystemExit(1)
+            self._console.on_broken_pipe = self._broken_pipe
+
+    def _broken_pipe(self) -> None:
+        self.broken = True
+        if self._console is not None:
+            self._console.quiet = True
+        silence_stdout()
 
     @property
     def rich(self) -> bool:
         return self._console is not None
 
     def _line(self, *segments: Segment, trace: bool = True) -> None:
-        if trace and self.quiet:
+        if (trace and self.quiet) or self.broken:
             return
-        if self._console is not None:
-            from rich.text import Text
+        if self.before_line is not None:
+            self.before_line()
+        try:
+            if self._console is not None:
+                from rich.text import Text
 
-            self._console.print(Text.assemble(*[(t, s) if s else t for t, s in segments]))
-        else:
-            # The stream is looked up per call so redirections (and pytest's capsys) apply.
-            print("".join(t for t, _ in segments), file=self._file or sys.stdout)
+                self._console.print(Text.assemble(*[(t, s) if s else t for t, s in segments]))
+            else:
+                # The stream is looked up per call so redirections (and pytest's capsys) apply.
+                print("".join(t for t, _ in segments), file=self._file or sys.stdout)
+        except BrokenPipeError:  # `rma demo | head`: the reader left; the run goes on, silently
+            self._broken_pipe()
 
     def _mark(self, fancy: str, ascii_: str) -> str:
         return fancy if self.rich else ascii_
@@ -115,6 +134,8 @@ class Display:
 
     def error(self, message: str) -> None:
         """An error line on stderr (never on the trace's stream)."""
+        if self.before_line is not None:
+            self.before_line()
         if self._console is not None:
             from rich.console import Console
             from rich.text import Text

@@ -10,6 +10,7 @@ happens. This module wires and reports; every loop decision is the core's.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -65,6 +66,8 @@ class DemoConfig:
     record: TextIO | None = None
     prompt: str | None = None
     """Overrides the task prompt (the rehearsal model reads the file names from it)."""
+    progress: Any = None
+    """A ``rma_shell.cli_progress.Progress`` that shows the waits for a ``base_url`` model."""
 
 
 @attrs.frozen
@@ -212,7 +215,7 @@ def _dataset(config: DemoConfig) -> Iterator[tuple[str, Path, bool]]:
         yield BUNDLED_DATASET, path, True
 
 
-def _provider(config: DemoConfig, chat: Chat | None) -> Any:
+def _provider(config: DemoConfig, chat: Chat | None, http_client: Any = None) -> Any:
     from rma_shell.providers.local import Local
 
     tools = [dict(spec) for spec in TOOL_SPECS]
@@ -223,6 +226,7 @@ def _provider(config: DemoConfig, chat: Chat | None) -> Any:
             api_key=config.api_key,
             system_prompt=SYSTEM_PROMPT,
             tools=tools,
+            http_client=http_client,
         )
     return Local(chat=chat or RehearsalModel(), model=MODEL_NAME, system_prompt=SYSTEM_PROMPT, tools=tools)
 
@@ -251,14 +255,24 @@ async def run_demo(config: DemoConfig, display: Display, *, chat: Chat | None = 
             "rma demo: an agent analyses a CSV and writes a report", _header_rows(config, name, bundled)
         )
         prompt = config.prompt or PROMPT_TEMPLATE.format(data=name, out=config.out)
-        outcome = await run(
-            _provider(config, chat),
-            handler=handler,
-            prompt=prompt,
-            max_turns=config.max_turns,
-            timeout=config.timeout,
-            record=config.record,
-        )
+        async with contextlib.AsyncExitStack() as stack:
+            http_client = None
+            progress = config.progress
+            if config.base_url and progress is not None and progress.enabled:
+                from rma_shell.cli_progress import traced_http_client
+
+                what = f"model {config.model} at {safe_url(config.base_url)}"
+                http_client = await stack.enter_async_context(traced_http_client(progress, what))
+                display.before_line = progress.clear
+                await stack.enter_async_context(progress.running())
+            outcome = await run(
+                _provider(config, chat, http_client),
+                handler=handler,
+                prompt=prompt,
+                max_turns=config.max_turns,
+                timeout=config.timeout,
+                record=config.record,
+            )
     return DemoRun(outcome, tuple(tools.written), handler.tool_errors)
 
 
