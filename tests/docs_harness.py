@@ -17,7 +17,8 @@ A block may be preceded by a directive, an HTML comment the rendered page does n
 sets environment variables, rewrites the placeholders a user would replace (the Ollama URL,
 ``agent_…`` ids, a harness ARN) to point at the emulator, and offers names (``provider``,
 ``client``) to blocks that are fragments of a larger program. A block with a ``setup`` must
-make at least one request to each of its emulators. Every page also gets ``YOUR_CODE``: the
+make at least one request to each of its emulators, and a block that (re)binds ``outcome``
+must leave it a ``Success`` — an example that quietly failed is a failing example. Every page also gets ``YOUR_CODE``: the
 stand-ins for what the docs call "your" handler and tool schemas (``MyTools``, ``LOOKUP``, …).
 
 Code with a top-level ``await`` (or ``async with``/``async for``) runs as the body of an async
@@ -271,11 +272,11 @@ def _agentcore(stack: contextlib.ExitStack) -> Fixture:
     from rma_shell.testing import agentcore_emulator as ace
 
     def model(view: Any, body: dict[str, Any]) -> list[Any]:
-        declared = []
-        for t in body.get("tools", []):
-            fn = t.get("inlineFunction") or t.get("inline_function") or t
-            if isinstance(fn, dict) and "name" in fn:
-                declared.append((fn["name"], fn.get("inputSchema", {}).get("json", fn.get("inputSchema"))))
+        declared = [
+            (t["name"], t.get("config", {}).get("inlineFunction", {}).get("inputSchema"))
+            for t in body.get("tools", [])
+            if t.get("type") == "inline_function"
+        ]
         called = {
             block["toolUse"]["name"]
             for m in view.messages
@@ -354,6 +355,12 @@ def _execute(code: str, namespace: dict[str, Any], filename: str) -> None:
         trio.run(body)
 
 
+def _is_failure(value: object) -> bool:
+    from returns.result import Failure
+
+    return isinstance(value, Failure)
+
+
 def run_page(path: Path) -> Iterator[dict[str, Any]]:
     module = types.ModuleType("docs_page")
     sys.modules["docs_page"] = module
@@ -387,14 +394,18 @@ def run_page(path: Path) -> Iterator[dict[str, Any]]:
                     for pattern, value in started[name].replacements:
                         code = pattern.sub(value, code)
                 before = {name: started[name].requests() for name in block.setups}
+                previous_outcome = namespace.get("outcome")
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
                     _execute(code, namespace, f"{path.name}:{block.line}")
                 report["output"] = out.getvalue()
                 idle = [name for name in block.setups if started[name].requests() == before[name]]
                 expect = block.directive.get("expect")
+                outcome = namespace.get("outcome")
                 if idle:
                     report |= {"status": "fail", "detail": f"the block never reached its emulator(s) {idle}"}
+                elif outcome is not previous_outcome and _is_failure(outcome):
+                    report |= {"status": "fail", "detail": f"the block's `outcome` is {outcome!r}"}
                 elif expect is not None and expect not in report["output"]:
                     report |= {"status": "fail", "detail": f"expected {expect!r} in the block's output"}
             except BaseException:

@@ -58,7 +58,7 @@ def test_the_extractor_finds_blocks_and_their_directives(tmp_path: Path) -> None
         "```bash\necho no\n```\n"
     )
     found = blocks(page)
-    assert [(b.line, b.code) for b in found] == [(4, "x = 1\n"), (10, "print(x)\n"), (16, "def f(): ...\n")]
+    assert [(b.line, b.code) for b in found] == [(4, "x = 1\n"), (10, "print(x)\n"), (17, "def f(): ...\n")]
     assert found[0].directive == {}
     assert found[1].setups == ["openai", "otlp"] and found[1].directive["expect"] == "a b"
     assert found[2].directive == {"skip": "", "reason": "outline"}
