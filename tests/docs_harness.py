@@ -18,8 +18,9 @@ sets environment variables, rewrites the placeholders a user would replace (the 
 ``agent_…`` ids, a harness ARN) to point at the emulator, and offers names (``provider``,
 ``client``) to blocks that are fragments of a larger program. A block with a ``setup`` must
 make at least one request to each of its emulators, and a block that (re)binds ``outcome``
-must leave it a ``Success`` — an example that quietly failed is a failing example. Every page also gets ``YOUR_CODE``: the
-stand-ins for what the docs call "your" handler and tool schemas (``MyTools``, ``LOOKUP``, …).
+must leave it a ``Success`` — an example that quietly failed is a failing example. Every page
+also gets ``your_code()``: stand-ins for what the docs call "your" handler and tool schemas
+(``MyTools``, ``LOOKUP``, …).
 
 Code with a top-level ``await`` (or ``async with``/``async for``) runs as the body of an async
 function under trio, as in an async REPL. ``trio.run(main)`` and ``asyncio.run(main())`` run
