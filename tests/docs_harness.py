@@ -16,11 +16,12 @@ A block may be preceded by a directive, an HTML comment the rendered page does n
 ``setup`` names fixtures (``FIXTURES``), started once per page and kept until its end; each
 sets environment variables, rewrites the placeholders a user would replace (the Ollama URL,
 ``agent_…`` ids, a harness ARN) to point at the emulator, and offers names (``provider``,
-``client``) to blocks that are fragments of a larger program. A block with a ``setup`` must
-make at least one request to each of its emulators, and a block that (re)binds ``outcome``
-must leave it a ``Success`` — an example that quietly failed is a failing example. Every page
-also gets ``your_code()``: stand-ins for what the docs call "your" handler and tool schemas
-(``MyTools``, ``LOOKUP``, …).
+``client``) to blocks that are fragments of a larger program; the OpenAI one is started for
+every page (``DEFAULT_SETUP``), so a fragment that runs on ``provider`` needs no directive.
+A block with a ``setup`` must make at least one request to each of its emulators, and a block
+that (re)binds ``outcome`` must leave it a ``Success`` — an example that quietly failed is a
+failing example. Every page also gets ``your_code()``: stand-ins for what the docs call
+"your" handler and tool schemas (``MyTools``, ``LOOKUP``, …).
 
 Code with a top-level ``await`` (or ``async with``/``async for``) runs as the body of an async
 function under trio, as in an async REPL. ``trio.run(main)`` and ``asyncio.run(main())`` run
@@ -331,6 +332,10 @@ def _otlp(stack: contextlib.ExitStack) -> Fixture:
     )
 
 
+DEFAULT_SETUP = ("openai",)
+"""Started for every page: Local's default URL and the Ollama URL in a block reach the OpenAI
+emulator, and ``provider`` (a ``Local``), ``h`` and ``p`` exist unless the page defines them."""
+
 FIXTURES: dict[str, Callable[[contextlib.ExitStack], Fixture]] = {
     "openai": _openai,
     "cma": _cma,
@@ -369,6 +374,9 @@ def run_page(path: Path) -> Iterator[dict[str, Any]]:
     namespace.update(your_code())
     started: dict[str, Fixture] = {}
     with contextlib.ExitStack() as stack:
+        for name in DEFAULT_SETUP:  # a fragment such as `await run(provider, ...)` needs no directive
+            started[name] = FIXTURES[name](stack)
+            namespace.update(started[name].names)
         for block in blocks(path):
             report: dict[str, Any] = {"line": block.line, "status": "ok", "detail": "", "output": ""}
             unknown = set(block.directive) - KNOWN_KEYS
