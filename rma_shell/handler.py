@@ -167,6 +167,7 @@ class HandlerAdapter:
                     "confirm_tool_use raised %r; denying %s",
                     exc,
                     use.name,
+                    exc_info=exc,
                     extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
                 )
                 verdicts.append(ToolResult(use.id, f"confirmation failed: {exc!r}", True))

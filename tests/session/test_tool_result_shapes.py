@@ -104,3 +104,40 @@ async def test_T6_a_raising_tool_is_logged_at_warning_with_its_traceback(
     assert record.exc_info is not None and record.exc_info[0] is ZeroDivisionError
     assert getattr(record, "tool", None) == "probe"
     assert "handle_tool_call" in caplog.text  # the traceback names the frame that raised
+
+
+async def test_a_raising_confirm_tool_use_denies_and_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.testing import CMAEmulator, cma, text_turn
+
+    class Confirms:
+        def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            return "unused"
+
+        def confirm_tool_use(self, name: str, input: dict[str, Any], ctx: object) -> bool:
+            raise KeyError("policy table missing")
+
+    gated = [
+        cma.status_running(),
+        cma.agent_tool_use("bash", {"command": "ls"}, evaluated_permission="ask"),
+        cma.idle_requires_action(),
+    ]
+    with CMAEmulator([gated, text_turn("fine")], api_key="sk-ant-t") as emu:
+        provider = ClaudeManagedAgents(api_key="sk-ant-t", base_url=emu.base_url, env={})
+        client = provider.client().unwrap()
+        agent = (await client.create_agent({"name": "a", "model": "claude-sonnet-4-6"})).unwrap()
+        env = (await client.create_environment({"name": "e", "config": {"type": "cloud"}})).unwrap()
+        with caplog.at_level(logging.WARNING, logger="rma.handler"):
+            outcome = await run(
+                provider, handler=Confirms(), prompt="go", agent=agent, environment=env, timeout=20
+            )
+        await provider.close()
+        posts = [q.body for q in emu.requests if q.method == "POST" and q.path.endswith("/events")]
+    assert outcome.unwrap().text == "fine"
+    [confirmation] = posts[1]["events"]
+    assert confirmation["result"] == "deny" and "policy table missing" in confirmation["deny_message"]
+    [record] = [r for r in caplog.records if r.name == "rma.handler"]
+    assert record.levelno == logging.WARNING and record.exc_info is not None
+    assert record.exc_info[0] is KeyError
