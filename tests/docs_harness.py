@@ -18,9 +18,10 @@ sets environment variables, rewrites the placeholders a user would replace (the 
 ``agent_…`` ids, a harness ARN) to point at the emulator, and offers names (``provider``,
 ``client``) to blocks that are fragments of a larger program; the OpenAI one is started for
 every page (``DEFAULT_SETUP``), so a fragment that runs on ``provider`` needs no directive.
-A block with a ``setup`` must make at least one request to each of its emulators, and a block
-that (re)binds ``outcome`` must leave it a ``Success`` — an example that quietly failed is a
-failing example. Every page also gets ``your_code()``: stand-ins for what the docs call
+A block with a ``setup`` must make at least one request to each of its emulators, and if it
+(re)binds ``outcome`` must leave it a ``Success`` — an example that quietly failed is a
+failing example (a block without a directive may show a ``Failure`` on purpose, e.g. an
+invalid option). Every page also gets ``your_code()``: stand-ins for what the docs call
 "your" handler and tool schemas (``MyTools``, ``LOOKUP``, …).
 
 Code with a top-level ``await`` (or ``async with``/``async for``) runs as the body of an async
@@ -413,7 +414,7 @@ def run_page(path: Path) -> Iterator[dict[str, Any]]:
                 outcome = namespace.get("outcome")
                 if idle:
                     report |= {"status": "fail", "detail": f"the block never reached its emulator(s) {idle}"}
-                elif outcome is not previous_outcome and _is_failure(outcome):
+                elif block.setups and outcome is not previous_outcome and _is_failure(outcome):
                     report |= {"status": "fail", "detail": f"the block's `outcome` is {outcome!r}"}
                 elif expect is not None and expect not in report["output"]:
                     report |= {"status": "fail", "detail": f"expected {expect!r} in the block's output"}

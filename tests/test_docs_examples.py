@@ -74,14 +74,17 @@ def test_the_harness_fails_broken_quietly_failing_and_idle_examples(tmp_path: Pa
     page = tmp_path / "page.md"
     page.write_text(
         "```python\nraise ValueError('broken example')\n```\n\n"
-        "```python\nfrom returns.result import Failure\noutcome = Failure('quietly failed')\n```\n\n"
+        "<!-- docs-test: setup=openai -->\n"
+        "```python\nfrom rma_shell import run\n\n"
+        "outcome = await run(provider, handler=h, prompt=p, max_turns=1)\n```\n\n"
         "<!-- docs-test: setup=cma -->\n```python\nx = 1\n```\n\n"
         '<!-- docs-test: expect="42" -->\n```python\nprint(41)\n```\n\n'
         "<!-- docs-test: skip -->\n```python\npass\n```\n\n"
         "<!-- docs-test: setup=nope -->\n```python\npass\n```\n\n"
         '<!-- docs-test: setup=openai expect="Pro plan" -->\n'
         "```python\nfrom rma_shell import run\n\n"
-        "outcome = await run(provider, handler=h, prompt=p)\nprint(outcome.unwrap().text)\n```\n"
+        "outcome = await run(provider, handler=h, prompt=p)\nprint(outcome.unwrap().text)\n```\n\n"
+        "```python\nfrom returns.result import Failure\n\noutcome = Failure('shown on purpose')\n```\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "tests.docs_harness", str(page)],
@@ -93,9 +96,9 @@ def test_the_harness_fails_broken_quietly_failing_and_idle_examples(tmp_path: Pa
     )
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     statuses = [r["status"] for r in reports]
-    assert statuses == ["fail", "fail", "fail", "fail", "fail", "fail", "ok"], reports
+    assert statuses == ["fail", "fail", "fail", "fail", "fail", "fail", "ok", "ok"], reports
     assert "broken example" in reports[0]["detail"]
-    assert "quietly failed" in reports[1]["detail"]
+    assert "the block's `outcome` is <Failure" in reports[1]["detail"]  # MaxTurnsExceeded
     assert "never reached" in reports[2]["detail"]
     assert "expected '42'" in reports[3]["detail"]
     assert "reason" in reports[4]["detail"]
