@@ -26,6 +26,12 @@ def _child_env() -> dict[str, str]:
     drop = ("ANTHROPIC_", "AWS_", "OPENAI_", "OTEL_", "RMA_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # Nor may botocore's credential chain look beyond loopback (instance metadata) or at files.
+    env |= {
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
     return env
 
 
