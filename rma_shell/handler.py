@@ -7,6 +7,11 @@ calls of a batch run concurrently under a capacity limit with results in tool-us
 (T-1); sync handlers run in worker threads so they never block the loop. Whatever a
 handler does — raise, return a wrong shape — becomes an ``is_error`` result (T-6, T-7);
 cancellation (trio's ``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
+
+What a tool may return (``result_of``): a ``str`` (sent as is), a JSON-serialisable ``dict`` or
+``list`` (sent as its JSON text), or ``Success(value)`` / ``Failure(value)`` of either (a
+``Failure`` is an ``is_error`` result). Anything else is an ``is_error`` result naming the type.
+A raising tool is logged at WARNING on ``rma.handler`` with its traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -81,24 +87,40 @@ def _boxed(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any]:
 
 
 def result_of(tool_use_id: str | None, value: object) -> ToolResult:
-    """Turn what a handler returned into a ToolResult (T-4, T-5, T-7)."""
+    """Turn what a handler returned into a ToolResult (T-4, T-5, T-7).
+
+    ``str`` is sent as is; a ``dict`` or ``list`` is sent as its JSON text (``json.dumps``,
+    non-ASCII kept, NaN refused); ``Success(x)`` is ``x`` and ``Failure(x)`` is ``x`` as an
+    ``is_error`` result, for ``x`` of those types. Anything else — ``None``, a number, an
+    object, a dict that is not JSON — is an ``is_error`` result naming what was returned.
+    """
     if isinstance(value, str):
         return ToolResult(tool_use_id, value, False)
     if isinstance(value, Success):
-        inner = value.unwrap()
-        if isinstance(inner, str):
-            return ToolResult(tool_use_id, inner, False)
-        return ToolResult(tool_use_id, _bad_shape(f"Success({type(inner).__name__})"), True)
+        return _text_of(tool_use_id, value.unwrap(), False, "Success({})")
     if isinstance(value, Failure):
-        inner = value.failure()
-        if isinstance(inner, str):
-            return ToolResult(tool_use_id, inner, True)
-        return ToolResult(tool_use_id, _bad_shape(f"Failure({type(inner).__name__})"), True)
-    return ToolResult(tool_use_id, _bad_shape(type(value).__name__), True)
+        return _text_of(tool_use_id, value.failure(), True, "Failure({})")
+    return _text_of(tool_use_id, value, False, "{}")
+
+
+def _text_of(tool_use_id: str | None, inner: object, is_error: bool, shape: str) -> ToolResult:
+    if isinstance(inner, str):
+        return ToolResult(tool_use_id, inner, is_error)
+    if isinstance(inner, dict | list):
+        try:
+            return ToolResult(tool_use_id, json.dumps(inner, ensure_ascii=False, allow_nan=False), is_error)
+        except (TypeError, ValueError, RecursionError) as exc:
+            what = shape.format(type(inner).__name__)
+            text = f"tool error: handler returned a {what} that is not JSON: {exc}"
+            return ToolResult(tool_use_id, text, True)
+    return ToolResult(tool_use_id, _bad_shape(shape.format(type(inner).__name__)), True)
 
 
 def _bad_shape(what: str) -> str:
-    return f"tool error: handler returned {what}; expected str, Success(str) or Failure(str)"
+    return (
+        f"tool error: handler returned {what}; expected str, a JSON dict or list, "
+        "or Success/Failure of one of those"
+    )
 
 
 class HandlerAdapter:
@@ -168,6 +190,7 @@ class HandlerAdapter:
                     "confirm_tool_use raised %r; denying %s",
                     exc,
                     use.name,
+                    exc_info=exc,
                     extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
                 )
                 verdicts.append(ToolResult(use.id, f"confirmation failed: {exc!r}", True))
@@ -240,6 +263,7 @@ class HandlerAdapter:
                 "tool %s raised %r",
                 use.name,
                 exc,
+                exc_info=exc,  # the traceback: where in the tool it broke
                 extra=log_fields(tool=use.name, tool_use_id=use.id, session_id=info.session_id),
             )
             failed = ToolResult(use.id, f"tool error: {exc!r}", True)

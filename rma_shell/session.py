@@ -559,6 +559,20 @@ async def run(
     handler failures all come back as ``Failure(SessionError)``. ``timeout`` (seconds,
     None for none) bounds the whole run; on expiry every tool call, poll and stream of
     the session is cancelled and ``Failure(Timeout)`` returned.
+
+    Args:
+        provider: where the loop runs (``Local``, ``ClaudeManagedAgents``, ``BedrockAgentCore``).
+        handler: runs your tools: ``handle_tool_call(name, input, ctx[, info])`` (sync or
+            async) or a plain callable of 3 or 4 arguments; returns ``str``, a JSON
+            ``dict``/``list``, ``Success(...)`` or ``Failure(...)``.
+        prompt: the first user message (None when reattaching with nothing to add).
+        context: handed to every handler call as ``ctx``, as is; default None.
+        max_turns: turns the session may drive (default 50); never exceeded.
+        timeout: seconds for the whole run (default 600; None: no limit).
+        turn_guard: called after every turn; returns ``CONTINUE`` or ``Halt(reason)``.
+        max_concurrency: tool calls of one turn run at once (default 8).
+        record: a path or text stream for a replayable JSON-lines log.
+        provider_opts: per-run provider options (``agent=``, ``runtime_session_id=``, …).
     """
     prepared = _prepare(
         provider,

@@ -121,7 +121,9 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
     matches the host). With the ``aws`` extra installed and no keys given, botocore's full
     chain (profiles, SSO, container and instance roles) is used, refreshed as it expires.
     ``data_url``/``control_url`` override the hosts derived from the region (``fips``,
-    ``dualstack`` select those variants). ``idle_timeout_s`` (default 300) bounds silence
+    ``dualstack`` select those variants); without them botocore's endpoint variables are read
+    (``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE``, ``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE_CONTROL``,
+    then ``AWS_ENDPOINT_URL``). ``idle_timeout_s`` (default 300) bounds silence
     within a turn's stream; ``invoke_retries`` (default 2) bounds re-sends of a turn.
     """
 
@@ -275,6 +277,23 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
                 return Failure(checked.failure())
         return Success(None)
 
+    def _endpoint(self, explicit: str | None, variable: str) -> Result[str | None, InvalidOpts]:
+        """An explicit URL, else botocore's endpoint variables (the service's own, then
+        ``AWS_ENDPOINT_URL``; both ignored under ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true``),
+        else None: the host derived from the region."""
+        if explicit:
+            return Success(explicit)
+        env = self._env_map()
+        if env.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
+            return Success(None)
+        for name in (variable, "AWS_ENDPOINT_URL"):
+            url = env.get(name)
+            if url:
+                if not url.startswith(("http://", "https://")):
+                    return Failure(InvalidOpts(option=name, detail=f"must be an http(s) URL, got {url!r}"))
+                return Success(url)
+        return Success(None)
+
     async def client_for(self, region: str) -> Result[AgentCoreClient, SessionError]:
         """The data/control-plane client for ``region``, built once."""
         if self._client is not None:
@@ -282,11 +301,16 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         source = await self._credential_source(region)
         if isinstance(source, Failure):
             return Failure(source.failure())
+        data_url = self._endpoint(self._data_url, "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE")
+        control_url = self._endpoint(self._control_url, "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE_CONTROL")
+        for url in (data_url, control_url):
+            if isinstance(url, Failure):
+                return Failure(url.failure())
         self._client = AgentCoreClient(
             region=region,
             credentials=source.unwrap(),
-            data_url=self._data_url or data_plane_url(region, fips=self._fips, dualstack=self._dualstack),
-            control_url=self._control_url
+            data_url=data_url.unwrap() or data_plane_url(region, fips=self._fips, dualstack=self._dualstack),
+            control_url=control_url.unwrap()
             or control_plane_url(region, fips=self._fips, dualstack=self._dualstack),
             http_client=self._http_client,
             idle_timeout_s=self.idle_timeout_s,

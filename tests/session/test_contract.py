@@ -206,7 +206,8 @@ def test_T8_handler_values_become_tool_results() -> None:
     assert result_of("t1", "ok") == ToolResult("t1", "ok", False)
     assert result_of("t1", Success("fine")) == ToolResult("t1", "fine", False)
     assert result_of("t1", Failure("nope")) == ToolResult("t1", "nope", True)
-    assert result_of("t1", {"a": 1}).is_error
+    assert result_of("t1", {"a": 1}) == ToolResult("t1", '{"a": 1}', False)  # JSON text (issue #13)
+    assert result_of("t1", None).is_error
 
 
 async def test_T10_decision_tool_telemetry_always_carries_the_session_id() -> None:

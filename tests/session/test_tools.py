@@ -240,8 +240,9 @@ async def test_T6_raising_async_handler_becomes_is_error() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [{"a": 1}, None, 42, Success({"a": 1}), Failure({"why": 1}), ["x"], b"bytes", True],
-    ids=["dict", "None", "int", "Success(dict)", "Failure(dict)", "list", "bytes", "bool"],
+    # A JSON dict or list is a result since issue #13 (tests/session/test_tool_result_shapes.py).
+    [None, 42, Failure({"why": 1}), b"bytes", True, ("x",), {"a": {1}}, Success(b"x")],
+    ids=["None", "int", "Failure(dict)", "bytes", "bool", "tuple", "dict-not-json", "Success(bytes)"],
 )
 async def test_T7_other_return_shapes_are_is_error_never_a_crash(value: object) -> None:
     with anyio.fail_after(5):  # never a hang (real clock: the sync handler runs in a thread)
@@ -254,7 +255,7 @@ async def test_T7_other_return_shapes_are_is_error_never_a_crash(value: object) 
 
 async def test_T7_async_handler_with_other_shape_is_error() -> None:
     async def handler(name: str, input: dict[str, Any], ctx: Any) -> object:
-        return {"not": "a string"}
+        return object()
 
     outcome, provider = await _one_call(handler)
     assert isinstance(outcome, Success), outcome
