@@ -1,0 +1,106 @@
+"""A real MCP server for the tests, written with the SDK's own server API (``FastMCP``).
+
+Run as ``python tests/tools/_mcp_server.py stdio`` (speaks MCP on stdin/stdout) or
+``python tests/tools/_mcp_server.py http PORT`` (streamable HTTP on 127.0.0.1:PORT/mcp).
+Environment: ``RMA_MCP_LABEL`` is put in front of what ``echo`` answers (to tell two
+servers apart); ``RMA_MCP_PAGE_SIZE`` makes ``tools/list`` answer in pages of that size.
+
+Its tools misbehave on request: ``wait`` sleeps without blocking the server, ``block``
+blocks the whole server (it answers nothing, not even a ping, while it sleeps), ``crash``
+kills the process in the middle of the call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import anyio
+import mcp.types as mt
+from mcp.server.fastmcp import Context, FastMCP, Image
+
+LABEL = os.environ.get("RMA_MCP_LABEL", "mcp")
+app = FastMCP("rma-test-server", log_level="WARNING")
+
+
+@app.tool()
+def echo(text: str) -> str:
+    """Say the text back, after the server's label."""
+    return f"{LABEL}:{text}"
+
+
+@app.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@app.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@app.tool()
+async def wait(seconds: float) -> str:
+    """Sleep without blocking the server, then answer."""
+    await anyio.sleep(seconds)
+    return "waited"
+
+
+@app.tool()
+def block(seconds: float) -> str:
+    """Block the whole server (no other request is answered), then answer."""
+    time.sleep(seconds)
+    return "unblocked"
+
+
+@app.tool()
+def crash() -> str:
+    """Kill the server in the middle of the call."""
+    os._exit(3)
+
+
+@app.tool()
+def fail(why: str) -> str:
+    """Raise: the SDK answers with an isError result."""
+    raise ValueError(f"refused: {why}")
+
+
+@app.tool(structured_output=False)
+def picture() -> list[object]:
+    """A text block, then a 4-byte PNG."""
+    return ["look:", Image(data=b"\x89PNG", format="png")]
+
+
+@app.tool()
+def header(ctx: Context) -> str:  # type: ignore[type-arg]
+    """The X-Rma-Test header of the HTTP request that carried this call."""
+    request = ctx.request_context.request
+    return str(request.headers.get("x-rma-test")) if request is not None else "no request"
+
+
+def _paginate(size: int) -> None:
+    async def paged(request: mt.ListToolsRequest) -> mt.ListToolsResult:
+        tools = await app.list_tools()
+        start = int(request.params.cursor) if request.params and request.params.cursor else 0
+        end = start + size
+        return mt.ListToolsResult(tools=tools[start:end], nextCursor=str(end) if end < len(tools) else None)
+
+    app._mcp_server.list_tools()(paged)
+
+
+def main() -> None:
+    if os.environ.get("RMA_MCP_PAGE_SIZE"):
+        _paginate(int(os.environ["RMA_MCP_PAGE_SIZE"]))
+    if sys.argv[1:2] == ["http"]:
+        app.settings.host = "127.0.0.1"
+        app.settings.port = int(sys.argv[2])
+        app.run(transport="streamable-http")
+    else:
+        app.run(transport="stdio")
+
+
+if __name__ == "__main__":
+    main()
