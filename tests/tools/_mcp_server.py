@@ -22,17 +22,26 @@ from mcp.server.fastmcp import Context, FastMCP, Image
 
 LABEL = os.environ.get("RMA_MCP_LABEL", "mcp")
 app = FastMCP("rma-test-server", log_level="WARNING")
+CALLS: list[str] = []
+
+
+@app.tool()
+def calls() -> list[str]:
+    """The tools this server process has run, in order (``calls`` itself left out)."""
+    return CALLS
 
 
 @app.tool()
 def echo(text: str) -> str:
     """Say the text back, after the server's label."""
+    CALLS.append("echo")
     return f"{LABEL}:{text}"
 
 
 @app.tool()
 def add(a: int, b: int) -> int:
     """Add two integers."""
+    CALLS.append("add")
     return a + b
 
 
@@ -52,6 +61,7 @@ async def wait(seconds: float) -> str:
 @app.tool()
 def block(seconds: float) -> str:
     """Block the whole server (no other request is answered), then answer."""
+    CALLS.append("block")
     time.sleep(seconds)
     return "unblocked"
 
