@@ -268,7 +268,9 @@ class MCPServer:
         with anyio.CancelScope() as released:
             conn.calls.add(released)
             try:
-                with anyio.move_on_after(math.inf if self.call_timeout is None else self.call_timeout) as waited:
+                with anyio.move_on_after(
+                    math.inf if self.call_timeout is None else self.call_timeout
+                ) as waited:
                     result = await session.call_tool(remote, arguments)
             except McpError as exc:
                 if exc.error.code == mt.CONNECTION_CLOSED:
@@ -325,7 +327,9 @@ class MCPServer:
                         await session.initialize()
                         conn.tools = await _list_tools(session)
                     if waited.cancelled_caught:
-                        conn.error = f"did not answer initialize and tools/list within {self.connect_timeout:g} s"
+                        conn.error = (
+                            f"did not answer initialize and tools/list within {self.connect_timeout:g} s"
+                        )
                         conn.ready.set()  # report now; the teardown below runs in the background
                         return
                     conn.session = session
@@ -362,7 +366,10 @@ class MCPServer:
                 log.warning("MCP server %s: teardown took over %g s, cancelled", self.name, _TEARDOWN_GRACE)
                 conn.scope.cancel()
         if tg is not None:
-            await tg.__aexit__(exc_type, exc, tb)
+            # Its tasks catch everything, so the task group has nothing to add to what is
+            # propagating; exiting it clean keeps the caller's exception as it is (a task
+            # group given one would wrap it in an ExceptionGroup).
+            await tg.__aexit__(None, None, None)
 
     async def _timed_out(self, name: str, conn: _Connection, session: ClientSession, request_id: int) -> str:
         timeout = f"{self.call_timeout:g}"
@@ -377,7 +384,8 @@ class MCPServer:
                 )
             )
         alive = False
-        with contextlib.suppress(Exception), anyio.move_on_after(min(_PING_TIMEOUT, self.connect_timeout)):
+        ping_timeout = min(_PING_TIMEOUT, self.connect_timeout, self.call_timeout or _PING_TIMEOUT)
+        with contextlib.suppress(Exception), anyio.move_on_after(ping_timeout):
             await session.send_ping()
             alive = True
         if alive:
@@ -409,7 +417,9 @@ class MCPServer:
         specs: list[ToolSpec] = []
         remote: dict[str, str] = {}
         for tool in tools:
-            if allowed is not None and not (allowed(tool.name) if callable(allowed) else tool.name in allowed):
+            if allowed is not None and not (
+                allowed(tool.name) if callable(allowed) else tool.name in allowed
+            ):
                 continue
             local = self.prefix + tool.name
             if not _TOOL_NAME.match(local):
@@ -517,6 +527,8 @@ def _positive(value: object) -> bool:
 
 def _seconds(server: str, field: str, value: object) -> float:
     if not _positive(value):
-        raise MCPServerError(f"MCP server {server!r}: {field} must be a positive number of seconds, got {value!r}")
+        raise MCPServerError(
+            f"MCP server {server!r}: {field} must be a positive number of seconds, got {value!r}"
+        )
     assert isinstance(value, int | float)
     return float(value)

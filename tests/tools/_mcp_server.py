@@ -46,8 +46,14 @@ def add(a: int, b: int) -> int:
 
 
 @app.tool()
-def pid() -> int:
-    """The server's process id."""
+def lines(n: int) -> list[str]:
+    """``n`` lines: ``n`` text blocks (none when ``n`` is 0: then only structured content)."""
+    return [f"line {i}" for i in range(n)]
+
+
+@app.tool()
+def pid(note: str = "") -> int:
+    """The server's process id (``note`` only makes two calls differ)."""
     return os.getpid()
 
 
