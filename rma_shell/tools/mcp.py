@@ -66,8 +66,18 @@ DEFAULT_CALL_TIMEOUT: Final = 60.0
 """Seconds one ``tools/call`` may take before it is an ``is_error`` result."""
 _PING_TIMEOUT: Final = 5.0
 _TEARDOWN_GRACE: Final = 10.0
+_SESSION_TERMINATED: Final = 32600
+"""The code the SDK's HTTP transport gives a request answered 404 (the server does not know
+the session: it restarted, or expired the session)."""
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What every host accepts as a tool name (OpenAI, Anthropic and Bedrock agree on this)."""
+
+
+class _Marker:
+    pass
+
+
+_SESSION_ENDED: Final = _Marker()
 
 
 class MCPServerError(ToolboxError):
@@ -109,12 +119,15 @@ class MCPServer:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
         allowed_tools: Collection[str] | Callable[[str], bool] | None = None,
+        kind: str = "stdio",
     ) -> None:
         if not isinstance(name, str) or not name:
             raise MCPServerError(f"MCP server name must be a non-empty string, got {name!r}")
         if not isinstance(prefix, str):
             raise MCPServerError(f"MCP server {name!r}: prefix must be a string, got {prefix!r}")
         self._transport = transport
+        self.kind = kind
+        self._again = "reconnected" if kind == "http" else "restarted"  # what the next call does
         self.name = name
         self.prefix = prefix
         self.connect_timeout = _seconds(name, "connect_timeout", connect_timeout)
@@ -226,6 +239,7 @@ class MCPServer:
             connect_timeout=connect_timeout,
             call_timeout=call_timeout,
             allowed_tools=allowed_tools,
+            kind="http",
         )
 
     # ── ToolSource ──
@@ -258,6 +272,17 @@ class MCPServer:
         remote = self._remote.get(name)
         if remote is None or self._tg is None:
             return Failure(f"MCP server {self.name}: no tool {name!r} (or the source is not started)")
+        output = await self._call_once(name, remote, arguments)
+        if output is _SESSION_ENDED:
+            # The server did not know our HTTP session (it restarted between calls): it never
+            # saw the call, so it is made once more on a new session.
+            output = await self._call_once(name, remote, arguments)
+        if output is _SESSION_ENDED:
+            return Failure(f"MCP server {self.name} ended the session twice during {name}")
+        assert not isinstance(output, _Marker)
+        return output
+
+    async def _call_once(self, name: str, remote: str, arguments: dict[str, Any]) -> ToolOutput | _Marker:
         try:
             conn = await self._connected()
         except MCPServerError as exc:
@@ -265,14 +290,16 @@ class MCPServer:
         session = conn.session
         assert session is not None
         request_id = session._request_id  # the id call_tool is about to use (assigned before any await)
+        timeout = math.inf if self.call_timeout is None else self.call_timeout
         with anyio.CancelScope() as released:
             conn.calls.add(released)
             try:
-                with anyio.move_on_after(
-                    math.inf if self.call_timeout is None else self.call_timeout
-                ) as waited:
+                with anyio.move_on_after(timeout) as waited:
                     result = await session.call_tool(remote, arguments)
             except McpError as exc:
+                if exc.error.code == _SESSION_TERMINATED:
+                    conn.drop("ended the session")
+                    return _SESSION_ENDED
                 if exc.error.code == mt.CONNECTION_CLOSED:
                     conn.drop("closed the connection")
                     return Failure(self._lost_text(name, conn))
@@ -393,13 +420,13 @@ class MCPServer:
         conn.drop(f"did not answer {name} within {timeout} s nor a ping after it")
         return (
             f"MCP server {self.name}: {name} did not answer within {timeout} s and the server did not "
-            "answer a ping either; it will be restarted on the next call"
+            f"answer a ping either; it will be {self._again} on the next call"
         )
 
     def _lost_text(self, name: str, conn: _Connection) -> str:
         return (
             f"MCP server {self.name} {conn.lost or 'closed the connection'} during {name}; "
-            "it will be restarted on the next call"
+            f"it will be {self._again} on the next call"
         )
 
     # ── declarations ──

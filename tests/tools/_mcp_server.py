@@ -91,7 +91,7 @@ def picture() -> list[object]:
 
 
 @app.tool()
-def header(ctx: Context) -> str:  # type: ignore[type-arg]
+def header(ctx: Context) -> str:
     """The X-Rma-Test header of the HTTP request that carried this call."""
     request = ctx.request_context.request
     return str(request.headers.get("x-rma-test")) if request is not None else "no request"

@@ -17,7 +17,7 @@ from returns.result import Failure, Success
 from rma.vocabulary import SessionInfo
 from rma_shell.tools import Toolbox, ToolboxError, tool
 from rma_shell.tools.mcp import MCPServer, MCPServerError
-from tests.tools._mcp import http_server, pid_alive, stdio_server
+from tests.tools._mcp import free_port, http_server, pid_alive, stdio_server
 
 INFO = SessionInfo(session_id="s-1", provider="local")
 
@@ -62,7 +62,7 @@ async def test_tools_are_listed_across_pages_declared_like_local_tools_and_their
         assert add.description == "Add two integers."
         assert add.input_schema["type"] == "object"
         assert add.input_schema["required"] == ["a", "b"]
-        assert add.input_schema["properties"] == {  # type: ignore[comparison-overlap]
+        assert add.input_schema["properties"] == {
             "a": {"title": "A", "type": "integer"},
             "b": {"title": "B", "type": "integer"},
         }
@@ -182,10 +182,45 @@ async def test_a_call_past_call_timeout_is_an_error_a_live_server_is_kept_a_hung
             "MCP server slow: block did not answer within 0.5 s and the server did not answer a ping "
             "either; it will be restarted on the next call"
         )
-        second = await server_pid(box)
+        # calls racing to the dropped server share one respawn
+        pids: list[Any] = []
+        async with anyio.create_task_group() as tg:
+            for note in ("a", "b", "c"):
+                tg.start_soon(lambda n: _append(pids, call(box, "pid", note=n)), note)
+        assert len({str(p) for p in pids}) == 1 and isinstance(pids[0], Success)
+        second = int(pids[0].unwrap())
         assert second != first
         assert await call(box, "echo", text="again") == Success("mcp:again")
     assert not pid_alive(first) and not pid_alive(second)
+
+
+async def _append(out: list[Any], result: Any) -> None:
+    out.append(await result)
+
+
+@pytest.mark.trio_only  # three server processes: once is enough
+async def test_an_http_server_that_dies_mid_call_or_restarts_is_reconnected_on_the_next_call() -> None:
+    port = free_port()
+    with http_server(port=port) as url:
+        source = MCPServer.http(url, name="web", call_timeout=1)
+        async with Toolbox(source) as box:
+            first = await server_pid(box)
+            # over HTTP the SDK ends the dead stream silently: seen at call_timeout, then the ping fails
+            crashed = await call(box, "crash")
+            assert crashed == Failure(
+                "MCP server web: crash did not answer within 1 s and the server did not answer a ping "
+                "either; it will be reconnected on the next call"
+            )
+            down = await call(box, "pid", note="down")
+            assert isinstance(down, Failure) and "'web' failed to connect: ConnectError" in down.failure()
+            with http_server(port=port):
+                second = await server_pid(box)
+            assert second != first
+            # restarted between calls: the server answers 404 for the old session; the call is
+            # made again on a new one
+            with http_server(port=port):
+                third = await call(box, "pid", note="again")
+            assert isinstance(third, Success) and int(third.unwrap()) not in (first, second)
 
 
 async def test_leaving_the_toolbox_stops_the_server_process_also_when_cancelled_mid_call() -> None:
