@@ -304,6 +304,10 @@ class MCPServer:
                     conn.drop("closed the connection")
                     return Failure(self._lost_text(name, conn))
                 return Failure(f"MCP server {self.name}: {name} failed: {exc.error.message}")
+            except (RuntimeError, ValueError) as exc:
+                # the SDK refusing the answer (structured content against the outputSchema, a
+                # malformed result): the connection is fine
+                return Failure(f"MCP server {self.name} answered {name} with an invalid result: {exc}")
             except Exception as exc:
                 conn.drop(f"failed: {_describe(exc)}")
                 return Failure(self._lost_text(name, conn))
