@@ -3,7 +3,8 @@
 Run as ``python tests/tools/_mcp_server.py stdio`` (speaks MCP on stdin/stdout) or
 ``python tests/tools/_mcp_server.py http PORT`` (streamable HTTP on 127.0.0.1:PORT/mcp).
 Environment: ``RMA_MCP_LABEL`` is put in front of what ``echo`` answers (to tell two
-servers apart); ``RMA_MCP_PAGE_SIZE`` makes ``tools/list`` answer in pages of that size.
+servers apart); ``RMA_MCP_PAGE_SIZE`` makes ``tools/list`` answer in pages of that size;
+``RMA_MCP_PIDFILE`` names a file the server writes its pid to when it starts.
 
 Its tools misbehave on request: ``wait`` sleeps without blocking the server, ``block``
 blocks the whole server (it answers nothing, not even a ping, while it sleeps), ``crash``
@@ -108,6 +109,9 @@ def _paginate(size: int) -> None:
 
 
 def main() -> None:
+    if os.environ.get("RMA_MCP_PIDFILE"):
+        with open(os.environ["RMA_MCP_PIDFILE"], "w") as f:
+            f.write(str(os.getpid()))
     if os.environ.get("RMA_MCP_PAGE_SIZE"):
         _paginate(int(os.environ["RMA_MCP_PAGE_SIZE"]))
     if sys.argv[1:2] == ["http"]:

@@ -47,7 +47,7 @@ def box(urls: tuple[str, str]) -> Toolbox:
     return Toolbox(
         double,
         MCPServer.http(web, name="web", prefix="w_", allowed_tools={"echo", "add"}),
-        MCPServer.http(api, name="api", prefix="a_", allowed_tools={"add", "fail", "wait"}, call_timeout=0.5),
+        MCPServer.http(api, name="api", prefix="a_", allowed_tools={"add", "fail", "wait"}, call_timeout=1),
     )
 
 
@@ -66,7 +66,7 @@ EXPECTED = [
     ("5", False),
     ("invalid arguments for w_add:\n- a: '2' is not of type 'integer' (got \"2\")", True),
     ("Error executing tool fail: refused: no", True),
-    ("MCP server api: a_wait did not answer within 0.5 s and was cancelled", True),
+    ("MCP server api: a_wait did not answer within 1 s and was cancelled", True),
 ]
 
 

@@ -8,6 +8,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -170,16 +171,16 @@ async def test_a_server_that_cannot_be_started_or_reached_is_an_error_naming_it(
 
 
 async def test_a_call_past_call_timeout_is_an_error_a_live_server_is_kept_a_hung_one_restarted() -> None:
-    async with Toolbox(stdio_server(name="slow", call_timeout=0.5)) as box:
+    async with Toolbox(stdio_server(name="slow", call_timeout=1)) as box:
         first = await server_pid(box)
         # the server answers a ping: the call is cancelled, the server kept
         waited = await call(box, "wait", seconds=30)
-        assert waited == Failure("MCP server slow: wait did not answer within 0.5 s and was cancelled")
+        assert waited == Failure("MCP server slow: wait did not answer within 1 s and was cancelled")
         assert await server_pid(box) == first
         # the server is blocked and answers nothing: dropped, respawned on the next call
         blocked = await call(box, "block", seconds=30)
         assert blocked == Failure(
-            "MCP server slow: block did not answer within 0.5 s and the server did not answer a ping "
+            "MCP server slow: block did not answer within 1 s and the server did not answer a ping "
             "either; it will be restarted on the next call"
         )
         # calls racing to the dropped server share one respawn
@@ -235,6 +236,19 @@ async def test_leaving_the_toolbox_stops_the_server_process_also_when_cancelled_
             await call(box, "wait", seconds=60)  # cancelled by the scope, mid-call
     assert scope.cancelled_caught
     assert not pid_alive(pids[0])
+
+
+async def test_a_toolbox_that_fails_to_start_stops_the_servers_it_spawned(tmp_path: Path) -> None:
+    @tool
+    def echo(text: str) -> str:
+        """Our own echo, colliding with the server's."""
+        return text
+
+    pidfile = tmp_path / "pid"
+    with pytest.raises(ToolboxError, match="duplicate tool name 'echo'"):
+        async with Toolbox(echo, stdio_server(env={"RMA_MCP_PIDFILE": str(pidfile)})):
+            pass
+    assert not pid_alive(int(pidfile.read_text()))
 
 
 async def test_tools_before_start_is_an_error() -> None:
