@@ -208,13 +208,15 @@ class MCPServer:
         allowed_tools: Collection[str] | Callable[[str], bool] | None = None,
     ) -> MCPServer:
         """A server at ``url`` spoken to over streamable HTTP, with ``headers`` on every request."""
-        label = name if name is not None else str(url)
         try:
             parsed = httpx.URL(str(url))
         except httpx.InvalidURL as exc:
-            raise MCPServerError(f"MCP server {label!r}: url is not a URL: {exc}") from exc
+            raise MCPServerError(f"MCP server {name or 'http'!r}: url is not a URL: {exc}") from exc
+        # The default name leaves out credentials and the query: it is in every error the model sees.
+        port = f":{parsed.port}" if parsed.port is not None else ""
+        label = name if name is not None else f"{parsed.scheme}://{parsed.host}{port}{parsed.path}"
         if not isinstance(url, str) or parsed.scheme not in ("http", "https") or not parsed.host:
-            raise MCPServerError(f"MCP server {label!r}: url must be an http(s) URL, got {url!r}")
+            raise MCPServerError(f"MCP server {label!r}: url must be an http(s) URL")
         if headers is not None and not all(
             isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
         ):

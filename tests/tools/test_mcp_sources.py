@@ -278,3 +278,11 @@ async def test_tools_before_start_is_an_error() -> None:
 def test_bad_options_are_typed_errors_naming_the_field(build: Any, field: str) -> None:
     with pytest.raises(MCPServerError, match=field):
         build()
+
+
+def test_an_http_servers_default_name_leaves_out_credentials_and_query() -> None:
+    # the name is in every error result the model sees
+    assert MCPServer.http("http://me:pw@127.0.0.1:8123/mcp?token=abc").name == "http://127.0.0.1:8123/mcp"
+    with pytest.raises(MCPServerError) as raised:
+        MCPServer.http("ftp://me:pw@127.0.0.1/mcp?token=abc")
+    assert "pw" not in str(raised.value) and "abc" not in str(raised.value)
