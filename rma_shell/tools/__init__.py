@@ -4,6 +4,7 @@
 arguments validated by Pydantic before it runs); a ``Toolbox`` gathers such functions and
 ``ToolSource`` objects behind one handler whose ``tools()`` every provider accepts, so one
 toolbox serves all three hosts. Needs the ``tools`` extra: ``pip install "rma-agents[tools]"``.
+MCP servers are ``rma_shell.tools.mcp.MCPServer`` sources (the ``mcp`` extra).
 """
 
 from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
