@@ -41,15 +41,18 @@ from rma._unchecked import new as _new
 from rma.errors import (
     GuardFailed,
     Halted,
+    HttpError,
     MalformedResponse,
     MaxTurnsExceeded,
     SessionError,
     StreamDropped,
     Timeout,
+    TransportError,
     UnresolvedRequiresAction,
     Unsupported,
 )
 from rma.provider import DEFAULT_PROMPT, Input, Mode
+from rma.retry import is_transient_status
 from rma.session.commands import (
     CallGuard,
     Command,
@@ -108,6 +111,11 @@ NO_TERMINAL_TOOL = "no_terminal_tool"
 BACKOFF_BASE_MS = 500
 BACKOFF_MAX_EXPONENT = 7
 BACKOFF_CAP_MS = 3_600_000
+
+SYNC_RECONNECT_ATTEMPTS = 6
+"""A one-shot run gives up after this many stream losses in a row without progress (R-14
+Better): with the R-12 backoff that is about 31 s of waiting (0.5 + 1 + … + 16 s). Progress
+is a stream event the request had not folded before; a live session never gives up."""
 
 
 def reconnect_backoff_ms(attempt: int) -> int:
@@ -226,6 +234,13 @@ class State:
     turns: int = 0
     reprompts_left: int = 0
     reconnect_attempts: int = 0
+    losses_in_a_row: int = 0
+    """Stream losses (and failed reconnects) since the request last made progress (R-14 Better)."""
+    progress_mark: tuple[int, int] = (0, 0)
+    """(turns, events of the open turn) when the stream was last lost: a later loss that finds
+    the request further along resets ``losses_in_a_row``."""
+    last_loss: SessionError | None = None
+    """Why the stream was last lost: what a sync run that gives up reports."""
     live_forwarded: int = 0
     pending_message: str | None = None
     pending_turn: TurnResult | None = None
@@ -405,14 +420,23 @@ def _dispatch(s: State, ev: Event) -> Step:
         case GuardVerdict():
             return _on_guard(s, ev) if s.phase is Phase.GUARD else (s, ())
         case StreamConnected(gen=gen):
-            return _on_connected(s) if gen == s.gen else (s, ())
+            if gen != s.gen:
+                return s, ()
+            s, cmds = _on_connected(s)
+            return s, (*cmds, _stream_lifecycle(s, "rma.stream.connected"))
         case StreamClosed(gen=gen):
             if gen != s.gen:
                 return s, ()
             # S-25 Better: a clean close without a terminal is a drop, not "nothing".
-            return _on_stream_lost(s, StreamDropped(detail="server closed the stream", clean_close=True))
+            done = _stream_lifecycle(s, "rma.stream.done")
+            s, cmds = _on_stream_lost(s, StreamDropped(detail="server closed the stream", clean_close=True))
+            return s, (done, *cmds)
         case StreamFailed(gen=gen, error=error):
-            return _on_stream_lost(s, error) if gen == s.gen else (s, ())
+            if gen != s.gen:
+                return s, ()
+            failed = _stream_lifecycle(s, "rma.stream.error", reason=error.kind)
+            s, cmds = _on_stream_lost(s, error)
+            return s, (failed, *cmds)
         case ReconnectTimerFired():
             if s.phase is not Phase.BACKOFF:
                 return s, ()
@@ -897,11 +921,46 @@ def _fail(s: State, error: SessionError) -> Step:
 # ── drops, reconnects and resume (R-) ────────────────────────────────────────────────
 
 
+def _stream_lifecycle(s: State, name: str, **fields: JSON) -> Emit:
+    """``rma.stream.connected`` / ``.done`` / ``.error`` (M-4, C-48): the caller's metadata with
+    the library's keys over it (M-8); ``gen`` counts the stream's reconnects."""
+    meta = _meta_copy(s.config.metadata)
+    meta.update(fields)
+    meta["session_id"] = s.session_id
+    meta["gen"] = s.gen
+    return emit(name, {}, meta, {})
+
+
+def _worth_reconnecting(error: SessionError) -> bool:
+    """Whether a sync run reconnects after this loss: a drop, a clean close, a connection that
+    failed, or a transient HTTP answer. An SSE error frame, an authentication failure or any
+    other definite answer ends the run with that error."""
+    if isinstance(error, StreamDropped | TransportError):
+        return True
+    return isinstance(error, HttpError) and is_transient_status(error.status)
+
+
+def _gave_up(s: State, error: SessionError) -> SessionError:
+    if isinstance(error, StreamDropped):
+        detail = f"{error.detail}; gave up after {s.losses_in_a_row} reconnect attempts".lstrip("; ")
+        return StreamDropped(detail=detail, clean_close=error.clean_close)
+    return error
+
+
 def _on_stream_lost(s: State, error: SessionError) -> Step:
-    if s.phase in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE) and not s.config.live:
+    live = s.config.live
+    if s.phase in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE) and not live:
         return s, ()
-    if not s.config.live:
-        return _fail(s, error)  # R-14: a sync run never reconnects
+    if not live:
+        # R-14 Better: a sync run reconnects like a live session, within a bound.
+        if not _worth_reconnecting(error):
+            return _fail(s, error)
+        mark = (s.turns, len(s.turn_events))
+        losses = 0 if mark > s.progress_mark else s.losses_in_a_row
+        s = _evolve(s, losses_in_a_row=losses, progress_mark=max(mark, s.progress_mark))
+        if losses >= SYNC_RECONNECT_ATTEMPTS:
+            return _fail(s, _gave_up(s, error))
+        s = _evolve(s, losses_in_a_row=losses + 1, last_loss=error)
     return _schedule_reconnect(s, error)
 
 
@@ -929,9 +988,15 @@ def _settled_phase(s: State) -> Phase:
 
 def _on_reconnected(s: State, outcome: object) -> Step:
     if isinstance(outcome, Failure):
+        error = outcome.failure()
         if not s.config.live:
-            return _fail(s, outcome.failure())  # R-11
-        return _schedule_reconnect(s, outcome.failure())
+            # R-11: a definite answer ends a sync run; a transient one is another attempt.
+            if not _worth_reconnecting(error):
+                return _fail(s, error)
+            if s.losses_in_a_row >= SYNC_RECONNECT_ATTEMPTS:
+                return _fail(s, _gave_up(s, error))
+            s = _evolve(s, losses_in_a_row=s.losses_in_a_row + 1, last_loss=error)
+        return _schedule_reconnect(s, error)
     assert isinstance(outcome, Success)
     r = outcome.unwrap()
     was_resuming = s.resuming
@@ -975,4 +1040,17 @@ def _on_reconnected(s: State, outcome: object) -> Step:
         return s, (*out, *more)
     if was_resuming and r.idle:
         s = _evolve(s, request_open=False, phase=Phase.IDLE)
+    elif (
+        r.idle
+        and not s.config.live
+        and s.request_open
+        and s.phase is Phase.AWAITING
+        and not any(isinstance(d, StreamEvent) for d in s.deferred)
+    ):
+        # S-25 Better, after R-14 Better: the host is idle and nothing replayed ends the
+        # request, so nothing ever will; fail now rather than at the run's timeout.
+        lost = s.last_loss if isinstance(s.last_loss, StreamDropped) else StreamDropped()
+        detail = f"{lost.detail}; reconnected, but the host is idle and the request has no terminal"
+        s, more = _fail(s, StreamDropped(detail=detail.lstrip("; "), clean_close=lost.clean_close))
+        return s, (*out, *more)
     return s, tuple(out)  # R-7: park
