@@ -729,6 +729,8 @@ class AgentCoreFault:
     fields: Mapping[str, Any] = attrs.Factory(dict)
     after: int = 0
     seconds: float = 0.0
+    retry_after: str | None = None
+    """A ``Retry-After`` header (seconds, or an HTTP-date) on the error answer."""
 
 
 def error_once(
@@ -739,9 +741,11 @@ def error_once(
     fields: Mapping[str, Any] | None = None,
     times: int = 1,
     operation: Operation | None = None,
+    retry_after: float | str | None = None,
 ) -> AgentCoreFault:
     """Answer the next matching request(s) with HTTP ``status`` and error ``code``
-    (``RetryableConflictException`` 409, ``AccessDeniedException`` 403, …)."""
+    (``RetryableConflictException`` 409, ``AccessDeniedException`` 403, …), with a
+    ``Retry-After`` header when ``retry_after`` is given."""
     return AgentCoreFault(
         "status",
         times=times,
@@ -750,14 +754,21 @@ def error_once(
         code=code,
         message=message or f"{code} (injected by the agentcore emulator)",
         fields=dict(fields or {}),
+        retry_after=None if retry_after is None else str(retry_after),
     )
 
 
 def throttle_once(
-    *, times: int = 1, operation: Operation | None = None, message: str = "Rate exceeded"
+    *,
+    times: int = 1,
+    operation: Operation | None = None,
+    message: str = "Rate exceeded",
+    retry_after: float | str | None = None,
 ) -> AgentCoreFault:
     """429 ``ThrottlingException`` (botocore retries it)."""
-    return error_once(429, "ThrottlingException", message, times=times, operation=operation)
+    return error_once(
+        429, "ThrottlingException", message, times=times, operation=operation, retry_after=retry_after
+    )
 
 
 def server_error_once(
@@ -766,9 +777,12 @@ def server_error_once(
     times: int = 1,
     operation: Operation | None = None,
     message: str = "An internal error occurred. Try again.",
+    retry_after: float | str | None = None,
 ) -> AgentCoreFault:
     """``status`` (500 by default) ``InternalServerException`` (botocore retries it)."""
-    return error_once(status, "InternalServerException", message, times=times, operation=operation)
+    return error_once(
+        status, "InternalServerException", message, times=times, operation=operation, retry_after=retry_after
+    )
 
 
 def drop_after(n_frames: int, *, times: int = 1, operation: Operation | None = None) -> AgentCoreFault:
@@ -836,6 +850,14 @@ class _AwsError(Exception):
         self.code = code
         self.message = message
         self.fields = fields
+        self.headers: dict[str, str] = {}
+
+
+def _fault_error(fault: AgentCoreFault) -> _AwsError:
+    error = _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+    if fault.retry_after is not None:
+        error.headers["Retry-After"] = fault.retry_after
+    return error
 
 
 def _forbidden(code: str, message: str) -> _AwsError:
@@ -1461,7 +1483,7 @@ class ControlPlane:
                 injected = emu._take(("status",), None, operation)
                 if injected:
                     fault = injected[0]
-                    raise _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+                    raise _fault_error(fault)
                 now = self.now()
                 self._prune(now)
                 status, payload = self._dispatch(operation, params, now)
@@ -2157,6 +2179,8 @@ class AgentCoreEmulator(LoopbackEmulator):
             h.send_header("Content-Length", str(len(payload)))
             h.send_header("x-amzn-RequestId", request_id)
             h.send_header("x-amzn-ErrorType", error.code)
+            for name, value in error.headers.items():
+                h.send_header(name, value)
             h.end_headers()
             h.wfile.write(payload)
         except _DISCONNECTS:
@@ -2458,7 +2482,7 @@ class AgentCoreEmulator(LoopbackEmulator):
             status = self._take(("status",), session_id, "InvokeHarness")
             if status:
                 fault = status[0]
-                raise _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+                raise _fault_error(fault)
             session = self._session(session_id)
             if session.busy is not None:
                 raise _AwsError(
@@ -2572,7 +2596,7 @@ class AgentCoreEmulator(LoopbackEmulator):
             status = self._take(("status",), session_id, "InvokeAgentRuntimeCommand")
             if status:
                 fault = status[0]
-                raise _AwsError(fault.status, fault.code, fault.message, **fault.fields)
+                raise _fault_error(fault)
             session = self._session(session_id)
             session.commands.append(command)
             workdir, storage = self._dirs(session)
