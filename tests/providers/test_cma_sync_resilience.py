@@ -160,3 +160,17 @@ async def test_M4_an_sse_error_frame_is_reported_as_a_stream_error(
     # A definite answer from the server: the run fails typed and does not reconnect.
     assert outcome.failure().kind == "provider_error"
     assert seen == [("rma.stream.connected", None), ("rma.stream.error", "provider_error")]
+
+
+async def test_C46_R14_a_stream_connect_throttled_past_the_clients_retries_is_reconnected(
+    providers: list[ClaudeManagedAgents],
+) -> None:
+    # max_retries=2: three 429s exhaust the client; the machine's reconnect (R-12 backoff)
+    # opens the stream again, which gets two more 429s and then connects.
+    fault = status_once(429, retry_after_ms=10, method="GET", path=STREAM, times=5)
+    with CMAEmulator([text_turn("ok")], api_key=KEY, faults=[fault]) as emu:
+        outcome, _ = await a_run(emu, providers)
+        streams = [q for q in emu.requests if q.method == "GET" and q.path.endswith("/events/stream")]
+        kickoffs = [q for q in emu.requests if q.method == "POST" and q.path.endswith("/events")]
+    assert outcome.unwrap().text == "ok"
+    assert len(streams) == 6 and len(kickoffs) == 1
