@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 import trio
+from opentelemetry.trace import SpanKind
 
 from rma_shell import open_session, otel, run
 from rma_shell.telemetry import Telemetry
@@ -102,5 +103,16 @@ async def test_M4_the_lifecycle_is_bridged_to_opentelemetry_as_span_events(ot: O
     assert events[1][1] == {"rma.stream.generation": 0, "error.type": "stream_dropped"}
     assert events[2][1] == {"rma.stream.generation": 1}
     assert "rma.stream.event" not in names  # per-event telemetry is not bridged
-    root = ot.root()
-    assert attrs_of(root)["gen_ai.conversation.id"] == outcome.unwrap().session_id
+    [request] = [s for s in ot.spans() if s.kind is SpanKind.INTERNAL and s.name.startswith("invoke_agent")]
+    assert attrs_of(request)["gen_ai.conversation.id"] == outcome.unwrap().session_id
+    # The first connect and the loss precede any turn's end: they sit on the turn in flight
+    # or the request span, never on a span of another session.
+    carriers = {
+        span.context.span_id for span in ot.spans() for e in span.events if e.name.startswith("rma.stream.")
+    }
+    ours = {
+        s.context.span_id
+        for s in ot.spans()
+        if attrs_of(s).get("gen_ai.conversation.id") == attrs_of(request)["gen_ai.conversation.id"]
+    }
+    assert carriers <= ours
