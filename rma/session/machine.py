@@ -41,18 +41,15 @@ from rma._unchecked import new as _new
 from rma.errors import (
     GuardFailed,
     Halted,
-    HttpError,
     MalformedResponse,
     MaxTurnsExceeded,
     SessionError,
     StreamDropped,
     Timeout,
-    TransportError,
     UnresolvedRequiresAction,
     Unsupported,
 )
 from rma.provider import DEFAULT_PROMPT, Input, Mode
-from rma.retry import is_transient_status
 from rma.session.commands import (
     CallGuard,
     Command,
@@ -89,6 +86,7 @@ from rma.session.events import (
     UserMessage,
 )
 from rma.session.options import SessionConfig
+from rma.session.resilience import SYNC_RECONNECT_ATTEMPTS, gave_up, no_terminal_coming, worth_reconnecting
 from rma.vocabulary import (
     JSON,
     TEXT_DELTA_TYPE,
@@ -111,11 +109,6 @@ NO_TERMINAL_TOOL = "no_terminal_tool"
 BACKOFF_BASE_MS = 500
 BACKOFF_MAX_EXPONENT = 7
 BACKOFF_CAP_MS = 3_600_000
-
-SYNC_RECONNECT_ATTEMPTS = 6
-"""A one-shot run gives up after this many stream losses in a row without progress (R-14
-Better): with the R-12 backoff that is about 31 s of waiting (0.5 + 1 + … + 16 s). Progress
-is a stream event the request had not folded before; a live session never gives up."""
 
 
 def reconnect_backoff_ms(attempt: int) -> int:
@@ -931,35 +924,19 @@ def _stream_lifecycle(s: State, name: str, **fields: JSON) -> Emit:
     return emit(name, {}, meta, {})
 
 
-def _worth_reconnecting(error: SessionError) -> bool:
-    """Whether a sync run reconnects after this loss: a drop, a clean close, a connection that
-    failed, or a transient HTTP answer. An SSE error frame, an authentication failure or any
-    other definite answer ends the run with that error."""
-    if isinstance(error, StreamDropped | TransportError):
-        return True
-    return isinstance(error, HttpError) and is_transient_status(error.status)
-
-
-def _gave_up(s: State, error: SessionError) -> SessionError:
-    if isinstance(error, StreamDropped):
-        detail = f"{error.detail}; gave up after {s.losses_in_a_row} reconnect attempts".lstrip("; ")
-        return StreamDropped(detail=detail, clean_close=error.clean_close)
-    return error
-
-
 def _on_stream_lost(s: State, error: SessionError) -> Step:
     live = s.config.live
     if s.phase in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE) and not live:
         return s, ()
     if not live:
         # R-14 Better: a sync run reconnects like a live session, within a bound.
-        if not _worth_reconnecting(error):
+        if not worth_reconnecting(error):
             return _fail(s, error)
         mark = (s.turns, len(s.turn_events))
         losses = 0 if mark > s.progress_mark else s.losses_in_a_row
         s = _evolve(s, losses_in_a_row=losses, progress_mark=max(mark, s.progress_mark))
         if losses >= SYNC_RECONNECT_ATTEMPTS:
-            return _fail(s, _gave_up(s, error))
+            return _fail(s, gave_up(error, losses))
         s = _evolve(s, losses_in_a_row=losses + 1, last_loss=error)
     return _schedule_reconnect(s, error)
 
@@ -991,10 +968,10 @@ def _on_reconnected(s: State, outcome: object) -> Step:
         error = outcome.failure()
         if not s.config.live:
             # R-11: a definite answer ends a sync run; a transient one is another attempt.
-            if not _worth_reconnecting(error):
+            if not worth_reconnecting(error):
                 return _fail(s, error)
             if s.losses_in_a_row >= SYNC_RECONNECT_ATTEMPTS:
-                return _fail(s, _gave_up(s, error))
+                return _fail(s, gave_up(error, s.losses_in_a_row))
             s = _evolve(s, losses_in_a_row=s.losses_in_a_row + 1, last_loss=error)
         return _schedule_reconnect(s, error)
     assert isinstance(outcome, Success)
@@ -1049,8 +1026,6 @@ def _on_reconnected(s: State, outcome: object) -> Step:
     ):
         # S-25 Better, after R-14 Better: the host is idle and nothing replayed ends the
         # request, so nothing ever will; fail now rather than at the run's timeout.
-        lost = s.last_loss if isinstance(s.last_loss, StreamDropped) else StreamDropped()
-        detail = f"{lost.detail}; reconnected, but the host is idle and the request has no terminal"
-        s, more = _fail(s, StreamDropped(detail=detail.lstrip("; "), clean_close=lost.clean_close))
+        s, more = _fail(s, no_terminal_coming(s.last_loss))
         return s, (*out, *more)
     return s, tuple(out)  # R-7: park

@@ -6,7 +6,8 @@ import anyio
 import trio
 
 from rma.errors import ProviderError, StreamDropped
-from rma.session.machine import SYNC_RECONNECT_ATTEMPTS, reconnect_backoff_ms
+from rma.session.machine import reconnect_backoff_ms
+from rma.session.resilience import SYNC_RECONNECT_ATTEMPTS
 from rma.vocabulary import Terminal
 from rma_shell import open_session, run
 from rma_shell.testing.scripted import CLOSE, DROP, ScriptedProvider
