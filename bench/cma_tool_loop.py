@@ -9,8 +9,8 @@ Each client answers every tool call with ``"step {n} done"`` from an ``async def
 
 - ``rma``: ``rma_shell.run(ClaudeManagedAgents(...), handler=..., prompt=...)`` under trio; the
   provider (and so its HTTP client) is built once per worker and reused by every session.
-- ``rma-live``: the same through ``open_session`` + ``next_result()`` (a live session: the
-  form that reconnects after a drop; ``run`` never does, by design — R-14).
+- ``rma-live``: the same through ``open_session`` + ``next_result()`` (a live session; both
+  forms reconnect after a drop — ``run`` since issue #12, R-14 Better).
 - ``rma-asyncio`` / ``rma-live-asyncio``: the same two under ``asyncio.run`` (one shell on anyio).
 - ``sdk-asyncio`` / ``sdk-trio``: ``AsyncAnthropic`` built once per worker;
   per session ``beta.sessions.create``, ``events.send`` (the kickoff ``user.message``), then

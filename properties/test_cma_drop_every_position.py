@@ -1,5 +1,8 @@
 """Issue 3: a Claude Managed Agents stream may drop at *any* position and the run still ends the same.
 
+It holds for live sessions and, since issue #12 (R-14 Better), for one-shot runs (``run()``),
+which reconnect the same way: every sweep runs both (``live``).
+
 For any event script and any position at which the stream drops (every position, not a
 sample), the reconnected run ends with the same ``SessionResult`` as the undisturbed one:
 the same tool uses, each tool-use id executed at most once per batch, no event duplicated
@@ -328,19 +331,21 @@ class Run:
     posted: list[JSON] = attrs.field(factory=list)
 
 
-def config() -> SessionConfig:
+def config(live: bool = True) -> SessionConfig:
     codec = ClaudeManagedAgentsCodec()
-    return SessionConfig(codec=codec, live=True, prompt="go", provider_name=codec.name)
+    return SessionConfig(codec=codec, live=live, prompt="go", provider_name=codec.name)
 
 
 def result_text(use_id: str | None) -> str:
     return f"result of {use_id}"
 
 
-def simulate(script: Script, drop: Drop | None, pace: Pace = Pace(), *, max_steps: int = 10_000) -> Run:
+def simulate(
+    script: Script, drop: Drop | None, pace: Pace = Pace(), *, live: bool = True, max_steps: int = 10_000
+) -> Run:
     """Drive ``step`` with a simulated shell and host until nothing more can happen."""
     host = Host(script)
-    state = initial_state(config())
+    state = initial_state(config(live))
     pending: deque[C.Command] = deque()
     run = Run([], [], 0, host, state)
     stream: Stream | None = Stream(gen=0)
@@ -438,8 +443,10 @@ def the_result(run: Run, label: str) -> SessionResult:
     assert len(run.finishes) == 1, (
         f"{label}: {len(run.finishes)} results; phase {run.state.phase}, deferred {run.state.deferred}"
     )
-    outcome = run.finishes[0].outcome
+    finish = run.finishes[0]
+    outcome = finish.outcome
     assert isinstance(outcome, Success), f"{label}: {outcome}"
+    assert finish.final is not run.state.config.live, f"{label}: final={finish.final}"
     result = outcome.unwrap()
     assert isinstance(result, SessionResult)
     return result
@@ -451,7 +458,8 @@ def event_ids(result: SessionResult) -> list[str]:
 
 def check_well_formed(run: Run, label: str) -> None:
     assert not run.host.violations, f"{label}: host saw {run.host.violations}"
-    assert run.state.phase is Phase.IDLE, f"{label}: ends in {run.state.phase}"
+    ended = Phase.IDLE if run.state.config.live else Phase.DONE
+    assert run.state.phase is ended, f"{label}: ends in {run.state.phase}"
     assert run.state.deferred == (), f"{label}: left queued {run.state.deferred}"
     per_batch = Counter(run.executions)
     twice = {k: n for k, n in per_batch.items() if n > 1}
@@ -488,8 +496,8 @@ def check_same(base: Run, disturbed: Run, label: str) -> None:
     )
 
 
-def undisturbed(script: Script, pace: Pace = Pace()) -> Run:
-    base = simulate(script, None, pace)
+def undisturbed(script: Script, pace: Pace = Pace(), *, live: bool = True) -> Run:
+    base = simulate(script, None, pace, live=live)
     check_well_formed(base, "undisturbed")
     result = the_result(base, "undisturbed")
     # The baseline itself must be what the script says (a sanity check of the simulation).
@@ -511,16 +519,23 @@ def drops(n: int, timings: Sequence[Timing], offline: int, buffered: int) -> Ite
 
 
 def sweep(
-    script: Script, timings: Sequence[Timing], offline: int, buffered: int, pace: Pace = Pace()
+    script: Script,
+    timings: Sequence[Timing],
+    offline: int,
+    buffered: int,
+    pace: Pace = Pace(),
+    *,
+    live: bool = True,
 ) -> list[Run]:
-    base = undisturbed(script)
+    base = undisturbed(script, live=live)
     if pace != Pace():  # pacing alone never changes the result
-        check_same(base, undisturbed(script, pace), f"undisturbed at {pace}")
+        check_same(base, undisturbed(script, pace, live=live), f"undisturbed at {pace}")
     runs = []
+    kind = "live" if live else "run()"
     for drop in drops(base.delivered, timings, offline, buffered):
-        disturbed = simulate(script, drop, pace)
+        disturbed = simulate(script, drop, pace, live=live)
         assert disturbed.dropped_in is not None, f"drop {drop} never happened"
-        check_same(base, disturbed, f"drop {drop} at {pace}")
+        check_same(base, disturbed, f"{kind}: drop {drop} at {pace}")
         runs.append(disturbed)
     return runs
 
@@ -534,11 +549,14 @@ def sweep(
     offline=st.sampled_from([0, 1, 2, ALL]),
     buffered=st.sampled_from([0, 1, 2, ALL]),
     early=st.sampled_from([0, 1, 3, ALL]),
+    live=st.booleans(),
 )
 def test_a_drop_at_any_position_ends_with_the_undisturbed_result(
-    script: Script, offline: int, buffered: int, early: int
+    script: Script, offline: int, buffered: int, early: int, live: bool
 ) -> None:
-    runs = sweep(script, ("immediate", "settled"), offline, buffered, Pace(early))
+    """Live sessions and one-shot runs (R-14 Better) alike."""
+    runs = sweep(script, ("immediate", "settled"), offline, buffered, Pace(early), live=live)
+    event("live session" if live else "run()")
     for r in runs:
         event(f"dropped while {r.dropped_in.value if r.dropped_in else 'never'}")
         if r.offline_emitted:
@@ -550,24 +568,35 @@ def test_a_drop_at_any_position_ends_with_the_undisturbed_result(
 # ── hand-written scripts, every position, every knob ────────────────────────────────────
 
 
+@pytest.mark.parametrize("live", [True, False], ids=["live", "run"])
 @pytest.mark.parametrize("early", [0, ALL])
 @pytest.mark.parametrize("buffered", [0, 1, ALL])
 @pytest.mark.parametrize("offline", [0, 1, 5, ALL])
 @pytest.mark.parametrize("script", [hand_script_tools(), hand_script_text_only()], ids=["tools", "text"])
 def test_hand_written_scripts_survive_a_drop_anywhere(
-    script: Script, offline: int, buffered: int, early: int
+    script: Script, offline: int, buffered: int, early: int, live: bool
 ) -> None:
-    runs = sweep(script, ("immediate", "settled"), offline, buffered, Pace(early))
+    runs = sweep(script, ("immediate", "settled"), offline, buffered, Pace(early), live=live)
     # Every position: each script event and each echo (the kickoff's and one per tool result)
     # is delivered once undisturbed, and the stream is dropped before and after each of them.
     tool_uses = sum(1 for t in script for e in t if e["type"] == "agent.custom_tool_use")
     assert len(runs) == 2 * (sum(len(t) for t in script) + 1 + tool_uses + 1)
 
 
-def test_the_sweep_reaches_every_phase_a_drop_can_hit() -> None:
-    """Coverage guard: the hand-written sweep drops the stream in each busy phase."""
-    phases = {r.dropped_in for r in sweep(hand_script_tools(), ("immediate", "settled"), 1, 1)}
-    assert {Phase.AWAITING, Phase.TOOLS, Phase.PUSHING, Phase.IDLE} <= phases, phases
+@pytest.mark.parametrize("live", [True, False], ids=["live", "run"])
+def test_the_sweep_reaches_every_phase_a_drop_can_hit(live: bool) -> None:
+    """Coverage guard: the hand-written sweep drops the stream in each busy phase (and, for a
+    one-shot run, after its result, where the drop must change nothing)."""
+    phases = {r.dropped_in for r in sweep(hand_script_tools(), ("immediate", "settled"), 1, 1, live=live)}
+    after = Phase.IDLE if live else Phase.DONE
+    assert {Phase.AWAITING, Phase.TOOLS, Phase.PUSHING, after} <= phases, phases
+
+
+def test_a_run_reconnects_in_the_sweep_rather_than_failing() -> None:
+    """The run() sweep is not vacuous: its drops before the result do reconnect."""
+    runs = sweep(hand_script_tools(), ("settled",), 0, 0, live=False)
+    reconnected = [r for r in runs if r.dropped_in is not Phase.DONE]
+    assert reconnected and all(r.state.gen == 1 for r in reconnected)
 
 
 def test_the_harness_notices_a_consolidation_that_forgets_the_open_turn(

@@ -8,8 +8,10 @@ events into a span tree::
     │   or invoke_agent [{agent}]  CLIENT                                    (managed hosts)
     └── execute_tool {tool}        INTERNAL  rma.tool.start → rma.tool.stop / .exception
 
-plus the ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration`` histograms,
-recorded once per turn. Span timings come from this process's clock (the core has none).
+with HTTP attempts (``rma.request``) and the event stream's lifecycle (``rma.stream.connected``,
+``.done``, ``.error``) as span events on the turn (or request) they served, plus the
+``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration`` histograms, recorded
+once per turn. Span timings come from this process's clock (the core has none).
 Nothing here may break a session: every callback is wrapped, failures are logged on
 ``rma.telemetry.otel`` and swallowed (O-8, O-10).
 """
@@ -257,6 +259,8 @@ class Bridge:
                 self._session_stop(md)
             case "rma.request.stop" | "rma.request.exception":
                 self._request(name, md)
+            case "rma.stream.connected" | "rma.stream.done" | "rma.stream.error":
+                self._stream(name, md)
 
     def shutdown(self) -> None:
         """Uninstrumented: end whatever is still open and forget every session."""
@@ -564,6 +568,16 @@ class Bridge:
             or (_str(md.get("kind")) if name.endswith("exception") else None),
         }
         span.add_event("rma.request", {k: v for k, v in attributes.items() if v is not None})
+
+    # ── the event stream's lifecycle (M-4), as events on the span it served ──
+
+    def _stream(self, name: str, md: Mapping[str, Any]) -> None:
+        st = self.sessions.get(md.get("session_id"))
+        span = (st.turn or st.invoke) if st is not None else None
+        if span is None:
+            return
+        attributes = {"rma.stream.generation": _int(md.get("gen")), "error.type": _str(md.get("reason"))}
+        span.add_event(name, {k: v for k, v in attributes.items() if v is not None})
 
 
 def _histogram(meter: Any, name: str, unit: str, description: str, buckets: list[Any]) -> Any:

@@ -9,8 +9,9 @@
     otel.uninstrument(handle)
 
 ``instrument`` subscribes a bridge to a telemetry dispatcher (the process-wide one unless
-told otherwise) that turns ``rma.session.*``, ``rma.turn.*``, ``rma.tool.*`` and
-``rma.request.*`` events into spans following the OpenTelemetry GenAI semantic conventions —
+told otherwise) that turns ``rma.session.*``, ``rma.turn.*``, ``rma.tool.*``,
+``rma.request.*`` and the stream lifecycle (``rma.stream.connected/done/error``) into spans
+following the OpenTelemetry GenAI semantic conventions —
 ``invoke_agent`` per request, ``chat {model}`` (Local) or ``invoke_agent {agent}`` (managed
 hosts) per turn, ``execute_tool {tool}`` per tool call — and records
 ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``. The span tree, every
@@ -33,7 +34,15 @@ from returns.result import Failure, Result, Success
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
-EVENTS = ("rma.session.*", "rma.turn.*", "rma.tool.*", "rma.request.*")
+EVENTS = (
+    "rma.session.*",
+    "rma.turn.*",
+    "rma.tool.*",
+    "rma.request.*",
+    "rma.stream.connected",
+    "rma.stream.done",
+    "rma.stream.error",
+)
 """The telemetry events the bridge subscribes to."""
 
 _ids = itertools.count(1)

@@ -86,6 +86,7 @@ from rma.session.events import (
     UserMessage,
 )
 from rma.session.options import SessionConfig
+from rma.session.resilience import SYNC_RECONNECT_ATTEMPTS, gave_up, no_terminal_coming, worth_reconnecting
 from rma.vocabulary import (
     JSON,
     TEXT_DELTA_TYPE,
@@ -229,6 +230,13 @@ class State:
     turns: int = 0
     reprompts_left: int = 0
     reconnect_attempts: int = 0
+    losses_in_a_row: int = 0
+    """Stream losses (and failed reconnects) since the request last made progress (R-14 Better)."""
+    progress_mark: tuple[int, int] = (0, 0)
+    """(turns, events of the open turn) when the stream was last lost: a later loss that finds
+    the request further along resets ``losses_in_a_row``."""
+    last_loss: SessionError | None = None
+    """Why the stream was last lost: what a sync run that gives up reports."""
     live_forwarded: int = 0
     pending_message: str | None = None
     pending_turn: TurnResult | None = None
@@ -405,14 +413,23 @@ def _dispatch(s: State, ev: Event) -> Step:
         case GuardVerdict():
             return _on_guard(s, ev) if s.phase is Phase.GUARD else (s, ())
         case StreamConnected(gen=gen):
-            return _on_connected(s) if gen == s.gen else (s, ())
+            if gen != s.gen:
+                return s, ()
+            s, cmds = _on_connected(s)
+            return s, (*cmds, _stream_lifecycle(s, "rma.stream.connected"))
         case StreamClosed(gen=gen):
             if gen != s.gen:
                 return s, ()
             # S-25 Better: a clean close without a terminal is a drop, not "nothing".
-            return _on_stream_lost(s, StreamDropped(detail="server closed the stream", clean_close=True))
+            done = _stream_lifecycle(s, "rma.stream.done")
+            s, cmds = _on_stream_lost(s, StreamDropped(detail="server closed the stream", clean_close=True))
+            return s, (done, *cmds)
         case StreamFailed(gen=gen, error=error):
-            return _on_stream_lost(s, error) if gen == s.gen else (s, ())
+            if gen != s.gen:
+                return s, ()
+            failed = _stream_lifecycle(s, "rma.stream.error", reason=error.kind)
+            s, cmds = _on_stream_lost(s, error)
+            return s, (failed, *cmds)
         case ReconnectTimerFired():
             if s.phase is not Phase.BACKOFF:
                 return s, ()
@@ -991,11 +1008,30 @@ def _fail(s: State, error: SessionError) -> Step:
 # ── drops, reconnects and resume (R-) ────────────────────────────────────────────────
 
 
+def _stream_lifecycle(s: State, name: str, **fields: JSON) -> Emit:
+    """``rma.stream.connected`` / ``.done`` / ``.error`` (M-4, C-48): the caller's metadata with
+    the library's keys over it (M-8); ``gen`` counts the stream's reconnects."""
+    meta = _meta_copy(s.config.metadata)
+    meta.update(fields)
+    meta["session_id"] = s.session_id
+    meta["gen"] = s.gen
+    return emit(name, {}, meta, {})
+
+
 def _on_stream_lost(s: State, error: SessionError) -> Step:
-    if s.phase in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE) and not s.config.live:
+    live = s.config.live
+    if s.phase in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE) and not live:
         return s, ()
-    if not s.config.live:
-        return _fail(s, error)  # R-14: a sync run never reconnects
+    if not live:
+        # R-14 Better: a sync run reconnects like a live session, within a bound.
+        if not worth_reconnecting(error):
+            return _fail(s, error)
+        mark = (s.turns, len(s.turn_events))
+        losses = 0 if mark > s.progress_mark else s.losses_in_a_row
+        s = _evolve(s, losses_in_a_row=losses, progress_mark=max(mark, s.progress_mark))
+        if losses >= SYNC_RECONNECT_ATTEMPTS:
+            return _fail(s, gave_up(error, losses))
+        s = _evolve(s, losses_in_a_row=losses + 1, last_loss=error)
     return _schedule_reconnect(s, error)
 
 
@@ -1023,9 +1059,15 @@ def _settled_phase(s: State) -> Phase:
 
 def _on_reconnected(s: State, outcome: object) -> Step:
     if isinstance(outcome, Failure):
+        error = outcome.failure()
         if not s.config.live:
-            return _fail(s, outcome.failure())  # R-11
-        return _schedule_reconnect(s, outcome.failure())
+            # R-11: a definite answer ends a sync run; a transient one is another attempt.
+            if not worth_reconnecting(error):
+                return _fail(s, error)
+            if s.losses_in_a_row >= SYNC_RECONNECT_ATTEMPTS:
+                return _fail(s, gave_up(error, s.losses_in_a_row))
+            s = _evolve(s, losses_in_a_row=s.losses_in_a_row + 1, last_loss=error)
+        return _schedule_reconnect(s, error)
     assert isinstance(outcome, Success)
     r = outcome.unwrap()
     was_resuming = s.resuming
@@ -1069,4 +1111,15 @@ def _on_reconnected(s: State, outcome: object) -> Step:
         return s, (*out, *more)
     if was_resuming and r.idle:
         s = _evolve(s, request_open=False, phase=Phase.IDLE)
+    elif (
+        r.idle
+        and not s.config.live
+        and s.request_open
+        and s.phase is Phase.AWAITING
+        and not any(isinstance(d, StreamEvent) for d in s.deferred)
+    ):
+        # S-25 Better, after R-14 Better: the host is idle and nothing replayed ends the
+        # request, so nothing ever will; fail now rather than at the run's timeout.
+        s, more = _fail(s, no_terminal_coming(s.last_loss))
+        return s, (*out, *more)
     return s, tuple(out)  # R-7: park

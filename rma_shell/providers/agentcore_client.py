@@ -163,6 +163,10 @@ class AgentCoreClient:
     def redact_error(self, error: SessionError) -> SessionError:
         return redact_error(error, self._secrets)
 
+    def now_epoch_s(self) -> float:
+        """The wall clock this client signs with, as epoch seconds (for HTTP-date Retry-After)."""
+        return self._now().timestamp()
+
     # -- signing ---------------------------------------------------------------------------
 
     async def _headers(
@@ -269,6 +273,28 @@ class AgentCoreClient:
         on_event: OnEvent | None = None,
     ) -> Result[Invoked, SessionError]:
         """One attempt (B-27…B-32): never retried here."""
+        invoked, _ = await self.invoke_harness_attempt(
+            harness_arn=harness_arn,
+            runtime_session_id=runtime_session_id,
+            body=body,
+            endpoint_name=endpoint_name,
+            user_id=user_id,
+            on_event=on_event,
+        )
+        return invoked
+
+    async def invoke_harness_attempt(
+        self,
+        *,
+        harness_arn: str,
+        runtime_session_id: str,
+        body: bytes,
+        endpoint_name: str | None = None,
+        user_id: str | None = None,
+        on_event: OnEvent | None = None,
+    ) -> tuple[Result[Invoked, SessionError], Mapping[str, str] | None]:
+        """``invoke_harness``, and the headers of an error answer (``Retry-After`` for the
+        caller's retry; None when no answer came or it was a 2xx)."""
         url = invoke_url(self.data_url, harness_arn, endpoint_name)
         headers = {"Content-Type": "application/json", SESSION_HEADER: runtime_session_id}
         if user_id is not None:
@@ -277,16 +303,13 @@ class AgentCoreClient:
             "POST", url, headers, body, operation="InvokeHarness", path="/harnesses/invoke"
         )
         if isinstance(sent, Failure):
-            return Failure(self.redact_error(sent.failure()))
+            return Failure(self.redact_error(sent.failure())), None
         response = sent.unwrap()
         try:
             if response.status_code // 100 != 2:
                 raw = await self._read_capped(response)
-                return Failure(
-                    self.redact_error(
-                        self._http_failure("POST", url, response.status_code, response.headers, raw)
-                    )
-                )
+                failure = self._http_failure("POST", url, response.status_code, response.headers, raw)
+                return Failure(self.redact_error(failure)), dict(response.headers)
             events: list[JSON] = []
             complete = False
 
@@ -305,8 +328,8 @@ class AgentCoreClient:
 
             read = await self._read_stream(response, take)
             if isinstance(read, Failure):
-                return Failure(self.redact_error(_stamped(read.failure(), url, response)))
-            return Success(Invoked(tuple(events), complete, url, request_id(response.headers)))
+                return Failure(self.redact_error(_stamped(read.failure(), url, response))), None
+            return Success(Invoked(tuple(events), complete, url, request_id(response.headers))), None
         finally:
             await response.aclose()
 

@@ -468,7 +468,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         body = invoke_body(input, conn.overrides)
         attempt = 0
         while True:
-            got = await client.invoke_harness(
+            got, retry_headers = await client.invoke_harness_attempt(
                 harness_arn=conn.harness_arn,
                 runtime_session_id=conn.runtime_session_id,
                 body=body,
@@ -476,7 +476,6 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
                 user_id=conn.user_id,
                 on_event=live,
             )
-            retry_headers: Mapping[str, str] | None = None
             if isinstance(got, Success):
                 invoked = got.unwrap()
                 if invoked.complete:
@@ -497,10 +496,10 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
                         request_id=error.request_id,
                     )
                 return PollOutcome(Failure(error), conn)
-            delay = next_delay_s(
+            delay = next_delay_s(  # issue #12: the server's Retry-After, when it sent one
                 attempt,
                 headers=retry_headers,
-                now_epoch_s=0.0,
+                now_epoch_s=client.now_epoch_s(),
                 jitter=min(1.0, max(0.0, self._rand())),
                 base_s=self.backoff_base_s,
                 cap_s=self.backoff_cap_s,

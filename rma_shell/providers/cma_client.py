@@ -8,10 +8,10 @@ An httpx client speaking the wire described in ``shared/reference/claude-managed
   included; a token with 30 s or less left fails before dispatch (``AuthenticationError``).
   Redirects are never followed with a bearer token.
 - **Retries** — 408, 409, 429, 5xx and 529, connection failures, honouring ``x-should-retry``,
-  ``retry-after-ms`` and ``retry-after``. Calls that are not idempotent (creates, event posts,
-  file uploads) are retried only when the request cannot have been processed: a connection
-  that never opened, 429 and 529. Gets, lists, archives, deletes and updates are retried on
-  every transient failure.
+  ``retry-after-ms`` and ``retry-after``; the event stream's opening too. Calls that are not
+  idempotent (creates, event posts, file uploads) are retried only when the request cannot
+  have been processed: a connection that never opened, 429 and 529. Gets, lists, archives,
+  deletes and updates are retried on every transient failure.
 - **Errors as values** — every method returns ``Result[..., SessionError]``: ``HttpError`` with
   the API's error body, ``AuthenticationError`` for 401, ``TransportError`` for the network.
 - **Telemetry** — ``rma.request.start/stop/exception`` with method, path and status.
@@ -61,6 +61,35 @@ def _describe(exc: BaseException) -> str:
     """``ConnectError: [Errno 111] Connection refused`` — the type and what it said."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}"[:500] if text else type(exc).__name__
+
+
+# Failures that, on a reused connection with no answer yet, mean the server had closed it.
+_STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
+class _WireTrace:
+    """httpcore's ``trace`` extension for one request: was it sent on a reused (kept-alive)
+    connection, and did any answer arrive? Without trace events (a mock transport) it claims
+    nothing, so only a real reused connection makes a failure look like the keep-alive race."""
+
+    __slots__ = ("answered", "fresh", "reused")
+
+    def __init__(self) -> None:
+        self.fresh = False
+        self.reused = False
+        self.answered = False
+
+    async def __call__(self, name: str, info: Mapping[str, Any]) -> None:
+        if name.startswith("connection.connect_tcp."):
+            self.fresh = True
+        elif name.endswith(".send_request_headers.started"):
+            self.reused = not self.fresh
+        elif name.endswith(".receive_response_headers.complete"):
+            self.answered = True
+
+    @property
+    def stale_keep_alive(self) -> bool:
+        return self.reused and not self.answered
 
 
 def _read_file(path: str) -> str:
@@ -269,6 +298,7 @@ class CMAClient:
         meta = {"provider": "claude_managed_agents", "method": method, "path": path, "attempt": attempt}
         t0 = time.perf_counter()
         self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
+        wire = _WireTrace()
         try:
             response = await self._http.request(
                 method,
@@ -279,6 +309,7 @@ class CMAClient:
                 files=files,
                 data=data,
                 follow_redirects=False,  # K-18, whatever the injected client's default
+                extensions={"trace": wire},
             )
         except _NEVER_SENT as exc:
             self._stop(meta, t0, error="transport_error")
@@ -286,6 +317,13 @@ class CMAClient:
             return Failure(with_origin(failure, url=self._url(path))), None, "always"
         except httpx.HTTPError as exc:
             self._stop(meta, t0, error="transport_error")
+            if isinstance(exc, _STALE_CONNECTION) and wire.stale_keep_alive:
+                # The server closed an idle keep-alive connection as the request went out on
+                # it, and answered nothing: another attempt opens a fresh connection (the pool
+                # discarded the closed one), whatever the method (issue #12).
+                why = "the server closed a kept-alive connection before answering"
+                stale = TransportError(detail=f"{type(exc).__name__}: {why}", error_type="stale_connection")
+                return Failure(with_origin(stale, url=self._url(path))), None, "always"
             failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
             return Failure(with_origin(failure, url=self._url(path))), None, "if_idempotent"
         except BaseException as exc:
@@ -422,61 +460,103 @@ class CMAClient:
 
     @asynccontextmanager
     async def stream_events(self, session_id: str) -> AsyncIterator[Result[httpx.Response, SessionError]]:
-        """Open ``GET …/events/stream``; yields the streaming response (not retried: the caller
-        reconnects and consolidates)."""
+        """Open ``GET …/events/stream``; yields the streaming response.
+
+        Opening it is retried like any idempotent call (issue #12): a transient status (408,
+        409, 429, 5xx, 529, or ``x-should-retry: true``) or a connection that failed, up to
+        ``max_retries`` times, honouring ``retry-after-ms`` / ``retry-after``. Once the stream is
+        open nothing is retried here: a drop mid-stream is the session machine's to reconnect.
+        """
+        path = f"/v1/sessions/{session_id}/events/stream"
+        attempt = 0
+        while True:
+            async with AsyncExitStack() as stack:
+                opened, retry_after, retryable = await self._open_stream(stack, path)
+                if isinstance(opened, Success) or not retryable or attempt >= self.max_retries:
+                    yield opened
+                    return
+            error = opened.failure()
+            delay = next_delay_s(
+                attempt,
+                headers=retry_after,
+                now_epoch_s=self._clock(),
+                jitter=min(1.0, max(0.0, self._rand())),
+                base_s=0.5,
+                cap_s=8.0,
+            )
+            log.warning(
+                "GET %s failed (%s); retry %d in %.2fs",
+                path,
+                error.kind,
+                attempt + 1,
+                delay,
+                extra=log_fields(
+                    provider="claude_managed_agents",
+                    method="GET",
+                    path=path,
+                    attempt=attempt,
+                    error=error.kind,
+                    status=getattr(error, "status", None),
+                    delay_s=delay,
+                ),
+            )
+            await self._sleep(delay)
+            attempt += 1
+
+    async def _open_stream(
+        self, stack: AsyncExitStack, path: str
+    ) -> tuple[Result[httpx.Response, SessionError], Mapping[str, str] | None, bool]:
+        """One attempt at opening the stream: the outcome, the headers a retry honours, and
+        whether a retry may help. A failed attempt's response is closed with ``stack``."""
         headers = self._headers(beta=self.settings.beta, accept="text/event-stream")
         if isinstance(headers, Failure):
-            yield Failure(headers.failure())
-            return
-        path = f"/v1/sessions/{session_id}/events/stream"
-        async with AsyncExitStack() as stack:
-            # Only the opening is guarded: an error the caller's body raises while reading must
-            # propagate as itself, not be caught here (a second yield would turn it into
-            # "generator didn't stop after athrow()").
-            try:
-                http = self._http
-                if self._own_client:
-                    # A stream holds its connection for the session's whole life, so it gets a
-                    # pool of its own. In the shared pool, 100 live sessions would deadlock (the
-                    # default cap: the next stream and every event post wait for a connection
-                    # the streams never return), and past the cap httpcore's pool, which walks
-                    # every connection on each request and each response close, would make
-                    # every post cost O(sessions) — quadratic at 1,000 sessions (bench/scale.py).
-                    http = await stack.enter_async_context(async_client(follow_redirects=False))
-                response = await stack.enter_async_context(
-                    http.stream(
-                        "GET",
-                        self._url(path),
-                        headers=headers.unwrap(),
-                        timeout=httpx.Timeout(None, connect=30.0),
-                        follow_redirects=False,  # K-18
-                    )
+            return Failure(headers.failure()), None, False  # K-17: before dispatch, every attempt
+        # Only the opening is guarded: an error the caller's body raises while reading must
+        # propagate as itself, not be caught here (a second yield would turn it into
+        # "generator didn't stop after athrow()").
+        try:
+            http = self._http
+            if self._own_client:
+                # A stream holds its connection for the session's whole life, so it gets a
+                # pool of its own. In the shared pool, 100 live sessions would deadlock (the
+                # default cap: the next stream and every event post wait for a connection
+                # the streams never return), and past the cap httpcore's pool, which walks
+                # every connection on each request and each response close, would make
+                # every post cost O(sessions) — quadratic at 1,000 sessions (bench/scale.py).
+                http = await stack.enter_async_context(async_client(follow_redirects=False))
+            response = await stack.enter_async_context(
+                http.stream(
+                    "GET",
+                    self._url(path),
+                    headers=headers.unwrap(),
+                    timeout=httpx.Timeout(None, connect=30.0),
+                    follow_redirects=False,  # K-18
                 )
-                if response.status_code != 200:
-                    await response.aread()
-            except httpx.HTTPError as exc:
-                failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
-                yield Failure(with_origin(failure, url=self._url(path)))
-                return
+            )
             if response.status_code != 200:
-                body: JSON
-                try:
-                    body = response.json()
-                except ValueError:
-                    body = response.text[:2000]
-                error: SessionError
-                if response.status_code == 401:
-                    error = self._rejected("GET", path, body)
-                else:
-                    error = with_origin(
-                        HttpError(status=response.status_code, body=body, method="GET", url=path),
-                        url=self._url(path),
-                        request_id=request_id(response.headers, body),
-                        code=error_code(body),
-                    )
-                yield Failure(self.redact_error(error))
-                return
-            yield Success(response)
+                await response.aread()
+        except httpx.HTTPError as exc:
+            failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
+            return Failure(with_origin(failure, url=self._url(path))), None, True
+        status = response.status_code
+        if status == 200:
+            return Success(response), None, False
+        body: JSON
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text[:2000]
+        if status == 401:
+            return Failure(self.redact_error(self._rejected("GET", path, body))), None, False
+        error = with_origin(
+            HttpError(status=status, body=body, method="GET", url=path),
+            url=self._url(path),
+            request_id=request_id(response.headers, body),
+            code=error_code(body),
+        )
+        should_retry = response.headers.get("x-should-retry")
+        retryable = should_retry == "true" or (should_retry != "false" and status in RETRY_STATUSES)
+        return Failure(self.redact_error(error)), dict(response.headers), retryable
 
     # ── session resources and files ──
 

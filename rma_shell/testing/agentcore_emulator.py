@@ -730,6 +730,8 @@ class AgentCoreFault:
     after: int = 0
     seconds: float = 0.0
     echo_authorization: bool = False
+    retry_after: str | None = None
+    """A ``Retry-After`` header (seconds, or an HTTP-date) on the error answer."""
 
 
 def error_once(
@@ -741,11 +743,13 @@ def error_once(
     times: int = 1,
     operation: Operation | None = None,
     echo_authorization: bool = False,
+    retry_after: float | str | None = None,
 ) -> AgentCoreFault:
     """Answer the next matching request(s) with HTTP ``status`` and error ``code``
-    (``RetryableConflictException`` 409, ``AccessDeniedException`` 403, …).
-    ``echo_authorization`` appends `` Authorization=<the request's header>`` to the message, as
-    AWS does in some signature errors (it carries ``Credential=<access key id>/…``)."""
+    (``RetryableConflictException`` 409, ``AccessDeniedException`` 403, …), with a
+    ``Retry-After`` header when ``retry_after`` is given. ``echo_authorization`` appends
+    `` Authorization=<the request's header>`` to the message, as AWS does in some signature
+    errors (it carries ``Credential=<access key id>/…``)."""
     return AgentCoreFault(
         "status",
         times=times,
@@ -755,6 +759,7 @@ def error_once(
         message=message or f"{code} (injected by the agentcore emulator)",
         fields=dict(fields or {}),
         echo_authorization=echo_authorization,
+        retry_after=None if retry_after is None else str(retry_after),
     )
 
 
@@ -765,10 +770,16 @@ def _fault_message(fault: AgentCoreFault, h: LoopbackHandler) -> str:
 
 
 def throttle_once(
-    *, times: int = 1, operation: Operation | None = None, message: str = "Rate exceeded"
+    *,
+    times: int = 1,
+    operation: Operation | None = None,
+    message: str = "Rate exceeded",
+    retry_after: float | str | None = None,
 ) -> AgentCoreFault:
     """429 ``ThrottlingException`` (botocore retries it)."""
-    return error_once(429, "ThrottlingException", message, times=times, operation=operation)
+    return error_once(
+        429, "ThrottlingException", message, times=times, operation=operation, retry_after=retry_after
+    )
 
 
 def server_error_once(
@@ -777,9 +788,12 @@ def server_error_once(
     times: int = 1,
     operation: Operation | None = None,
     message: str = "An internal error occurred. Try again.",
+    retry_after: float | str | None = None,
 ) -> AgentCoreFault:
     """``status`` (500 by default) ``InternalServerException`` (botocore retries it)."""
-    return error_once(status, "InternalServerException", message, times=times, operation=operation)
+    return error_once(
+        status, "InternalServerException", message, times=times, operation=operation, retry_after=retry_after
+    )
 
 
 def drop_after(n_frames: int, *, times: int = 1, operation: Operation | None = None) -> AgentCoreFault:
@@ -847,6 +861,14 @@ class _AwsError(Exception):
         self.code = code
         self.message = message
         self.fields = fields
+        self.headers: dict[str, str] = {}
+
+
+def _fault_error(fault: AgentCoreFault, h: LoopbackHandler) -> _AwsError:
+    error = _AwsError(fault.status, fault.code, _fault_message(fault, h), **fault.fields)
+    if fault.retry_after is not None:
+        error.headers["Retry-After"] = fault.retry_after
+    return error
 
 
 def _forbidden(code: str, message: str) -> _AwsError:
@@ -1472,7 +1494,7 @@ class ControlPlane:
                 injected = emu._take(("status",), None, operation)
                 if injected:
                     fault = injected[0]
-                    raise _AwsError(fault.status, fault.code, _fault_message(fault, h), **fault.fields)
+                    raise _fault_error(fault, h)
                 now = self.now()
                 self._prune(now)
                 status, payload = self._dispatch(operation, params, now)
@@ -2168,6 +2190,8 @@ class AgentCoreEmulator(LoopbackEmulator):
             h.send_header("Content-Length", str(len(payload)))
             h.send_header("x-amzn-RequestId", request_id)
             h.send_header("x-amzn-ErrorType", error.code)
+            for name, value in error.headers.items():
+                h.send_header(name, value)
             h.end_headers()
             h.wfile.write(payload)
         except _DISCONNECTS:
@@ -2469,7 +2493,7 @@ class AgentCoreEmulator(LoopbackEmulator):
             status = self._take(("status",), session_id, "InvokeHarness")
             if status:
                 fault = status[0]
-                raise _AwsError(fault.status, fault.code, _fault_message(fault, h), **fault.fields)
+                raise _fault_error(fault, h)
             session = self._session(session_id)
             if session.busy is not None:
                 raise _AwsError(
@@ -2583,7 +2607,7 @@ class AgentCoreEmulator(LoopbackEmulator):
             status = self._take(("status",), session_id, "InvokeAgentRuntimeCommand")
             if status:
                 fault = status[0]
-                raise _AwsError(fault.status, fault.code, _fault_message(fault, h), **fault.fields)
+                raise _fault_error(fault, h)
             session = self._session(session_id)
             session.commands.append(command)
             workdir, storage = self._dirs(session)

@@ -40,8 +40,9 @@ of a ``span.model_request_end`` (emitting the start first if the script did not)
 
 The stream has no replay: a subscriber receives only events emitted after it connected.
 Faults (``inject`` or ``faults=``; global or per session; each for ``times`` occurrences):
-``status_once``, ``drop_stream_after``, ``error_frame``, ``requires_action_from_earlier_batch``,
-``terminal_while_disconnected``. A wrong or missing key always gets a 401.
+``status_once`` (the stream's ``GET …/events/stream`` included), ``drop_stream_after``,
+``error_frame``, ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``,
+``close_idle_connection``. A wrong or missing key always gets a 401.
 
 Scripted turns are played synchronously while the triggering POST is handled (before its
 response is written), under the emulator's lock: a callable turn may call the emulator's own
@@ -87,6 +88,7 @@ __all__ = [
     "agent_thinking",
     "agent_tool_result",
     "agent_tool_use",
+    "close_idle_connection",
     "custom_tool_use",
     "drop_stream_after",
     "error_frame",
@@ -432,15 +434,22 @@ def _with_usage(event: JSONDict, usage: Mapping[str, Any] | None) -> JSONDict:
 # --------------------------------------------------------------------------------------------
 
 FaultKind = Literal[
-    "status", "drop_stream", "error_frame", "earlier_batch", "terminal_disconnected", "trickle", "drop_budget"
+    "status",
+    "drop_stream",
+    "error_frame",
+    "earlier_batch",
+    "terminal_disconnected",
+    "trickle",
+    "drop_budget",
+    "close_idle",
 ]
 
 
 @attrs.frozen
 class CMAFault:
     """A fault; build with ``status_once``, ``drop_stream_after``, ``error_frame``,
-    ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``, ``trickle`` or
-    ``budget_not_echoed``."""
+    ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``, ``trickle``,
+    ``budget_not_echoed`` or ``close_idle_connection``."""
 
     kind: FaultKind
     times: int = 1
@@ -549,6 +558,14 @@ def budget_not_echoed(*, times: int = 1) -> CMAFault:
     """The next session create(s) accept the request but keep no budget: the session is created
     uncapped and its ``budget`` is ``null`` (what a client must catch before prompting, S-73)."""
     return CMAFault("drop_budget", times=times)
+
+
+def close_idle_connection(*, method: str | None = None, path: str | None = None, times: int = 1) -> CMAFault:
+    """The keep-alive race: the next matching request that arrives on a connection which
+    already served one finds it closed — the server drops the connection without answering
+    and without processing the request (it is not in ``requests``; ``closed_idle`` counts
+    it). ``method``/``path`` narrow the match as in ``status_once``."""
+    return CMAFault("close_idle", times=times, method=method.upper() if method else None, path=path)
 
 
 def _num(value: float | str) -> str:
@@ -818,6 +835,8 @@ class CMAEmulator(LoopbackEmulator):
         self._changed = threading.Condition(self._lock)
         self._init_loopback()
         self._faults: list[_Armed] = [_Armed(f, f.times, None) for f in faults]
+        self.closed_idle = 0
+        """Requests dropped unanswered by ``close_idle_connection``."""
         self._hangups = _HangupWatch(self._stopping)
         self._counter = 0
         self._ids: dict[str, int] = {}
@@ -953,9 +972,9 @@ class CMAEmulator(LoopbackEmulator):
             if fault.kind != kind or armed.remaining <= 0:
                 continue
             other_session = armed.session_id is not None and armed.session_id != session_id
-            if other_session and (kind != "status" or str(armed.session_id) not in path):
+            if other_session and (kind not in ("status", "close_idle") or str(armed.session_id) not in path):
                 continue
-            if kind in ("status", "trickle"):
+            if kind in ("status", "trickle", "close_idle"):
                 if fault.method is not None and fault.method != method:
                     continue
                 if fault.path is not None and not re.search(fault.path, path):
@@ -978,6 +997,17 @@ class CMAEmulator(LoopbackEmulator):
         url = urlsplit(h.path)
         path = url.path.rstrip("/") or "/"
         query = parse_qsl(url.query, keep_blank_values=True)
+        reused = getattr(h, "_emu_served", 0) > 0
+        h._emu_served = getattr(h, "_emu_served", 0) + 1  # type: ignore[attr-defined]
+        with self._lock:
+            idle_close = reused and self._take("close_idle", None, h.command, path) is not None
+            if idle_close:
+                self.closed_idle += 1
+        if idle_close:
+            h.close_connection = True
+            with contextlib.suppress(OSError):
+                h.connection.shutdown(socket.SHUT_RDWR)
+            return
         with self._lock:
             request_id = self._id("req")
             self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, request_id))

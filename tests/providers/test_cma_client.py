@@ -560,21 +560,77 @@ async def test_C35_against_the_emulator_a_529_on_create_is_retried_and_a_500_on_
 # --- the stream (C-46, C-47) -------------------------------------------------------------------
 
 
-async def test_C46_the_stream_asks_for_sse_and_is_never_retried() -> None:
-    cases: list[tuple[Step, type[SessionError]]] = [
-        (fail(503, {"retry-after": "0"}), HttpError),
-        (fail(529), HttpError),
-        (fail(401), AuthenticationError),
-        (httpx.ConnectError, TransportError),
-    ]
-    for step, kind in cases:
-        server = Server(step, ok({}))
-        err = (await open_stream(make(server))).failure()
-        assert isinstance(err, kind) and len(server.requests) == 1
+async def test_C46_the_stream_asks_for_sse() -> None:
+    server = Server(ok({}))
+    assert isinstance(await open_stream(make(server)), Success)
     [request] = server.requests
     assert request.url.path == "/v1/sessions/sesn_1/events/stream"
     assert request.headers["accept"] == "text/event-stream"
     assert request.headers["anthropic-beta"] == "managed-agents-2026-04-01"
+
+
+@pytest.mark.parametrize(
+    ("step", "delay"),
+    [
+        (fail(429), 0.5),
+        (fail(429, {"retry-after": "3"}), 3.0),
+        (fail(529, {"retry-after-ms": "1250"}), 1.25),
+        (fail(503, {"retry-after": "0"}), 0.0),
+        (fail(500), 0.5),
+        (fail(409), 0.5),
+        (httpx.ConnectError, 0.5),
+        (httpx.ReadTimeout, 0.5),
+    ],
+    ids=[
+        "429",
+        "429-retry-after",
+        "529-retry-after-ms",
+        "503-retry-after-0",
+        "500",
+        "409",
+        "connect",
+        "timeout",
+    ],
+)
+async def test_C46_Better_a_transient_stream_connect_is_retried_like_an_idempotent_call(
+    step: Step, delay: float
+) -> None:
+    # Issue #12: the reference never retries the stream's GET; a 429 ended the run.
+    sleeps = Sleeps()
+    server = Server(step, ok({}))
+    assert (await open_stream(make(server, sleep=sleeps))).unwrap() == b"{}"
+    assert len(server.requests) == 2 and sleeps.delays == [delay]
+
+
+async def test_C46_a_stream_connect_that_keeps_failing_gives_up_after_max_retries() -> None:
+    sleeps = Sleeps()
+    server = Server(fail(529))
+    err = (await open_stream(make(server, sleep=sleeps, max_retries=3))).failure()
+    assert isinstance(err, HttpError) and err.status == 529
+    assert len(server.requests) == 4 and sleeps.delays == [0.5, 1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("step", "kind"),
+    [
+        (fail(401), AuthenticationError),
+        (fail(404), HttpError),
+        (fail(400), HttpError),
+        (fail(503, {"x-should-retry": "false"}), HttpError),
+    ],
+    ids=["401", "404", "400", "should-retry-false"],
+)
+async def test_C46_a_definite_stream_connect_answer_is_not_retried(
+    step: Step, kind: type[SessionError]
+) -> None:
+    server = Server(step, ok({}))
+    err = (await open_stream(make(server))).failure()
+    assert isinstance(err, kind) and len(server.requests) == 1
+
+
+async def test_C46_x_should_retry_true_retries_a_stream_connect_with_any_status() -> None:
+    server = Server(fail(400, {"x-should-retry": "true"}), ok({}))
+    assert isinstance(await open_stream(make(server)), Success) and len(server.requests) == 2
 
 
 async def test_C47_an_error_while_reading_the_stream_propagates_as_itself() -> None:

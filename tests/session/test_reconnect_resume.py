@@ -1,4 +1,4 @@
-"""Drops, reconnects, consolidation and resume (R-1…R-16, S-19, S-21, S-24, S-25)."""
+"""Drops, reconnects, consolidation and resume (R-1…R-16, S-19, S-21, S-24, S-25), live and sync."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import trio
 
 from rma.errors import ProviderError, StreamDropped
 from rma.session.machine import reconnect_backoff_ms
+from rma.session.resilience import SYNC_RECONNECT_ATTEMPTS
 from rma.vocabulary import Terminal
 from rma_shell import open_session, run
 from rma_shell.testing.scripted import CLOSE, DROP, ScriptedProvider
@@ -28,19 +29,91 @@ def test_R12_backoff_schedule_doubles_from_500ms_and_caps_at_64s() -> None:
     ]
 
 
-async def test_R14_a_sync_run_surfaces_a_drop_and_never_reconnects() -> None:
-    provider = ScriptedProvider([[text("partial"), DROP]], streaming=True)
+async def test_R14_Better_a_sync_run_reconnects_after_a_drop_and_ends_as_undisturbed(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    provider = ScriptedProvider([[text("work", id="m1"), DROP]], streaming=True, remote_idle=False)
+
+    async def the_turn_goes_on_server_side() -> None:
+        await anyio.sleep(5)  # after the reconnect (500 ms backoff)
+        provider.emit(text("done", id="m2"), idle("end_turn"))
+
+    async with anyio.create_task_group() as nursery:
+        nursery.start_soon(the_turn_goes_on_server_side)
+        r = (await run(provider, handler=Recorder(), prompt="go")).unwrap()
+    assert len(provider.reconnects) == 1 and provider.streams_opened == 2
+    assert r.text == "workdone" and [e.get("id") for e in r.events if e["type"] == "text"] == ["m1", "m2"]
+    assert provider.inputs == [[{"type": "user.message", "text": "go"}]]  # no second kickoff
+
+
+async def test_R14_R4_Better_a_sync_run_recovers_a_tool_use_left_unanswered_by_a_drop() -> None:
+    # Real time (one 500 ms backoff): the sync handler runs in a worker thread, which a
+    # MockClock would race to the run's deadline.
+    provider = ScriptedProvider([[tool("fetch", "t1"), DROP], end("after")], streaming=True)
+    handler = Recorder()
+
+    async def the_host_records_the_idle_while_disconnected() -> None:
+        await anyio.sleep(0.1)
+        provider.history.append(idle("requires_action", ["t1"]))
+
+    async with anyio.create_task_group() as nursery:
+        nursery.start_soon(the_host_records_the_idle_while_disconnected)
+        r = (await run(provider, handler=handler, prompt="go")).unwrap()
+    assert r.text == "after" and [c[0] for c in handler.calls] == ["fetch"]
+    assert [u.id for u in r.custom_tool_uses] == ["t1"]
+    assert provider.inputs[1] == [
+        {"type": "tool_result", "tool_use_id": "t1", "text": "ok:fetch", "is_error": False}
+    ]
+
+
+async def test_R14_Better_a_sync_run_gives_up_after_a_bounded_number_of_reconnects(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # Every stream dies at once and the host never says anything new: no progress.
+    provider = ScriptedProvider([[text("w", id="m1"), *[DROP] * 20]], streaming=True, remote_idle=False)
+    start = anyio.current_time()
+    outcome = await run(provider, handler=Recorder(), prompt="go", timeout=None)
+    err = outcome.failure()
+    assert isinstance(err, StreamDropped) and f"gave up after {SYNC_RECONNECT_ATTEMPTS}" in err.message
+    assert len(provider.reconnects) == SYNC_RECONNECT_ATTEMPTS
+    # R-12 backoff before each attempt: 0.5 + 1 + 2 + 4 + 8 + 16 s.
+    waited = sum(reconnect_backoff_ms(n) for n in range(SYNC_RECONNECT_ATTEMPTS)) / 1000
+    assert waited <= anyio.current_time() - start < waited + 1
+
+
+async def test_R14_Better_progress_between_drops_resets_the_bound(autojump_clock: trio.abc.Clock) -> None:
+    drops = SYNC_RECONNECT_ATTEMPTS + 2
+    provider = ScriptedProvider([[text("w", id="m0"), DROP]], streaming=True, remote_idle=False)
+
+    async def each_stream_carries_one_new_event_then_dies() -> None:
+        for n in range(1, drops):
+            await anyio.sleep(200)  # longer than any backoff: the new stream is up
+            provider.emit(text(".", id=f"m{n}"), DROP)
+        await anyio.sleep(200)
+        provider.emit(idle("end_turn"))
+
+    async with anyio.create_task_group() as nursery:
+        nursery.start_soon(each_stream_carries_one_new_event_then_dies)
+        r = (await run(provider, handler=Recorder(), prompt="go", timeout=None)).unwrap()
+    assert len(provider.reconnects) == drops
+    assert r.text == "w" + "." * (drops - 1)
+
+
+async def test_R11_a_definite_reconnect_failure_ends_a_sync_run(autojump_clock: trio.abc.Clock) -> None:
+    provider = ScriptedProvider([[text("w"), DROP]], streaming=True, reconnect_errors=1)
     outcome = await run(provider, handler=Recorder(), prompt="go")
-    assert isinstance(outcome.failure(), StreamDropped)
-    assert provider.reconnects == []
+    assert isinstance(outcome.failure(), ProviderError) and len(provider.reconnects) == 1
 
 
 async def test_S25_Better_clean_close_without_terminal_fails_fast_instead_of_hanging() -> None:
+    # The sync run reconnects (R-14 Better); the host reports itself idle with no terminal
+    # for the request, so nothing will ever end it: the run fails at once.
     provider = ScriptedProvider([[text("partial"), CLOSE]], streaming=True)
     with anyio.fail_after(5):
         outcome = await run(provider, handler=Recorder(), prompt="go", timeout=600)
     err = outcome.failure()
-    assert isinstance(err, StreamDropped) and err.clean_close
+    assert isinstance(err, StreamDropped) and err.clean_close and "host is idle" in err.message
+    assert len(provider.reconnects) == 1
 
 
 async def test_R15_R4_R5_live_drop_reconnects_and_redrives_unanswered_tools(
