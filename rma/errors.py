@@ -150,6 +150,20 @@ class GuardFailed(SessionError):
 
 
 @attrs.frozen
+class OutputInvalid(SessionError):
+    """The model's final answer (``output_type``'s terminal tool) failed validation more times
+    than ``max_reprompts`` allows; ``detail`` is the last validation error it was sent."""
+
+    kind: ClassVar[str] = "output_invalid"
+    tool: str = ""
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        return f"the final answer ({self.tool}) never validated: {self.detail}"
+
+
+@attrs.frozen
 class UnresolvedRequiresAction(SessionError):
     """requires_action with no tool use to answer and nothing recoverable (X-11)."""
 

@@ -205,6 +205,10 @@ class SessionResult:
     transcript: tuple[JSON, ...] | None = None
     reason: str | None = None
     resumed: bool = False
+    output: Any = attrs.field(default=None, eq=False)
+    """The typed final answer when the run asked for one (``output_type=``), else None. Set by
+    the shell from the validated terminal-tool call; not part of the value (a replay, which
+    folds the log without the type, gives None)."""
 
 
 @attrs.frozen

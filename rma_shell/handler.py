@@ -135,6 +135,7 @@ class HandlerAdapter:
         telemetry: Telemetry,
         metadata: Mapping[str, JSON],
         declared_tools: Sequence[object] = (),
+        output: Any = None,
     ) -> None:
         shape = handler_shape(handler)
         if shape is None:
@@ -157,6 +158,7 @@ class HandlerAdapter:
         self._metadata = metadata
         # The model's arguments are checked against the declared schemas before a raw handler
         # sees them (a toolbox checks its own). Needs jsonschema (the ``tools`` extra).
+        self._output = output  # the typed answer's terminal tool, answered here (output_type=)
         self._validators = (
             {} if getattr(handler, "validates_arguments", False) else _argument_validators(declared_tools)
         )
@@ -219,6 +221,11 @@ class HandlerAdapter:
         return tuple(r for r in results if r is not None)
 
     async def run_one(self, use: ToolUse, info: SessionInfo) -> ToolResult:
+        if self._output is not None and use.name == self._output.name:
+            answer = self._output.validate(use.input)
+            if isinstance(answer, Success):
+                return ToolResult(use.id, ACCEPTED_ANSWER, False)
+            return ToolResult(use.id, answer.failure(), True)
         validator = self._validators.get(use.name) if self._validators else None
         if validator is not None:
             problem = validator.check(use.input)
@@ -313,6 +320,9 @@ class HandlerAdapter:
                 "handle_event raised; the session continues", extra=log_fields(session_id=info.session_id)
             )
 
+
+ACCEPTED_ANSWER = "Final answer received."
+"""What the model reads back after a final answer that validated (``output_type=``)."""
 
 _NO_JSONSCHEMA_LOGGED = False
 

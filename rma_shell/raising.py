@@ -69,6 +69,7 @@ async def run_or_raise(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     telemetry: Telemetry | None = None,
     record: Recordable = None,
+    output_type: Any = None,
     **provider_opts: Any,
 ) -> SessionResult:
     """Run a session like ``run``; return its ``SessionResult`` or raise its ``SessionError``.
@@ -96,6 +97,7 @@ async def run_or_raise(
         max_concurrency=max_concurrency,
         telemetry=telemetry,
         record=record,
+        output_type=output_type,
         **provider_opts,
     )
     if isinstance(outcome_, Failure):

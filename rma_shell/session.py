@@ -105,6 +105,8 @@ class _Options:
     telemetry: Telemetry
     record: Recordable
     open_request: OpenRequest
+    output: Any = None
+    """The ``OutputTool`` of ``output_type=``, or None."""
 
 
 class _Driver(Generic[C]):
@@ -119,6 +121,7 @@ class _Driver(Generic[C]):
             telemetry=self.telemetry,
             metadata=config.metadata,
             declared_tools=_declared_tools(provider, opts.open_request),
+            output=opts.output,
         )
         if not self.tools.observes_events:
             config = attrs.evolve(config, deliver_events=False)  # nothing would take them
@@ -282,6 +285,10 @@ class _Driver(Generic[C]):
             outcome = with_transcript(outcome, transcript)
         if self.recorder:
             self.recorder.result(outcome)
+        if self.opts.output is not None and isinstance(outcome, Success):
+            outcome = Success(
+                attrs.evolve(outcome.unwrap(), output=_typed_output(self.opts.output, outcome.unwrap()))
+            )
         if final:
             self.final = outcome
         self.results_send.send_nowait(outcome)
@@ -435,6 +442,41 @@ class _Driver(Generic[C]):
             self.telemetry.emit("rma.session.stop", {"duration": duration}, meta)
 
 
+def _typed_output(output: Any, result: SessionResult) -> Any:
+    """The last answer of this request that validated (the core ended it only after one did)."""
+    for use in reversed(result.custom_tool_uses):
+        if use.name == output.name:
+            value = output.validate(use.input)
+            if isinstance(value, Success):
+                return value.unwrap()
+    return None
+
+
+def _output_tool(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
+    """The terminal tool for ``output_type`` (None without one), or why it cannot be built."""
+    from rma.errors import InvalidOpts
+
+    if output_type is None:
+        return Success(None)
+    try:
+        from rma_shell.tools.output import OutputTool
+    except ImportError:
+        return Failure(
+            InvalidOpts("output_type", "typed output needs the tools extra: pip install 'rma-agents[tools]'")
+        )
+    if terminal_tool is not None:
+        return Failure(
+            InvalidOpts(
+                "terminal_tool",
+                "output_type brings its own terminal tool (final_result): give one or the other",
+            )
+        )
+    try:
+        return Success(OutputTool(output_type))
+    except TypeError as exc:
+        return Failure(InvalidOpts("output_type", str(exc)))
+
+
 def _declared_tools(provider: object, request: OpenRequest) -> Sequence[object]:
     declared = getattr(provider, "declared_tools", None)
     if declared is None:
@@ -469,6 +511,7 @@ def _prepare(
     telemetry: Telemetry | None,
     record: Recordable,
     provider_opts: Mapping[str, Any],
+    output_type: Any = None,
 ) -> Result[_Driver[Any], SessionError]:
     codec = getattr(provider, "codec", None)
     if codec is None:
@@ -480,6 +523,12 @@ def _prepare(
     names = check_run_options(provider, provider_opts, live=live, model_config=model_config)
     if isinstance(names, Failure):
         return Failure(names.failure())  # a misspelled or misplaced name: before anything else
+    output = _output_tool(output_type, terminal_tool)
+    if isinstance(output, Failure):
+        return Failure(output.failure())
+    output_tool = output.unwrap()
+    if output_tool is not None:  # the session ends through the answer's tool (issue #14)
+        require_terminal_tool, terminal_tool = True, output_tool.name
     validated = validate(
         codec,
         handler=handler,
@@ -504,6 +553,9 @@ def _prepare(
     extra = lift_handles(provider_opts)
     if model_config is not None:
         extra["model_config"] = model_config
+    if output_tool is not None:
+        config = attrs.evolve(config, output_tool=True)
+        extra["output_tool"] = output_tool.spec  # declared beside the provider's tools
     request = OpenRequest(
         prompt=prompt,
         session_id=session_id,
@@ -521,6 +573,7 @@ def _prepare(
         telemetry=telemetry or default_telemetry,
         record=record,
         open_request=request,
+        output=output_tool,
     )
     driver = _Driver(provider, config, opts)
     if record is not None:
@@ -551,6 +604,7 @@ async def run(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     telemetry: Telemetry | None = None,
     record: Recordable = None,
+    output_type: Any = None,
     **provider_opts: Any,
 ) -> Result[SessionResult, SessionError]:
     """Run a session to its terminal and return its one result (S-1, S-65).
@@ -595,6 +649,7 @@ async def run(
         telemetry=telemetry,
         record=record,
         provider_opts=provider_opts,
+        output_type=output_type,
     )
     if isinstance(prepared, Failure):
         return Failure(prepared.failure())
@@ -697,6 +752,7 @@ async def open_session(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     telemetry: Telemetry | None = None,
     record: Recordable = None,
+    output_type: Any = None,
     **provider_opts: Any,
 ) -> AsyncIterator[LiveSession]:
     """Open a live session (S-2): it stays up after each result, reconnects after drops.
@@ -728,6 +784,7 @@ async def open_session(
         telemetry=telemetry,
         record=record,
         provider_opts=provider_opts,
+        output_type=output_type,
     )
     if isinstance(prepared, Failure):
         raise prepared.failure().with_traceback(None)

@@ -43,6 +43,7 @@ from rma.errors import (
     Halted,
     MalformedResponse,
     MaxTurnsExceeded,
+    OutputInvalid,
     SessionError,
     StreamDropped,
     Timeout,
@@ -229,6 +230,8 @@ class State:
     acc: Accumulated = attrs.field(factory=Accumulated)
     turns: int = 0
     reprompts_left: int = 0
+    terminal_answered: bool = False
+    """This request's output tool has been called with an answer that validated."""
     reconnect_attempts: int = 0
     losses_in_a_row: int = 0
     """Stream losses (and failed reconnects) since the request last made progress (R-14 Better)."""
@@ -591,6 +594,7 @@ def _deliver_message(s: State, text: str) -> Step:
         acc=Accumulated(),
         turns=0,
         reprompts_left=s.config.max_reprompts,
+        terminal_answered=False,
         request_open=True,
         pending_message=None,
     )
@@ -804,11 +808,16 @@ def _continue_turn(s: State, tr: TurnResult) -> Step:
             s = _evolve(s, reprompts_left=s.reprompts_left - 1)
             text = REPROMPT_TEMPLATE.format(tool=cfg.terminal_tool)
             return _drive(s, cfg.codec.user_input(text), "reprompt", {"input": text})
+        if cfg.output_tool:  # a typed answer was asked for: ending without one is a failure
+            detail = f"the model ended without a valid {cfg.terminal_tool} call"
+            return _fail(s, OutputInvalid(tool=cfg.terminal_tool, detail=detail))
         return _finish(s, tr, stop_reason=NO_TERMINAL_TOOL, reason=NO_TERMINAL_TOOL)  # S-45
     return _finish(s, tr)
 
 
 def _called(s: State, tool: str) -> bool:
+    if s.config.output_tool:  # a typed answer: only one that validated counts
+        return s.terminal_answered
     # A call whose input was rejected did not call the tool: it never ran.
     return any(u.name == tool and u.input_error is None for u in s.acc.custom_tool_uses)
 
@@ -878,9 +887,35 @@ def _answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[To
     """Resume with the batch's results, the rejected inputs' answers in their place."""
     uses, confirms = s.pending_uses, s.pending_confirmations
     results = _with_rejections(uses, results)
+    if s.config.output_tool and s.config.terminal_tool is not None:
+        checked = _check_output_answers(s, uses, results)
+        if isinstance(checked, tuple):
+            return checked
+        s = checked
     answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
     content = {"tool_results": _results_content(results)}
     return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+
+
+def _check_output_answers(s: State, uses: Sequence[ToolUse], results: Sequence[ToolResult]) -> State | Step:
+    """Typed output (``output_type``): an answer that validated satisfies the terminal tool; one
+    that did not goes back to the model as its error result and uses a re-prompt — past
+    ``max_reprompts`` the request fails with ``OutputInvalid`` (its partial result kept)."""
+    tool = s.config.terminal_tool
+    by_id = {r.tool_use_id: r for r in results}
+    for use in uses:
+        if use.name != tool:
+            continue
+        result = by_id.get(use.id)
+        if result is None:
+            continue
+        if not result.is_error:
+            s = _evolve(s, terminal_answered=True)
+        elif not s.terminal_answered:
+            if s.reprompts_left <= 0:
+                return _fail(s, OutputInvalid(tool=str(tool), detail=result.text[:4000]))
+            s = _evolve(s, reprompts_left=s.reprompts_left - 1)
+    return s
 
 
 def _with_rejections(uses: Sequence[ToolUse], results: Sequence[ToolResult]) -> Sequence[ToolResult]:

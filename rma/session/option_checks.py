@@ -41,6 +41,7 @@ RUN_OPTIONS = frozenset(
         "max_concurrency",
         "telemetry",
         "record",
+        "output_type",
     }
 )
 """The options ``run()`` itself takes (its keyword parameters); a provider adds its own."""

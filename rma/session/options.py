@@ -56,6 +56,11 @@ class SessionConfig:
     streamed event those were most of its work, for nobody."""
     seen_window: int = DEFAULT_SEEN_WINDOW
     provider_name: str = ""
+    output_tool: bool = False
+    """The terminal tool carries a typed final answer (``output_type=``): only a call of it
+    whose result is not an error satisfies it; each error result (the answer failed
+    validation) uses one re-prompt, and past ``max_reprompts`` the request fails with
+    ``OutputInvalid``."""
 
 
 CONTINUE = "continue"

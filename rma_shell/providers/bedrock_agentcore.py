@@ -388,6 +388,8 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         user_id = opts.get("user_id")
         if user_id is not None and (not isinstance(user_id, str) or not user_id):
             return Failure(InvalidOpts(option="user_id", detail="must be a non-empty string"))
+        if request.extra.get("output_tool") is not None:  # output_type='s terminal tool
+            opts["tools"] = [*(opts.get("tools") or ()), request.extra["output_tool"]]
         if opts.get("tools") is not None:
             tools = tool_declarations(list(opts["tools"]))
             if isinstance(tools, Failure):

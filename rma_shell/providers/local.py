@@ -301,6 +301,8 @@ class Local(Provider[LocalConn]):
                 and not (isinstance(run_config, Mapping) and run_config.get("model"))
             ):
                 model_config["model"] = spec_model  # as written: "qwen3:8b" is an Ollama id
+        if request.extra.get("output_tool") is not None:  # output_type='s terminal tool
+            tools = (*tools, request.extra["output_tool"])
         history = request.extra.get("history")
         if request.session_id is not None and not history:
             return Failure(

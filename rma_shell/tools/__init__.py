@@ -8,6 +8,7 @@ MCP servers are ``rma_shell.tools.mcp.MCPServer`` sources (the ``mcp`` extra).
 """
 
 from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
+from rma_shell.tools.output import OutputTool, output_tool
 from rma_shell.tools.schema_validation import InvalidSchema, SchemaValidator
 from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
 from rma_shell.tools.toolbox import DEFAULT_MAX_RESULT_CHARS, Toolbox, ToolboxError, truncate
@@ -16,6 +17,7 @@ __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "FunctionTool",
     "InvalidSchema",
+    "OutputTool",
     "SchemaValidator",
     "ToolCall",
     "ToolOutput",
@@ -23,6 +25,7 @@ __all__ = [
     "ToolSpec",
     "Toolbox",
     "ToolboxError",
+    "output_tool",
     "serialise",
     "strict_schema",
     "tool",

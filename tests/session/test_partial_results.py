@@ -17,7 +17,7 @@ import pytest
 from returns.result import Failure
 
 from rma.codec_json import dumps
-from rma.errors import HttpError, MaxTurnsExceeded, SessionError, StreamDropped, TransportError
+from rma.errors import HttpError, MaxTurnsExceeded, ProviderError, SessionError, StreamDropped, TransportError
 from rma.provider import codec_for
 from rma.replay import replay_lines
 from rma.vocabulary import SessionResult, Terminal
@@ -29,8 +29,8 @@ from rma_shell.testing import (
     OpenAIEmulator,
     Turn,
     delay,
+    error_frame,
     status,
-    terminal_while_disconnected,
     text_turn,
     tool_turn,
 )
@@ -166,19 +166,20 @@ async def test_Local_a_recorded_failure_replays_to_the_identical_failure_transcr
 # ── the managed hosts ─────────────────────────────────────────────────────────────────
 
 
-async def test_CMA_a_stream_drop_after_a_turn_keeps_its_usage_and_events() -> None:
+async def test_CMA_a_stream_error_after_a_turn_keeps_its_usage_and_events() -> None:
     script = [
         tool_turn(("lookup", {"id": "c9"}), usage={"input_tokens": 30, "output_tokens": 4}),
         text_turn("x"),
     ]
-    # The second turn's end is emitted while no stream is connected: a sync run never reconnects.
-    with CMAEmulator(script, api_key=CMA_KEY, faults=[terminal_while_disconnected()]) as emu:
+    # An `event: error` frame in the second turn: a definite answer, so even a run that
+    # reconnects after drops (R-14 Better) ends with it — and keeps the first turn.
+    with CMAEmulator(script, api_key=CMA_KEY, faults=[error_frame(after=6)]) as emu:
         provider = cma_setup(emu)
         try:
             outcome = await run(provider, handler=CMATools(), prompt="go", timeout=30)
         finally:
             await provider.close()
-    result = partial_of(outcome, StreamDropped)
+    result = partial_of(outcome, ProviderError)
     assert result.turns == 1 and result.session_id is not None
     assert (result.usage.input_tokens, result.usage.output_tokens) == (30, 4)
     assert [u.name for u in result.custom_tool_uses] == ["lookup"]
