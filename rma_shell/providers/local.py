@@ -56,9 +56,14 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
-from rma_shell.http import async_client
 from rma_shell.logging import log_fields
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
+from rma_shell.providers.local_pool import (
+    DEFAULT_MAX_CONNECTIONS,
+    LocalPool,
+    SlotTimeout,
+    check_max_connections,
+)
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -128,7 +133,9 @@ class Local(Provider[LocalConn]):
     ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
     ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
-    shared by its sessions, closed by ``close()``), ``rand``/``sleep``/``clock`` (injectable for tests)
+    shared by its sessions, closed by ``close()``), ``max_connections`` (that own client's
+    pool: requests in flight at once, the rest queue fairly; default 100),
+    ``rand``/``sleep``/``clock`` (injectable for tests)
     and ``session_id_factory``. ``gen_ai_provider_name`` names who serves the model in
     OpenTelemetry's ``gen_ai.provider.name`` vocabulary (default ``"openai"``: the wire is
     OpenAI's; say ``"ollama"``, ``"vllm"``, ``"deepseek"`` … when you know better).
@@ -155,6 +162,7 @@ class Local(Provider[LocalConn]):
         timeout_s: float = 120.0,
         chat: ChatFn | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         rand: Callable[[], float] = random.random,
         sleep: Sleep = anyio.sleep,
         clock: Callable[[], float] = time.time,
@@ -189,6 +197,8 @@ class Local(Provider[LocalConn]):
         self._chat = chat
         self._http_client = http_client
         self._own_client: httpx.AsyncClient | None = None
+        self.max_connections = max_connections
+        self._pool: LocalPool | None = None
         self._rand = rand
         self._sleep = sleep
         self._clock = clock
@@ -212,6 +222,11 @@ class Local(Provider[LocalConn]):
     async def open(self, request: OpenRequest) -> Result[LocalConn, SessionError]:
         if not isinstance(self.max_retries, int) or self.max_retries < 0:
             return Failure(InvalidOpts(option="max_retries", detail="must be an integer >= 0"))
+        pool_size = check_max_connections(
+            self.max_connections, http_client=self._http_client, chat=self._chat
+        )
+        if isinstance(pool_size, Failure):
+            return Failure(pool_size.failure())
         run_config = request.extra.get("model_config")
         model_config = dict(self._model_config)
         base_url, api_key = self.base_url, self._api_key
@@ -283,7 +298,8 @@ class Local(Provider[LocalConn]):
         session then reuses a pooled connection instead of opening one (the CMA and AgentCore
         providers do the same). ``close()`` closes it; a closed one is rebuilt."""
         if self._own_client is None or self._own_client.is_closed:
-            self._own_client = async_client(timeout=httpx.Timeout(self.timeout_s))
+            self._pool = LocalPool.build(self.max_connections or DEFAULT_MAX_CONNECTIONS, self.timeout_s)
+            self._own_client = self._pool.client
         return self._own_client
 
     async def aclose(self, conn: LocalConn) -> None:
@@ -291,7 +307,7 @@ class Local(Provider[LocalConn]):
 
     async def close(self) -> None:
         """Close the HTTP client this provider built (providers are reusable across runs)."""
-        client, self._own_client = self._own_client, None
+        client, self._own_client, self._pool = self._own_client, None, None
         if client is not None:
             try:
                 await client.aclose()
@@ -444,6 +460,18 @@ class Local(Provider[LocalConn]):
             return Failure(
                 TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
             ), None
+        pool = self._pool if self._pool is not None and client is self._pool.client else None
+        if pool is not None:  # the provider's own client: queue fairly for one of its connections
+            try:
+                async with pool.slot(self.timeout_s):
+                    return await self._send(conn, client, body, stream=stream)
+            except SlotTimeout as exc:
+                return Failure(TransportError(detail=str(exc), error_type="timeout")), None
+        return await self._send(conn, client, body, stream=stream)
+
+    async def _send(
+        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes, *, stream: bool
+    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         try:
             if stream:
                 return await self._post_stream(conn, client, body)
