@@ -39,6 +39,7 @@ from rma.retry import next_delay_s
 from rma.vocabulary import JSON
 from rma_shell.http import async_client
 from rma_shell.logging import log_fields
+from rma_shell.providers.token_file import TokenFileError, read_token_file, read_token_file_async
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -54,11 +55,6 @@ or the server said ``x-should-retry: true``), ``if_idempotent`` (a transient fai
 idempotent call) or ``never`` (``x-should-retry: false``, 401, a non-transient failure)."""
 # Transport failures raised before the request left: the request cannot have been processed.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-
-
-def _read_file(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
 
 
 class CMAClient:
@@ -79,7 +75,7 @@ class CMAClient:
         sleep: Sleep = anyio.sleep,
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.time,
-        read_file: Callable[[str], str] = _read_file,
+        read_file: Callable[[str], str] = read_token_file,
         telemetry: Telemetry | None = None,
     ) -> None:
         if api_key_header not in ("authorization", "x-api-key"):
@@ -118,7 +114,7 @@ class CMAClient:
 
     # ── auth and headers ──
 
-    def _auth_headers(self) -> Result[dict[str, str], SessionError]:
+    async def _auth_headers(self) -> Result[dict[str, str], SessionError]:
         auth = self.settings.auth
         if isinstance(auth, ApiKeyAuth):
             key = auth.api_key.reveal()
@@ -126,8 +122,10 @@ class CMAClient:
                 return Success({"x-api-key": key})
             return Success({"authorization": f"Bearer {key}"})
         assert isinstance(auth, BearerFileAuth)
-        try:
-            text = self._read_file(auth.path.reveal())
+        try:  # off the event loop, abandoned when the run's deadline cancels it
+            text = await read_token_file_async(auth.path.reveal(), self._read_file)
+        except TokenFileError as exc:  # a FIFO, a device, a directory, too large
+            return Failure(AuthenticationError(detail=f"bearer token file {exc.reason}"))
         except (OSError, ValueError) as exc:  # ValueError: UnicodeDecodeError on a binary file
             return Failure(AuthenticationError(detail=f"bearer token file unreadable: {type(exc).__name__}"))
         token = parse_bearer_file(text, self._clock())
@@ -136,10 +134,10 @@ class CMAClient:
         self._last_token = token.unwrap().reveal()
         return Success({"authorization": f"Bearer {self._last_token}"})
 
-    def _headers(
+    async def _headers(
         self, *, beta: str | None, accept: str = "application/json"
     ) -> Result[dict[str, str], SessionError]:
-        auth = self._auth_headers()
+        auth = await self._auth_headers()
         if isinstance(auth, Failure):
             return auth
         headers = {"anthropic-version": self.settings.anthropic_version, "accept": accept, **auth.unwrap()}
@@ -188,7 +186,7 @@ class CMAClient:
         beta_value = self.settings.beta if beta == "" else beta
         attempt = 0
         while True:
-            headers = self._headers(
+            headers = await self._headers(
                 beta=beta_value, accept="application/binary" if raw else "application/json"
             )
             if isinstance(headers, Failure):
@@ -409,7 +407,7 @@ class CMAClient:
     async def stream_events(self, session_id: str) -> AsyncIterator[Result[httpx.Response, SessionError]]:
         """Open ``GET …/events/stream``; yields the streaming response (not retried: the caller
         reconnects and consolidates)."""
-        headers = self._headers(beta=self.settings.beta, accept="text/event-stream")
+        headers = await self._headers(beta=self.settings.beta, accept="text/event-stream")
         if isinstance(headers, Failure):
             yield Failure(headers.failure())
             return
