@@ -472,8 +472,14 @@ class CMAClient:
         return ",".join(b for b in (files_beta, self.settings.beta) if b)
 
     async def upload_file(
-        self, filename: str, content: bytes, mime_type: str = "application/octet-stream"
+        self, filename: str, content: bytes, mime_type: str | None = None
     ) -> Result[JSON, SessionError]:
+        """``POST /v1/files``; without ``mime_type`` the part's type is inferred from the name
+        (``ClaudeFiles.put`` checks an explicit one first)."""
+        if mime_type is None:
+            from rma_shell.artifacts.claude_files import OCTET_STREAM, content_type
+
+            mime_type = content_type(filename).value_or(OCTET_STREAM)
         files = {"file": (filename, content, mime_type)}
         return await self.request("POST", "/v1/files", files=files, beta=self._files_beta())
 
