@@ -307,10 +307,10 @@ class Local(Provider[LocalConn]):
 
     async def close(self) -> None:
         """Close the HTTP client this provider built (providers are reusable across runs)."""
-        client, self._own_client, self._pool = self._own_client, None, None
-        if client is not None:
+        pool, self._own_client, self._pool = self._pool, None, None
+        if pool is not None:
             try:
-                await client.aclose()
+                await pool.aclose()
             except (httpx.HTTPError, OSError) as exc:
                 logger.debug(
                     "closing the Local HTTP client failed: %s",
@@ -463,8 +463,8 @@ class Local(Provider[LocalConn]):
         pool = self._pool if self._pool is not None and client is self._pool.client else None
         if pool is not None:  # the provider's own client: queue fairly for one of its connections
             try:
-                async with pool.slot(self.timeout_s):
-                    return await self._send(conn, client, body, stream=stream)
+                async with pool.lane(self.timeout_s) as lane:
+                    return await self._send(conn, lane, body, stream=stream)
             except SlotTimeout as exc:
                 return Failure(TransportError(detail=str(exc), error_type="timeout")), None
         return await self._send(conn, client, body, stream=stream)

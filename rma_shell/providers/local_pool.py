@@ -1,18 +1,20 @@
-"""The Local provider's own connection pool: one httpx client plus a fair queue in front of it.
+"""The Local provider's own connections: single-connection lanes handed out by a fair queue.
 
-``Local`` builds one ``httpx.AsyncClient`` per provider, shared by its sessions. httpcore's
-pool keeps every waiting request in one list and, whenever a connection frees up, walks the
-waiting requests against the connections — work that grows with queued requests ×
-connections, so with 700–1,000 concurrent sessions on one provider the event loop spent its
-time in that bookkeeping and no session finished within 40 s. ``LocalPool`` puts a FIFO
-``anyio.CapacityLimiter`` sized to the pool's ``max_connections`` in front of the client: at
-most that many requests ever reach httpcore (each finds a connection at once), the rest wait
-their turn in arrival order, and a wait is bounded by the request timeout exactly as httpx's
-pool timeout bounds it. Idle connections kept alive = ``max_connections``, so a burst does not
-close and reopen most of its connections.
+``Local`` shares one pool per provider between its sessions. httpcore's pool keeps its waiting
+requests and its connections in lists and, whenever a request starts or ends, re-scans them —
+the waiting requests against the connections, and every idle connection against all the
+others — so its cost per request grows with queued requests × connections: with 700–1,000
+concurrent sessions on one provider and a server slower than the client, the event loop spent
+its time in that bookkeeping and no session finished within 40 s. ``LocalPool`` keeps httpcore
+out of the queueing: up to ``max_connections`` httpx clients of **one** keep-alive connection
+each ("lanes", opened as needed), handed out by a FIFO ``anyio.CapacityLimiter`` with that
+many tokens. A request holds its lane for its whole life (a streamed body included), so each
+httpcore pool sees one request at a time and its bookkeeping is O(1); the rest wait in arrival
+order, a wait bounded by the request timeout exactly as httpx's pool timeout bounds it. The
+most recently used lane is handed out first (its connection is the warmest).
 
 What it is not: it does not wrap a caller's ``http_client`` (that client's limits are the
-caller's), and it makes no retry decision — a request that found no free slot in time is a
+caller's), and it makes no retry decision — a request that found no free lane in time is a
 ``TransportError`` of kind ``timeout``, which the provider's retry policy treats like httpx's
 ``PoolTimeout``.
 """
@@ -61,22 +63,29 @@ def check_max_connections(value: object, *, http_client: object, chat: object) -
 
 @attrs.define
 class LocalPool:
-    """One provider's client and the fair queue in front of it (built inside an event loop)."""
+    """One provider's connections as single-connection lanes behind a fair queue (built
+    inside an event loop). ``client`` is the first lane: what the provider's conns carry."""
 
     client: httpx.AsyncClient
     limiter: anyio.CapacityLimiter
     max_connections: int
+    timeout_s: float
+    lanes: list[httpx.AsyncClient] = attrs.Factory(list)
+    free: list[httpx.AsyncClient] = attrs.Factory(list)
+    """Idle lanes, the most recently used last (its connection is the warmest)."""
 
     @classmethod
     def build(cls, max_connections: int, timeout_s: float) -> LocalPool:
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        client = async_client(timeout=httpx.Timeout(timeout_s), limits=limits)
-        return cls(client, anyio.CapacityLimiter(max_connections), max_connections)
+        first = _lane(timeout_s)
+        return cls(
+            first, anyio.CapacityLimiter(max_connections), max_connections, timeout_s, [first], [first]
+        )
 
     @asynccontextmanager
-    async def slot(self, timeout_s: float) -> AsyncIterator[None]:
-        """Hold one of the pool's slots for a whole request (its body read or streamed)
-        included; raises ``SlotTimeout`` when none frees up within ``timeout_s``."""
+    async def lane(self, timeout_s: float) -> AsyncIterator[httpx.AsyncClient]:
+        """A lane to itself for a whole request (its body read or streamed included): at
+        most ``max_connections`` at once, handed out in arrival order; raises
+        ``SlotTimeout`` when none frees up within ``timeout_s``."""
         borrower = object()  # one token per request, whichever task sends it
         acquired = False
         with anyio.move_on_after(timeout_s):
@@ -87,6 +96,25 @@ class LocalPool:
                 f"no free connection within {timeout_s:g} s (max_connections={self.max_connections})"
             )
         try:
-            yield
+            if self.free:
+                client = self.free.pop()
+            else:  # fewer lanes than tokens: the limiter caps them at max_connections
+                client = _lane(self.timeout_s)
+                self.lanes.append(client)
+            try:
+                yield client
+            finally:
+                self.free.append(client)
         finally:
             self.limiter.release_on_behalf_of(borrower)
+
+    async def aclose(self) -> None:
+        lanes, self.lanes, self.free = self.lanes, [], []
+        for client in lanes:
+            await client.aclose()
+
+
+def _lane(timeout_s: float) -> httpx.AsyncClient:
+    """One keep-alive connection: httpcore's pool bookkeeping is then O(1) per request."""
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    return async_client(timeout=httpx.Timeout(timeout_s), limits=limits)

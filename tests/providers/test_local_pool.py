@@ -1,8 +1,8 @@
 """Local's own connection pool: many sessions on one provider queue fairly for its connections.
 
-The 1,000-session figure lives in ``bench/scale.py --local`` (and its ``--quick``); these
-tests pin the behaviour that makes it hold: no more requests reach the server at once than the
-pool has connections, every session still finishes, and the option is checked.
+The figures live in ``bench/scale.py --local`` (its ``--quick`` runs the 1,000-session case);
+these tests pin the behaviour: no more requests reach the server at once than the pool has
+connections, 1,000 concurrent sessions on one provider all finish, and the option is checked.
 """
 
 from __future__ import annotations
@@ -74,6 +74,29 @@ async def test_max_connections_bounds_the_requests_in_flight_and_every_session_f
     assert [r.unwrap().turns for r in results] == [2] * sessions
     assert overlap.peak == size  # the queue fills every connection and never more
     assert len(emu.requests) == 2 * sessions  # nothing was retried
+
+
+def two_turns(body: dict[str, Any]) -> dict[str, Any]:
+    if any(m.get("role") == "tool" for m in body["messages"]):
+        return {"content": "done"}
+    return {"tool_calls": [{"name": "step", "arguments": {}}]}
+
+
+@pytest.mark.trio_only  # ~7 s on the reference backend; the bench measures both
+async def test_1000_concurrent_two_turn_sessions_on_one_default_provider_all_finish() -> None:
+    # Before the lanes, not one of them finished within 40 s (httpcore's pool bookkeeping).
+    sessions = 1_000
+    with OpenAIEmulator([two_turns] * (2 * sessions)) as emu:
+        provider = Local(base_url=emu.base_url, model="m", tools=[STEP])
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(50):
+                results = await _run_many(provider, sessions)
+        finally:
+            await provider.close()
+        elapsed = time.monotonic() - started
+    assert len(results) == sessions and all(r.unwrap().turns == 2 for r in results), elapsed
+    assert len(emu.requests) == 2 * sessions
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
