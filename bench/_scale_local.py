@@ -1,7 +1,8 @@
 """Many concurrent sessions on one ``Local`` provider: the ``--local`` case of ``bench/scale.py``.
 
-One loopback OpenAI-compatible server process (``bench/_chat_server.py``) answers one tool call
-and then a final text, so every session is a **two-turn** conversation (two chat-completions
+One loopback OpenAI-compatible server process (``bench/_chat_server.py --latency-ms 500``,
+one thread per connection) answers each request after 0.5 s — one tool call, then a final
+text — so every session is a **two-turn** conversation (two chat-completions
 requests). For each size K a fresh worker process builds **one** ``Local`` provider — its own
 HTTP client, built on first use and shared by every session, exactly as documented — and
 starts K ``rma_shell.run`` calls at once under trio. It reports the wall time until the last
@@ -10,7 +11,7 @@ session's own duration, the worker's CPU time, and the server's request and conn
 (checked: exactly 2 K requests).
 
     python bench/scale.py --local                    # 100, 400, 700 and 1,000 sessions
-    python bench/scale.py --local --quick            # 1,000 sessions only (the pinned case)
+    python bench/scale.py --quick                    # also runs the 1,000-session case
     python bench/scale.py --local --sizes 1000,2000  # other sizes
 """
 

@@ -51,7 +51,9 @@ SSE decoding, the core, telemetry, the HTTP posts — per event.
 
 **Many sessions on one Local provider** (``--local``, ``bench/_scale_local.py``): K concurrent
 two-turn ``run`` calls share one ``Local`` provider (its own pooled HTTP client) against the
-loopback ``bench/_chat_server.py``; the wall time until all K finish, per-session p50/p99, CPU.
+loopback ``bench/_chat_server.py`` answering each request after 0.5 s, as a model would (the
+server is slower than the client, so requests queue in the client); the wall time until all
+K finish (the floor is 2 K × 0.5 s / 100 connections), per-session p50/p99, CPU.
 ``--quick`` runs its 1,000-session case after the 100 CMA sessions and fails when any of the
 1,000 does not finish within ``--local-deadline`` (60 s).
 

@@ -109,9 +109,16 @@ class LocalPool:
             self.limiter.release_on_behalf_of(borrower)
 
     async def aclose(self) -> None:
+        """Close every lane, even when one fails to close (the first failure is raised)."""
         lanes, self.lanes, self.free = self.lanes, [], []
+        failed: BaseException | None = None
         for client in lanes:
-            await client.aclose()
+            try:
+                await client.aclose()
+            except (httpx.HTTPError, OSError) as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
 def _lane(timeout_s: float) -> httpx.AsyncClient:
