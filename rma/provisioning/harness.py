@@ -171,6 +171,7 @@ class WaitContext:
     endpoint_name: str | None = None
     last_status: str | None = None
     elapsed_s: float = 0.0
+    """Seconds since the wait this context describes began (not since the provision began)."""
     polls: int | None = 0
 
 
