@@ -16,6 +16,7 @@ server's cost stays small and the same for every client. The response is written
 which the benchmark uses to check that every client made exactly the expected requests.
 
     python bench/_chat_server.py [--port 0]    # prints "PORT <n>" once listening
+    python bench/_chat_server.py --latency-ms 50   # each answer waits 50 ms, like a model
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _MODEL = re.compile(rb'"model"\s*:\s*"step-(\d+)"')
@@ -33,6 +35,7 @@ _TOOL_RESULT = re.compile(rb'"role"\s*:\s*"tool"')
 
 _lock = threading.Lock()
 _stats = {"requests": 0, "connections": 0}
+_latency_s = [0.0]
 
 
 def reply_body(model: str, n_steps: int, tool_results: int) -> bytes:
@@ -112,13 +115,15 @@ class Handler(BaseHTTPRequestHandler):
         with _lock:
             _stats["requests"] += 1
         n_steps = int(match.group(1))
+        if _latency_s[0]:
+            time.sleep(_latency_s[0])  # the model "thinks" (one thread per connection)
         self._send(200, reply_body(f"step-{n_steps}", n_steps, len(_TOOL_RESULT.findall(body))))
 
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 128
+    request_queue_size = 1024  # many clients connecting at once: no SYN dropped
 
 
 def main() -> int:
@@ -126,7 +131,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="wait before each answer")
     args = parser.parse_args()
+    _latency_s[0] = args.latency_ms / 1000
     server = Server(("127.0.0.1", args.port), Handler)
     print(f"PORT {server.server_address[1]}", flush=True)
     try:

@@ -48,6 +48,16 @@ SSE decoding, the core, telemetry, the HTTP posts — per event.
     python bench/scale.py                # full: 100, 1,000 and 10,000 sessions (~15 min)
     python bench/scale.py --quick        # CI smoke: 100 sessions, short phases, no claims
     python bench/scale.py --sizes 1000 --profile /tmp/scale.prof   # cProfile the steady phase
+
+**Many sessions on one Local provider** (``--local``, ``bench/_scale_local.py``): K concurrent
+two-turn ``run`` calls share one ``Local`` provider (its own pooled HTTP client) against the
+loopback ``bench/_chat_server.py`` answering each request after 0.5 s, as a model would (the
+server is slower than the client, so requests queue in the client); the wall time until all
+K finish (the floor is 2 K × 0.5 s / 100 connections), per-session p50/p99, CPU.
+``--quick`` runs its 1,000-session case after the 100 CMA sessions and fails when any of the
+1,000 does not finish within ``--local-deadline`` (60 s).
+
+    python bench/scale.py --local        # Local only: 100, 400, 700 and 1,000 sessions
 """
 
 from __future__ import annotations
@@ -607,6 +617,8 @@ def main() -> int:
         "--backends", default="trio,asyncio", help="anyio backends to run, in order (default trio,asyncio)"
     )
     parser.add_argument("--backend", default="trio", help=argparse.SUPPRESS)
+    parser.add_argument("--local", action="store_true", help="only the many-sessions-on-one-Local case")
+    parser.add_argument("--local-deadline", type=float, default=60.0, help="seconds for the Local case")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--agent", help=argparse.SUPPRESS)
@@ -625,6 +637,19 @@ def main() -> int:
         print(json.dumps(anyio.run(worker, args, backend=args.backend)))
         sys.stdout.flush()
         os._exit(0)  # tearing down thousands of sessions measures nothing; the emulator copes
+
+    if args.local or args.quick:
+        from _scale_local import main_local
+
+        print("one Local provider, K concurrent two-turn sessions:")
+        chosen = tuple(int(s) for s in args.sizes.split(",")) if args.sizes and args.local else None
+        local_rows = main_local(chosen, args.quick, args.local_deadline)
+        local_bad = [r for r in local_rows if "error" in r or r["completed"] != r["sessions"]]
+        if args.local:
+            return 1 if local_bad else 0
+        if local_bad:
+            print("the Local case FAILED: not every session finished")
+            return 1
 
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))

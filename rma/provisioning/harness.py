@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Final
 
 import attrs
@@ -32,6 +32,27 @@ TARGET_POLLS: Final = 12
 MIN_DERIVED_POLL_S: Final = 0.05
 ROLLBACK_BUDGET_S: Final = 30.0
 DEFAULT_ENDPOINT: Final = "DEFAULT"
+MIN_ATTEMPT_S: Final = 0.05
+"""The shortest receive timeout worth an attempt: below it, fewer attempts share the budget."""
+
+
+def backoff_steps(retries: int, base_s: float, cap_s: float) -> tuple[float, ...]:
+    """The longest each of a client's ``retries`` backoff sleeps can be: the step
+    ``min(cap_s, base_s * 2**i)`` (``rma.retry.backoff_delay_s`` sleeps at most that)."""
+    return tuple(min(cap_s, base_s * 2.0 ** min(i, 64)) for i in range(max(0, retries)))
+
+
+def attempt_share(remaining: float, configured: float, steps: Sequence[float]) -> float:
+    """The receive timeout for each of the ``len(steps) + 1`` attempts a client makes so that
+    all of them and the backoff sleeps between them fit in ``remaining`` seconds.
+
+    When the sleeps leave less than ``MIN_ATTEMPT_S`` per attempt, the budget is planned for
+    fewer attempts (the last ones are then cut by the caller's deadline, never the first)."""
+    for attempts in range(len(steps) + 1, 0, -1):
+        share = (remaining - sum(steps[: attempts - 1])) / attempts
+        if share >= MIN_ATTEMPT_S or attempts == 1:
+            return max(0.001, min(configured, share))
+    raise AssertionError("unreachable: one attempt always has a share")
 
 
 def _nonneg(option: str, value: object) -> Result[float | None, InvalidOpts]:
@@ -103,8 +124,14 @@ class WaitBudget:
             return self
         return attrs.evolve(self, polls_left=max(0, self.polls_left - 1))
 
-    def attempt_timeout(self, configured: float, attempts: int, now: float) -> float:
-        """B-63, B-71: the receive timeout one HTTP attempt may use."""
+    def attempt_timeout(
+        self, configured: float, attempts: int, now: float, *, backoff: Sequence[float] | None = None
+    ) -> float:
+        """B-63, B-71: the receive timeout one HTTP attempt may use. With ``backoff`` (the
+        longest sleep before each retry, ``backoff_steps``), the attempts are the ones the
+        client really makes — ``len(backoff) + 1`` — and their sleeps are budgeted too."""
+        if backoff is not None:
+            return attempt_share(self.remaining(now), configured, backoff)
         return max(0.001, min(configured, self.remaining(now)) / max(1, attempts))
 
 
@@ -144,6 +171,7 @@ class WaitContext:
     endpoint_name: str | None = None
     last_status: str | None = None
     elapsed_s: float = 0.0
+    """Seconds since the wait this context describes began (not since the provision began)."""
     polls: int | None = 0
 
 

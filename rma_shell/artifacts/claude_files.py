@@ -9,7 +9,10 @@ The two directions are different things on this provider (wire §13):
 - ``put`` is an **input**: it uploads the bytes (``POST /v1/files``, multipart ``file``) and
   attaches the upload to the session as a file resource (``POST /v1/sessions/{id}/resources``)
   at ``<mount_dir>/<name>`` — ``/mnt/session/uploads/<name>`` by default, always sent
-  explicitly (wire §15 row 25). An upload is not a session output: it does not appear in
+  explicitly (wire §15 row 25). The upload's part carries the content type the standard
+  library's ``mimetypes`` infers from the name (``prices.csv`` → ``text/csv``; a compressed
+  ``data.csv.gz`` → ``application/gzip``; unknown → ``application/octet-stream``); an
+  explicit ``mime_type=`` wins. An upload is not a session output: it does not appear in
   ``list`` and the API refuses to download it (400 ``file_not_downloadable``).
 
 Names are checked before any request exactly as on AgentCore (``[A-Za-z0-9._-]+``, not ``.``
@@ -25,6 +28,8 @@ your own uploads back.
 from __future__ import annotations
 
 import logging
+import mimetypes
+import re
 from collections.abc import Mapping
 from typing import Final, Protocol
 
@@ -61,6 +66,32 @@ class FilesClient(Protocol):
     async def add_session_resource(
         self, session_id: str, body: Mapping[str, JSON]
     ) -> Result[JSON, SessionError]: ...
+
+
+_ENCODED: Final = {
+    "gzip": "application/gzip",
+    "bzip2": "application/x-bzip2",
+    "xz": "application/x-xz",
+    "compress": "application/x-compress",
+    "br": "application/x-brotli",
+}
+"""The bytes of ``x.csv.gz`` are gzip, not CSV: a compressed name gets its compression's type."""
+_MIME = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(;[ \t]*[\x20-\x7e]*)?")
+OCTET_STREAM: Final = "application/octet-stream"
+
+
+def content_type(name: str, explicit: object = None) -> Result[str, InvalidOpts]:
+    """The upload part's content type: ``explicit`` when given (``type/subtype`` with optional
+    parameters, no control characters), else inferred from ``name`` by ``mimetypes``."""
+    if explicit is not None:
+        if not isinstance(explicit, str) or not _MIME.fullmatch(explicit):
+            detail = f"a media type such as 'text/csv', got {explicit!r}"
+            return Failure(InvalidOpts(option="mime_type", detail=detail))
+        return Success(explicit)
+    guessed, encoding = mimetypes.guess_type(name, strict=False)
+    if encoding is not None:
+        return Success(_ENCODED.get(encoding, OCTET_STREAM))
+    return Success(guessed or OCTET_STREAM)
 
 
 def check_mount_dir(path: object) -> Result[str, InvalidOpts]:
@@ -166,10 +197,12 @@ class ClaudeFiles:
         data: bytes,
         *,
         mount_path: str | None = None,
-        mime_type: str = "application/octet-stream",
+        mime_type: str | None = None,
     ) -> Result[Artifact, SessionError]:
         """Upload ``data`` as ``name`` and mount it in the session (A-6).
 
+        The upload's content type is ``mime_type`` when given, else what ``mimetypes``
+        infers from ``name`` (``application/octet-stream`` when it knows nothing).
         ``mount_path`` defaults to ``mount_path(name)``; one given must be absolute with no
         ``.``/``..`` segments. The artifact returned has ``ref`` = the file id and ``raw`` =
         ``{"file": <upload metadata>, "resource": <the session resource>}``. If the attach
@@ -179,6 +212,9 @@ class ClaudeFiles:
             return Failure(checked.failure())
         if not isinstance(data, bytes | bytearray | memoryview):
             return Failure(InvalidOpts(option="data", detail=f"bytes expected, got {type(data).__name__}"))
+        part_type = content_type(name, mime_type)
+        if isinstance(part_type, Failure):
+            return Failure(part_type.failure())
         target = self.mount_path(name)
         if mount_path is not None:
             valid = check_mount_dir(mount_path)
@@ -186,7 +222,7 @@ class ClaudeFiles:
                 detail = f"an absolute file path without '.' or '..' segments: {mount_path!r}"
                 return Failure(InvalidOpts(option="mount_path", detail=detail))
             target = valid.unwrap()
-        uploaded = await self.client.upload_file(name, bytes(data), mime_type)
+        uploaded = await self.client.upload_file(name, bytes(data), part_type.unwrap())
         if isinstance(uploaded, Failure):
             return Failure(uploaded.failure())
         meta = uploaded.unwrap()
@@ -221,4 +257,12 @@ class ClaudeFiles:
             )
 
 
-__all__ = ["DEFAULT_MOUNT_DIR", "ClaudeFiles", "FilesClient", "check_mount_dir", "file_artifact"]
+__all__ = [
+    "DEFAULT_MOUNT_DIR",
+    "OCTET_STREAM",
+    "ClaudeFiles",
+    "FilesClient",
+    "check_mount_dir",
+    "content_type",
+    "file_artifact",
+]

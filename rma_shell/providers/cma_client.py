@@ -40,6 +40,7 @@ from rma.retry import next_delay_s
 from rma.vocabulary import JSON
 from rma_shell.http import async_client, host_of
 from rma_shell.logging import log_fields
+from rma_shell.providers.token_file import TokenFileError, read_token_file, read_token_file_async
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -92,11 +93,6 @@ class _WireTrace:
         return self.reused and not self.answered
 
 
-def _read_file(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
 class CMAClient:
     """One client per set of credentials; safe to share between sessions.
 
@@ -115,7 +111,7 @@ class CMAClient:
         sleep: Sleep = anyio.sleep,
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.time,
-        read_file: Callable[[str], str] = _read_file,
+        read_file: Callable[[str], str] = read_token_file,
         telemetry: Telemetry | None = None,
     ) -> None:
         if api_key_header not in ("authorization", "x-api-key"):
@@ -154,7 +150,7 @@ class CMAClient:
 
     # ── auth and headers ──
 
-    def _auth_headers(self) -> Result[dict[str, str], SessionError]:
+    async def _auth_headers(self) -> Result[dict[str, str], SessionError]:
         auth = self.settings.auth
         if isinstance(auth, ApiKeyAuth):
             key = auth.api_key.reveal()
@@ -162,8 +158,10 @@ class CMAClient:
                 return Success({"x-api-key": key})
             return Success({"authorization": f"Bearer {key}"})
         assert isinstance(auth, BearerFileAuth)
-        try:
-            text = self._read_file(auth.path.reveal())
+        try:  # off the event loop, abandoned when the run's deadline cancels it
+            text = await read_token_file_async(auth.path.reveal(), self._read_file)
+        except TokenFileError as exc:  # a FIFO, a device, a directory, too large
+            return Failure(AuthenticationError(detail=f"bearer token file {exc.reason}"))
         except (OSError, ValueError) as exc:  # ValueError: UnicodeDecodeError on a binary file
             return Failure(AuthenticationError(detail=f"bearer token file unreadable: {type(exc).__name__}"))
         token = parse_bearer_file(text, self._clock())
@@ -172,10 +170,10 @@ class CMAClient:
         self._last_token = token.unwrap().reveal()
         return Success({"authorization": f"Bearer {self._last_token}"})
 
-    def _headers(
+    async def _headers(
         self, *, beta: str | None, accept: str = "application/json"
     ) -> Result[dict[str, str], SessionError]:
-        auth = self._auth_headers()
+        auth = await self._auth_headers()
         if isinstance(auth, Failure):
             return auth
         headers = {"anthropic-version": self.settings.anthropic_version, "accept": accept, **auth.unwrap()}
@@ -236,7 +234,7 @@ class CMAClient:
         beta_value = self.settings.beta if beta == "" else beta
         attempt = 0
         while True:
-            headers = self._headers(
+            headers = await self._headers(
                 beta=beta_value, accept="application/binary" if raw else "application/json"
             )
             if isinstance(headers, Failure):
@@ -508,7 +506,7 @@ class CMAClient:
     ) -> tuple[Result[httpx.Response, SessionError], Mapping[str, str] | None, bool]:
         """One attempt at opening the stream: the outcome, the headers a retry honours, and
         whether a retry may help. A failed attempt's response is closed with ``stack``."""
-        headers = self._headers(beta=self.settings.beta, accept="text/event-stream")
+        headers = await self._headers(beta=self.settings.beta, accept="text/event-stream")
         if isinstance(headers, Failure):
             return Failure(headers.failure()), None, False  # K-17: before dispatch, every attempt
         # Only the opening is guarded: an error the caller's body raises while reading must
@@ -574,8 +572,14 @@ class CMAClient:
         return ",".join(b for b in (files_beta, self.settings.beta) if b)
 
     async def upload_file(
-        self, filename: str, content: bytes, mime_type: str = "application/octet-stream"
+        self, filename: str, content: bytes, mime_type: str | None = None
     ) -> Result[JSON, SessionError]:
+        """``POST /v1/files``; without ``mime_type`` the part's type is inferred from the name
+        (``ClaudeFiles.put`` checks an explicit one first)."""
+        if mime_type is None:
+            from rma_shell.artifacts.claude_files import OCTET_STREAM, content_type
+
+            mime_type = content_type(filename).value_or(OCTET_STREAM)
         files = {"file": (filename, content, mime_type)}
         return await self.request("POST", "/v1/files", files=files, beta=self._files_beta())
 

@@ -60,10 +60,16 @@ from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
-from rma_shell.http import async_client, host_of, same_origin
+from rma_shell.http import host_of, same_origin
 from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
+from rma_shell.providers.local_pool import (
+    DEFAULT_MAX_CONNECTIONS,
+    LocalPool,
+    SlotTimeout,
+    check_max_connections,
+)
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -135,7 +141,9 @@ class Local(Provider[LocalConn]):
     ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
     ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
-    shared by its sessions, closed by ``close()``), ``rand``/``sleep``/``clock`` (injectable for tests)
+    shared by its sessions, closed by ``close()``), ``max_connections`` (that own client's
+    pool: requests in flight at once, the rest queue fairly; default 100),
+    ``rand``/``sleep``/``clock`` (injectable for tests)
     and ``session_id_factory``. ``gen_ai_provider_name`` names who serves the model in
     OpenTelemetry's ``gen_ai.provider.name`` vocabulary (default ``"openai"``: the wire is
     OpenAI's; say ``"ollama"``, ``"vllm"``, ``"deepseek"`` … when you know better).
@@ -173,6 +181,7 @@ class Local(Provider[LocalConn]):
         timeout_s: float = 120.0,
         chat: ChatFn | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
         rand: Callable[[], float] = random.random,
         sleep: Sleep = anyio.sleep,
         clock: Callable[[], float] = time.time,
@@ -206,6 +215,8 @@ class Local(Provider[LocalConn]):
         self._chat = chat
         self._http_client = http_client
         self._own_client: httpx.AsyncClient | None = None
+        self.max_connections = max_connections
+        self._pool: LocalPool | None = None
         self._rand = rand
         self._sleep = sleep
         self._clock = clock
@@ -248,6 +259,11 @@ class Local(Provider[LocalConn]):
         settings = self._check_settings()
         if isinstance(settings, Failure):
             return Failure(settings.failure())
+        pool_size = check_max_connections(
+            self.max_connections, http_client=self._http_client, chat=self._chat
+        )
+        if isinstance(pool_size, Failure):
+            return Failure(pool_size.failure())
         run_config = request.extra.get("model_config")
         model_config = dict(self._model_config)
         base_url, api_key = self.base_url, self._api_key
@@ -367,7 +383,8 @@ class Local(Provider[LocalConn]):
         session then reuses a pooled connection instead of opening one (the CMA and AgentCore
         providers do the same). ``close()`` closes it; a closed one is rebuilt."""
         if self._own_client is None or self._own_client.is_closed:
-            self._own_client = async_client(timeout=httpx.Timeout(self.timeout_s))
+            self._pool = LocalPool.build(self.max_connections or DEFAULT_MAX_CONNECTIONS, self.timeout_s)
+            self._own_client = self._pool.client
         return self._own_client
 
     async def aclose(self, conn: LocalConn) -> None:
@@ -375,10 +392,10 @@ class Local(Provider[LocalConn]):
 
     async def close(self) -> None:
         """Close the HTTP client this provider built (providers are reusable across runs)."""
-        client, self._own_client = self._own_client, None
-        if client is not None:
+        pool, self._own_client, self._pool = self._pool, None, None
+        if pool is not None:
             try:
-                await client.aclose()
+                await pool.aclose()
             except (httpx.HTTPError, OSError) as exc:
                 logger.debug(
                     "closing the Local HTTP client failed: %s",
@@ -543,6 +560,18 @@ class Local(Provider[LocalConn]):
             return Failure(
                 TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
             ), None
+        pool = self._pool if self._pool is not None and client is self._pool.client else None
+        if pool is not None:  # the provider's own client: queue fairly for one of its connections
+            try:
+                async with pool.lane(self.timeout_s) as lane:
+                    return await self._send(conn, lane, body, stream=stream)
+            except SlotTimeout as exc:
+                return Failure(TransportError(detail=str(exc), error_type="timeout")), None
+        return await self._send(conn, client, body, stream=stream)
+
+    async def _send(
+        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes, *, stream: bool
+    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         try:
             if stream:
                 return await self._post_stream(conn, client, body)

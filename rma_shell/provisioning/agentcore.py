@@ -4,10 +4,14 @@
 deadline (``timeout``, default 365 s) shared by the wait for a same-name harness to finish
 deleting, the wait for ``READY`` and the wait for the endpoint (``DEFAULT`` or
 ``endpoint_name``). The poll cadence derives from the budget; every request's receive timeout
-is bounded by what is left (B-71). Each failure is a ``HarnessError`` whose ``tag`` names it and
-whose ``WaitContext`` says where the wait was. A harness this call created and could not bring
-to READY (with its endpoint) is deleted again on any failure — also on cancellation and on an
-exception — with its own small budget, shielded from the caller's cancellation (B-72…B-74).
+is bounded by what is left (B-71), split over the attempts the client really makes (its
+``max_retries`` + 1) and the backoff sleeps between them, and every call is also cut at the
+deadline itself (a ``Retry-After`` may ask for more than the plan), so a provision returns its
+named error inside its budget even when every call hangs. Each failure is a ``HarnessError``
+whose ``tag`` names it and whose ``WaitContext`` says where the wait was (``elapsed_s``: since
+that wait began). A harness this call created and could not bring to READY (with its
+endpoint) is deleted again on any failure — also on cancellation and on an exception — with
+its own small budget, shielded from the caller's cancellation (B-72…B-74).
 Every poll emits ``rma.agent_core.provision.poll`` and logs a line, every wait a ``.stop`` (or
 ``.exception``) — diagnosable without any handler (B-75…B-77, M-3, M-9).
 
@@ -26,13 +30,13 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import HttpError, SessionError
+from rma.errors import HttpError, SessionError, TransportError
 from rma.providers.bedrock_agentcore import check_endpoint_name, quote_value
 from rma.provisioning.harness import (
     DEFAULT_ENDPOINT,
@@ -43,6 +47,8 @@ from rma.provisioning.harness import (
     StatusClass,
     WaitBudget,
     WaitContext,
+    attempt_share,
+    backoff_steps,
     classify,
     create_body,
     tag_for,
@@ -67,13 +73,25 @@ logger = logging.getLogger("rma.provisioning.agentcore")
 
 CLIENT_RECEIVE_TIMEOUT_S = 600.0
 """The control-plane client's default receive timeout; one attempt never waits longer."""
-GET_ATTEMPTS = 3
-POST_ATTEMPTS = 1
 ADOPTABLE = frozenset({"READY", "CREATING", "UPDATING"})
 
 
 def _client_token() -> str:
     return f"rma-{uuid.uuid4()}"
+
+
+T = TypeVar("T")
+
+
+def _client_backoff(client: AgentCoreClient) -> tuple[float, ...]:
+    """The longest sleep before each retry the client makes of an idempotent call (every
+    provisioning call is one: GETs, DELETEs and creates carrying a ``clientToken``)."""
+    retries = getattr(client, "max_retries", 0)
+    base = getattr(client, "backoff_base_s", 0.0)
+    cap = getattr(client, "backoff_cap_s", 0.0)
+    if isinstance(retries, bool) or not isinstance(retries, int):
+        return ()
+    return backoff_steps(retries, float(base), float(cap))
 
 
 @attrs.define
@@ -86,9 +104,23 @@ class _Run:
     clock: Callable[[], float]
     sleep: Callable[[float], Awaitable[None]]
     receive_timeout_s: float
+    backoff: tuple[float, ...] = ()
 
-    def timeout_for(self, attempts: int) -> float:
-        return self.budget.attempt_timeout(self.receive_timeout_s, attempts, self.clock())
+    def timeout_for(self) -> float:
+        """One attempt's receive timeout: what is left, shared by the attempts the client
+        really makes and the backoff sleeps between them (B-71)."""
+        return self.budget.attempt_timeout(self.receive_timeout_s, 0, self.clock(), backoff=self.backoff)
+
+    async def bounded(
+        self, operation: str, call: Callable[[], Awaitable[Result[T, SessionError]]]
+    ) -> Result[T, SessionError]:
+        """``call()`` cut at the provision's deadline: a retry the plan could not foresee (a
+        long ``Retry-After``) never carries a call past it."""
+        with anyio.move_on_after(max(0.0, self.budget.remaining(self.clock()))):
+            return await call()
+        budget = self.budget.deadline_at - self.budget.started_at
+        detail = f"{operation} did not answer within the provision's {budget:g} s budget"
+        return Failure(TransportError(detail=detail, error_type="timeout"))
 
 
 async def provision_harness(
@@ -132,7 +164,15 @@ async def provision_harness(
     budget = WaitBudget.start(clock(), timeout=timeout, poll_interval=poll_interval, max_polls=max_polls)
     if isinstance(budget, Failure):
         return Failure(budget.failure())
-    run = _Run(client, budget.unwrap(), telemetry or default_telemetry, clock, sleep, receive_timeout_s)
+    run = _Run(
+        client,
+        budget.unwrap(),
+        telemetry or default_telemetry,
+        clock,
+        sleep,
+        receive_timeout_s,
+        _client_backoff(client),
+    )
     wanted_endpoint = endpoint.unwrap() or DEFAULT_ENDPOINT
     created = await _create(run, body.unwrap())
     if isinstance(created, Success):
@@ -218,13 +258,16 @@ def _conflict(error: SessionError) -> bool:
 
 async def _create(run: _Run, body: Mapping[str, JSON]) -> Result[HarnessHandle, SessionError]:
     """B-51: a 2xx must carry ``harness.arn`` and ``harness.harnessId`` (strings)."""
-    got = await run.client.request_json(
-        "POST",
-        "/harnesses",
-        body=dict(body),
-        operation="CreateHarness",
-        idempotent=True,  # the clientToken makes a re-sent create the same create
-        receive_timeout_s=run.timeout_for(POST_ATTEMPTS),
+    got = await run.bounded(
+        "CreateHarness",
+        lambda: run.client.request_json(
+            "POST",
+            "/harnesses",
+            body=dict(body),
+            operation="CreateHarness",
+            idempotent=True,  # the clientToken makes a re-sent create the same create
+            receive_timeout_s=run.timeout_for(),
+        ),
     )
     if isinstance(got, Failure):
         return Failure(got.failure())
@@ -246,7 +289,9 @@ async def _recover(
     client_token: Callable[[], str],
 ) -> Result[HarnessHandle, SessionError]:
     """B-52…B-56: a same-name harness exists — adopt it, wait out its deletion, or refuse."""
-    listed = await list_harnesses(run.client, receive_timeout_s=run.timeout_for(GET_ATTEMPTS))
+    listed = await run.bounded(
+        "ListHarnesses", lambda: list_harnesses(run.client, receive_timeout_s=run.timeout_for())
+    )
     if isinstance(listed, Failure):
         return Failure(listed.failure())
     same = [h for h in listed.unwrap() if isinstance(h, Mapping) and h.get("harnessName") == name]
@@ -260,11 +305,12 @@ async def _recover(
         adopted = HarnessHandle(arn, harness_id, name, digest, created=False)
         return await _wait(run, adopted, endpoint)  # never rolled back: someone else owns it
     if any(h.get("status") == "DELETING" for h in same):
+        wait_began = run.clock()
         deleted = await _wait_deleted(run, name)
         if isinstance(deleted, Failure):
             return deleted
         if not run.budget.may_poll(run.clock()):
-            context = WaitContext(name, Phase.DELETED, None, None, run.budget.elapsed(run.clock()), None)
+            context = WaitContext(name, Phase.DELETED, None, None, run.clock() - wait_began, None)
             return Failure(HarnessError(tag="harness_ready_timeout", context=context))
         again = await _create(run, {**body, "clientToken": client_token()})
         if isinstance(again, Failure):
@@ -283,20 +329,25 @@ async def _wait_with_rollback(
     try:
         waited = await _wait(run, handle, endpoint)
     except BaseException:
-        await _rollback(run.client, handle.harness_id, run.receive_timeout_s)
+        await _rollback(run.client, handle.harness_id, run.receive_timeout_s, run.backoff)
         raise
     if isinstance(waited, Failure):
-        await _rollback(run.client, handle.harness_id, run.receive_timeout_s)
+        await _rollback(run.client, handle.harness_id, run.receive_timeout_s, run.backoff)
     return waited
 
 
-async def _rollback(client: AgentCoreClient, harness_id: str, receive_timeout_s: float) -> None:
+async def _rollback(
+    client: AgentCoreClient, harness_id: str, receive_timeout_s: float, backoff: tuple[float, ...]
+) -> None:
     """B-73, B-74: best effort on its own 30 s budget, shielded from the caller's cancellation;
-    its outcome is logged and never replaces the original error."""
+    its outcome is logged and never replaces the original error. The budget is split over the
+    attempts the client makes, as the provision's is."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(ROLLBACK_BUDGET_S) as scope:
         try:
             got = await teardown_harness(
-                client, harness_id, receive_timeout_s=min(receive_timeout_s, ROLLBACK_BUDGET_S / GET_ATTEMPTS)
+                client,
+                harness_id,
+                receive_timeout_s=attempt_share(ROLLBACK_BUDGET_S, receive_timeout_s, backoff),
             )
         except Exception as exc:
             logger.error(
@@ -346,12 +397,15 @@ async def _fetch_status(
             "GetHarnessEndpoint",
             "endpoint",
         )
-    got = await run.client.request_json(
-        "GET",
-        path,
-        operation=operation,
-        path_template=template,
-        receive_timeout_s=run.timeout_for(GET_ATTEMPTS),
+    got = await run.bounded(
+        operation,
+        lambda: run.client.request_json(
+            "GET",
+            path,
+            operation=operation,
+            path_template=template,
+            receive_timeout_s=run.timeout_for(),
+        ),
     )
     if isinstance(got, Failure):
         error = got.failure()
@@ -378,8 +432,8 @@ async def _status_loop(
     last: str | None = None
     meta = {"harness_id": harness_id, "phase": str(phase), **({"endpoint": endpoint} if endpoint else {})}
 
-    def context() -> WaitContext:
-        return WaitContext(harness_id, phase, endpoint, last, run.budget.elapsed(run.clock()), polls)
+    def context() -> WaitContext:  # elapsed: this wait's own time, not the whole provision's
+        return WaitContext(harness_id, phase, endpoint, last, run.clock() - started, polls)
 
     def stop(result: str) -> None:
         duration = run.clock() - started
@@ -477,8 +531,11 @@ async def _wait_deleted(run: _Run, name: str) -> Result[None, SessionError]:
     """B-68, B-69: poll the full listing until the name is gone; a listing failure proceeds
     unconfirmed (the next create arbitrates)."""
     polls = 0
+    started = run.clock()
     while True:
-        listed = await list_harnesses(run.client, receive_timeout_s=run.timeout_for(GET_ATTEMPTS))
+        listed = await run.bounded(
+            "ListHarnesses", lambda: list_harnesses(run.client, receive_timeout_s=run.timeout_for())
+        )
         if isinstance(listed, Failure):
             logger.warning(
                 "could not list harnesses while waiting for %s to be deleted; proceeding unconfirmed: %s",
@@ -502,7 +559,7 @@ async def _wait_deleted(run: _Run, name: str) -> Result[None, SessionError]:
                 Phase.DELETED,
                 None,
                 status if isinstance(status, str) else None,
-                run.budget.elapsed(run.clock()),
+                run.clock() - started,
                 polls,
             )
             return Failure(HarnessError(tag="harness_still_deleting", context=context))

@@ -7,6 +7,15 @@ file in the same directory, ``fsync``, ``os.replace`` over the path, ``fsync`` o
 directory (V-44 Better: no torn or lost writes, and several processes on one host may write
 at once). The parent directory is created on the first write.
 
+A writer killed between creating its temporary file and the rename leaves the file behind
+(``.<name>.XXXXXXXX.tmp``, or ``.<name>.corrupt.XXXXXXXX.tmp`` for the backup). Writers create
+and finish those files only while they hold the exclusive lock, so whoever holds the lock —
+shared or exclusive — knows that no live writer owns one: the store removes them under the
+lock on an instance's first operation and on every write, and logs how many on ``rma.stores``
+(info). Only names of exactly that shape, regular files, are touched. On Windows, where the
+lock does not reach other processes, only temporary files older than ``ORPHAN_GRACE_S`` (an
+hour) are removed.
+
 A file that is not a store document (bad UTF-8 or JSON, the wrong shape, malformed
 entries) is *corrupt*: logged at warning level on ``rma.stores`` ("corrupt"), reported on
 ``store.corruption`` as a ``StoreCorrupt``, read as empty (or without the malformed entries),
@@ -26,12 +35,14 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Final
 
 from rma_shell.stores.base import StoreCorrupt, StoreError
 from rma_shell.stores.memory import DocumentStore, State
@@ -48,6 +59,11 @@ else:
 
     def _flock(fd: int, exclusive: bool) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+
+ORPHAN_GRACE_S: Final = 3600.0
+"""Without a cross-process lock (Windows) a temporary file this old is taken for an orphan."""
+_CROSS_PROCESS_LOCK: Final = sys.platform != "win32"
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -90,6 +106,9 @@ class JsonFileStore(DocumentStore):
         self.corruption: StoreCorrupt | None = None
         """The last corruption found (None until one is)."""
         self._lock = threading.Lock()
+        self._swept = False
+        self._orphan = re.compile(rf"\.{re.escape(self.path.name)}\.(?:corrupt\.)?[a-z0-9_]{{8}}\.tmp")
+        """``tempfile.mkstemp``'s names for this store's temporary files (8 random characters)."""
 
     @property
     def lock_path(self) -> Path:
@@ -112,6 +131,38 @@ class JsonFileStore(DocumentStore):
             yield
         finally:
             os.close(fd)  # closing the descriptor drops the lock
+
+    def _sweep(self) -> None:
+        """Remove temporary files left by killed writers; call with the file lock held."""
+        self._swept = True
+        removed = 0
+        try:
+            entries = list(os.scandir(self.path.parent))
+        except OSError:
+            return
+        now = time.time()
+        for item in entries:
+            if not self._orphan.fullmatch(item.name):
+                continue
+            try:
+                if not item.is_file(follow_symlinks=False):
+                    continue
+                if (
+                    not _CROSS_PROCESS_LOCK
+                    and now - item.stat(follow_symlinks=False).st_mtime < ORPHAN_GRACE_S
+                ):
+                    continue  # pragma: no cover - Windows: it may belong to a live writer elsewhere
+                os.unlink(item.path)
+                removed += 1
+            except OSError:  # gone already (another sweeper), or not ours to remove
+                continue
+        if removed:
+            log.info(
+                "removed %d orphaned temporary file(s) of %s left by interrupted writers",
+                removed,
+                self.path,
+                extra={"path": str(self.path)},
+            )
 
     def _load(self) -> tuple[State, bytes | None, bytes]:
         """The state, the raw bytes when they were corrupt (to back up), and the raw bytes."""
@@ -159,6 +210,8 @@ class JsonFileStore(DocumentStore):
     def _open(self, write: bool) -> Iterator[State]:
         try:
             with self._lock, self._file_lock(exclusive=write):
+                if (write or not self._swept) and self.path.parent.is_dir():
+                    self._sweep()
                 state, corrupt, before = self._load()
                 yield state
                 if write:

@@ -140,6 +140,55 @@ async def test_A6_put_uploads_then_attaches_at_the_mount_path(env: Env) -> None:
     assert (resource["file_id"], resource["mount_path"]) == (got.ref, "/mnt/session/uploads/notes.md")
 
 
+def _part_type(upload: Any) -> str:
+    """The Content-Type header of the multipart ``file`` part, as sent."""
+    head = upload.raw.split(b'name="file"', 1)[1].split(b"\r\n\r\n", 1)[0]
+    [line] = [ln for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-type:")]
+    return line.split(b":", 1)[1].strip().decode()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("prices.csv", "text/csv"),
+        ("config.json", "application/json"),
+        ("chart.png", "image/png"),
+        ("report.pdf", "application/pdf"),
+        ("rows.csv.gz", "application/gzip"),  # the bytes are gzip, whatever they unpack to
+        ("bundle.tar.xz", "application/x-xz"),
+        ("no_extension", "application/octet-stream"),
+        ("data.unknownext", "application/octet-stream"),
+    ],
+)
+async def test_A6_the_upload_part_carries_the_type_inferred_from_the_name(
+    name: str, expected: str, env: Env
+) -> None:
+    got = (await env.store().put(name, b"bytes")).unwrap()
+    [upload] = env.requests("POST", "/v1/files")
+    assert _part_type(upload) == expected
+    assert isinstance(got.raw, dict) and got.raw["file"]["mime_type"] == expected  # as the API recorded it
+
+
+async def test_A6_an_explicit_mime_type_wins_over_the_name(env: Env) -> None:
+    await env.store().put("export.csv", b"{}", mime_type="application/json; charset=utf-8")
+    [upload] = env.requests("POST", "/v1/files")
+    assert _part_type(upload) == "application/json; charset=utf-8"
+
+
+@pytest.mark.parametrize("bad", ["", "csv", "text/csv\r\nX-Injected: 1", 7, "text/"])
+async def test_A6_a_malformed_mime_type_is_refused_before_any_request(bad: Any, env: Env) -> None:
+    got = await env.store().put("a.csv", b"x", mime_type=bad)
+    error = got.failure()
+    assert isinstance(error, InvalidOpts) and error.option == "mime_type"
+    assert env.requests("POST", "/v1/files") == []
+
+
+async def test_A6_the_client_upload_infers_the_type_too(env: Env) -> None:
+    await env.client.upload_file("notes.md", b"# hi")
+    [upload] = env.requests("POST", "/v1/files")
+    assert _part_type(upload) == "text/markdown"
+
+
 async def test_A6_mount_dir_and_an_explicit_mount_path(env: Env) -> None:
     store = env.store(mount_dir="/workspace/inputs/")
     assert store.mount_path("a.csv") == "/workspace/inputs/a.csv"

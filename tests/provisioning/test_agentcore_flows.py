@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -23,7 +24,9 @@ from rma.provisioning.harness import HarnessError, HarnessHandle, Phase
 from rma.provisioning.identity import harness_name
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.vocabulary import Terminal
+from rma.wire.sigv4 import Credentials
 from rma_shell import run
+from rma_shell.aws_credentials import StaticCredentialSource
 from rma_shell.providers.agentcore_client import AgentCoreClient
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.provisioning.agentcore import (
@@ -57,6 +60,8 @@ STORAGE = EnvironmentSpec.create(
     }
 ).unwrap()
 NAME = harness_name(AGENT, STORAGE)
+ROLLBACK_GRACE_S = 1.0
+"""A rollback answered at once costs no more than this on top of the budget (B-74)."""
 
 
 class World:
@@ -524,3 +529,115 @@ async def test_V30_a_harness_in_an_environment_with_runtimes_carries_the_bootstr
     for handle in (made.unwrap(), again.unwrap()):
         assert handle.bootstrap is not None and "mise use --global python@3.12.4" in handle.bootstrap.script
     assert "runtimes" not in json.dumps(world.emu.control.create_bodies[-1])  # runtimes never go on the wire
+
+
+# --- the one deadline holds when calls hang and the client retries them ---------------------
+
+
+class Control(httpx.AsyncBaseTransport):
+    """An in-memory control plane (so ``autojump_clock`` may jump while a call waits):
+    the operations in ``hang`` never answer within the attempt's read timeout, CreateHarness
+    otherwise answers a CREATING harness, GetHarness ``status``, DeleteHarness 202."""
+
+    def __init__(self, hang: set[str], status: str = "CREATING") -> None:
+        self.hang, self.status = hang, status
+        self.attempts: list[tuple[str, float, float]] = []  # (operation, start, read timeout)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        method, path = request.method, request.url.path
+        operation = {
+            ("POST", "/harnesses"): "CreateHarness",
+            ("GET", "/harnesses"): "ListHarnesses",
+        }.get((method, path)) or {"GET": "GetHarness", "DELETE": "DeleteHarness"}.get(method, method)
+        read = float(request.extensions["timeout"]["read"])
+        self.attempts.append((operation, anyio.current_time(), read))
+        if operation in self.hang:
+            await anyio.sleep(read)
+            raise httpx.ReadTimeout("no answer", request=request)
+        if operation == "CreateHarness":
+            harness = {"arn": "arn:aws:bedrock-agentcore:us-east-1:1:harness/h-1", "harnessId": "h-1"}
+            return httpx.Response(201, json={"harness": harness})
+        if operation == "GetHarness":
+            return httpx.Response(200, json={"harness": {"harnessId": "h-1", "status": self.status}})
+        return httpx.Response(202, json={})
+
+    def count(self, operation: str) -> int:
+        return sum(1 for op, _, _ in self.attempts if op == operation)
+
+
+def control_client(transport: Control) -> AgentCoreClient:
+    return AgentCoreClient(
+        region="us-east-1",
+        credentials=StaticCredentialSource(Credentials("AKIDEXAMPLE", "secret")),
+        data_url="http://agentcore.test",
+        control_url="http://agentcore.test",
+        http_client=httpx.AsyncClient(transport=transport),
+    )
+
+
+@pytest.mark.parametrize("budget", [1.0, 30.0])
+async def test_B71_a_hanging_create_returns_its_error_inside_the_budget_though_the_client_retries(
+    autojump_clock: trio.testing.MockClock, budget: float
+) -> None:
+    transport = Control(hang={"CreateHarness"})
+    client = control_client(transport)
+    started = anyio.current_time()
+    try:
+        got = await provision_harness(client, AGENT, STORAGE, execution_role_arn=ROLE, timeout=budget)
+    finally:
+        await client.aclose()
+    elapsed = anyio.current_time() - started
+    assert elapsed <= budget + 1e-6, elapsed  # was 3 attempts x the whole budget, plus backoff
+    assert isinstance(got, Failure) and got.failure().kind == "transport_error"
+    creates = [(t - started, read) for op, t, read in transport.attempts if op == "CreateHarness"]
+    assert len(creates) >= 2  # the client did retry, inside the budget
+    assert all(read < budget / 1.9 for _, read in creates)
+    assert transport.count("DeleteHarness") == 0  # nothing known to roll back
+
+
+async def test_B71_three_attempts_with_their_backoff_fill_a_roomy_budget(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    transport = Control(hang={"CreateHarness"})
+    client = control_client(transport)
+    started = anyio.current_time()
+    try:
+        await provision_harness(client, AGENT, STORAGE, execution_role_arn=ROLE, timeout=60)
+    finally:
+        await client.aclose()
+    creates = [read for op, _, read in transport.attempts if op == "CreateHarness"]
+    assert len(creates) == 3 and creates[0] == pytest.approx((60 - 1.5) / 3)  # 0.5 s + 1 s of backoff
+    assert anyio.current_time() - started <= 60
+
+
+async def test_B71_hanging_polls_end_in_the_named_timeout_inside_the_budget(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    transport = Control(hang={"GetHarness"})
+    client = control_client(transport)
+    started = anyio.current_time()
+    try:
+        got = await provision_harness(client, AGENT, STORAGE, execution_role_arn=ROLE, timeout=10)
+        waited = anyio.current_time() - started
+    finally:
+        await client.aclose()
+    error = error_of(got)
+    assert error.tag == "harness_ready_timeout" and error.context is not None
+    assert error.context.phase is Phase.READY and error.context.polls == 0
+    assert error.context.elapsed_s <= 10 and waited <= 10 + ROLLBACK_GRACE_S
+    assert transport.count("DeleteHarness") == 1  # the created harness was rolled back
+
+
+async def test_B65_a_waits_elapsed_counts_that_wait_not_the_whole_provision(
+    mock_clock: trio.testing.MockClock, world: World
+) -> None:
+    world.emu.control.script_harness(NAME, endpoint_appear_after_s=math.inf)  # READY after 10 s
+    started = anyio.current_time()
+    error = error_of(await world.provision(timeout=60))
+    total = anyio.current_time() - started
+    assert error.tag == "endpoint_ready_timeout" and error.context is not None
+    ready_phase = [m for n, m, md in world.events if n.endswith(".stop") and md["phase"] == "ready"]
+    assert len(ready_phase) == 1 and ready_phase[0]["duration"] >= 10
+    # The endpoint wait began after the READY wait: its elapsed leaves that part out.
+    assert error.context.elapsed_s == pytest.approx(total - ready_phase[0]["duration"], abs=1.0)
+    assert error.context.elapsed_s <= total - 10

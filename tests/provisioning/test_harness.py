@@ -14,6 +14,8 @@ from rma.provisioning.harness import (
     StatusClass,
     WaitBudget,
     WaitContext,
+    attempt_share,
+    backoff_steps,
     classify,
     create_body,
     tag_for,
@@ -65,6 +67,18 @@ class TestWaitBudget:
         assert 25 < budget.attempt_timeout(600, 1, 1.0) <= 30
         assert 5 < budget.attempt_timeout(600, 3, 1.0) <= 10
         assert budget.attempt_timeout(600, 3, 40.0) == 0.001
+
+    def test_B71_the_attempts_the_client_makes_and_their_backoff_share_the_budget(self) -> None:
+        steps = backoff_steps(2, 0.5, 20.0)  # AgentCoreClient's defaults: 3 attempts
+        assert steps == (0.5, 1.0)
+        budget = WaitBudget.start(0.0, timeout=30).unwrap()
+        share = budget.attempt_timeout(600, 0, 0.0, backoff=steps)
+        assert 3 * share + sum(steps) == pytest.approx(30)
+        # 1 s cannot hold three attempts and 1.5 s of sleeps: planned for two (0.25 + 0.5 + 0.25).
+        assert attempt_share(1.0, 600, steps) == pytest.approx(0.25)
+        assert attempt_share(0.3, 600, steps) == pytest.approx(0.3)  # one attempt, all of it
+        assert attempt_share(300, 10, steps) == 10  # the configured receive timeout still caps it
+        assert attempt_share(5, 600, ()) == 5  # a client that never retries
 
 
 def test_B67_classification_is_total() -> None:

@@ -168,3 +168,83 @@ def test_V44_better_concurrent_writers_through_separate_objects_lose_nothing(tmp
     store = JsonFileStore(path)
     assert sorted(store.digests(KEY)) == sorted(D[: 6 * per_writer])
     assert len(store.tags(KEY)) == 6 * per_writer
+
+
+# --- orphaned temporary files (issue #12 item 23) --------------------------------------------
+
+
+def _orphans(directory: Path) -> list[Path]:
+    made = [
+        directory / ".store.json.ab12cd34.tmp",  # a killed writer's new content
+        directory / ".store.json.corrupt.x_9y8z7w.tmp",  # a killed writer's backup
+    ]
+    for path in made:
+        path.write_text('{"half": ')
+    return made
+
+
+def _bystanders(directory: Path) -> list[Path]:
+    kept = [
+        directory / ".store.json.short.tmp",  # not mkstemp's 8 characters
+        directory / ".other.json.ab12cd34.tmp",  # another store's
+        directory / "store.json.ab12cd34.tmp",  # not hidden: not ours
+        directory / "notes.tmp",
+    ]
+    for path in kept:
+        path.write_text("keep me")
+    return kept
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the rule relies on the cross-process lock")
+def test_orphaned_temp_files_are_removed_on_the_first_operation_and_nothing_else_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    JsonFileStore(tmp_path / "store.json").put(KEY, D[0], entry(0))
+    orphans, kept = _orphans(tmp_path), _bystanders(tmp_path)
+    (tmp_path / ".store.json.dir12345.tmp").mkdir()  # the right shape but a directory
+    with caplog.at_level(logging.INFO, logger="rma.stores"):
+        store = JsonFileStore(tmp_path / "store.json")  # a new process opening the store
+        assert store.get(KEY, D[0]) is not None  # a read is enough
+    assert not any(p.exists() for p in orphans)
+    assert all(p.read_text() == "keep me" for p in kept)
+    assert (tmp_path / ".store.json.dir12345.tmp").is_dir()
+    assert any("removed 2 orphaned temporary file(s)" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the rule relies on the cross-process lock")
+def test_every_write_sweeps_orphans_left_meanwhile(tmp_path: Path) -> None:
+    store = JsonFileStore(tmp_path / "store.json")
+    store.put(KEY, D[0], entry(0))
+    orphans = _orphans(tmp_path)  # another process's writer was killed since
+    assert store.get(KEY, D[0]) is not None
+    assert all(p.exists() for p in orphans)  # later reads do not scan the directory
+    store.put(KEY, D[1], entry(1))
+    assert not any(p.exists() for p in orphans)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="flock")
+def test_a_live_writers_temp_file_is_never_removed(tmp_path: Path) -> None:
+    import fcntl
+
+    JsonFileStore(tmp_path / "store.json").put(KEY, D[0], entry(0))
+    live = tmp_path / ".store.json.liv3wr1t.tmp"
+    fd = os.open(tmp_path / "store.json.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a writer in the middle of its write
+    live.write_text("being written")
+    done = threading.Event()
+
+    def other_process() -> None:
+        JsonFileStore(tmp_path / "store.json").put(KEY, D[1], entry(1))
+        done.set()
+
+    worker = threading.Thread(target=other_process)
+    worker.start()
+    try:
+        assert not done.wait(0.3)  # it waits for the lock before looking
+        assert live.read_text() == "being written"
+    finally:
+        live.replace(tmp_path / "store.json.bak")  # the writer finishes (renames its file)…
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        worker.join(timeout=5)
+    assert done.is_set() and (tmp_path / "store.json.bak").read_text() == "being written"

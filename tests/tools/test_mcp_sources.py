@@ -128,9 +128,7 @@ async def test_invalid_arguments_are_refused_by_the_schema_before_reaching_the_s
     async with Toolbox(MCPServer.http(http_url, allowed_tools={"add", "calls"}, prefix="w_")) as box:
         before = await call(box, "w_calls")
         refused = await call(box, "w_add", a="2", b=3)
-        assert refused == Failure(
-            "invalid arguments for w_add:\n- a: '2' is not of type 'integer'"
-        )
+        assert refused == Failure("invalid arguments for w_add:\n- a: '2' is not of type 'integer'")
         missing = await call(box, "w_add", a=1)
         assert missing == Failure("invalid arguments for w_add:\n- (arguments): 'b' is a required property")
         assert await call(box, "w_calls") == before  # the server ran no add
