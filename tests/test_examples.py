@@ -24,6 +24,12 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
             "bedrock_agent_core.py --emulator",
             "end_turn after 2 turns: ada@example.com is on the Pro plan.",
         ),
+        (
+            "tools_everywhere.py",
+            "local: ada@example.com is on pro, invoiced 87\n"
+            "agentcore: ada@example.com is on pro, invoiced 87\n"
+            "claude: ada@example.com is on pro, invoiced 87",
+        ),
     ],
 )
 def test_example_runs(script: str, expected: str) -> None:
