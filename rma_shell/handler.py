@@ -136,6 +136,8 @@ class HandlerAdapter:
         metadata: Mapping[str, JSON],
         declared_tools: Sequence[object] = (),
         output: Any = None,
+        tool_timeout: float | None = None,
+        max_result_chars: int | None = None,
     ) -> None:
         shape = handler_shape(handler)
         if shape is None:
@@ -159,6 +161,8 @@ class HandlerAdapter:
         # The model's arguments are checked against the declared schemas before a raw handler
         # sees them (a toolbox checks its own). Needs jsonschema (the ``tools`` extra).
         self._output = output  # the typed answer's terminal tool, answered here (output_type=)
+        self._tool_timeout = tool_timeout
+        self._max_result_chars = max_result_chars
         self._validators = (
             {} if getattr(handler, "validates_arguments", False) else _argument_validators(declared_tools)
         )
@@ -255,16 +259,15 @@ class HandlerAdapter:
                 {"arguments": dict(use.input)} if content else None,
             )
         try:
-            if self._tool_async:
-                value = await self._tool_fn(*args)
+            if self._tool_timeout is None:
+                value = await self._call(args)
             else:
-                # abandon_on_cancel: a run's timeout returns even if a sync tool never does.
-                # Boxed: a thread function's awaitable return value must not be mistaken for a coroutine.
-                (value,) = await anyio.to_thread.run_sync(
-                    _boxed, self._tool_fn, args, abandon_on_cancel=True, limiter=self._threads
-                )
-                if inspect.isawaitable(value):  # a plain function wrapping an async one
-                    value = await value
+                with anyio.move_on_after(self._tool_timeout) as scope:
+                    value = await self._call(args)
+                if scope.cancelled_caught:  # past the run's tool_timeout: cancelled, the model told
+                    value = Failure(
+                        f"tool {use.name} timed out after {self._tool_timeout:g} s and was cancelled"
+                    )
         except Exception as exc:  # T-6: a raising tool is a result, not a crash
             log.warning(
                 "tool %s raised %r",
@@ -291,6 +294,11 @@ class HandlerAdapter:
                 )
             raise
         result = result_of(use.id, value)
+        limit = self._max_result_chars
+        if limit is not None and len(result.text) > limit:
+            size = len(result.text)
+            cut = f"{result.text[:limit]}\n[truncated: {size - limit} of {size} characters not shown]"
+            result = ToolResult(result.tool_use_id, cut, result.is_error)
         if telemetry.listening():
             telemetry.emit(
                 "rma.tool.stop",
@@ -299,6 +307,18 @@ class HandlerAdapter:
                 {"result": result.text} if content else None,
             )
         return result
+
+    async def _call(self, args: tuple[Any, ...]) -> Any:
+        if self._tool_async:
+            return await self._tool_fn(*args)
+        # abandon_on_cancel: a run's timeout returns even if a sync tool never does.
+        # Boxed: a thread function's awaitable return value must not be mistaken for a coroutine.
+        (value,) = await anyio.to_thread.run_sync(
+            _boxed, self._tool_fn, args, abandon_on_cancel=True, limiter=self._threads
+        )
+        if inspect.isawaitable(value):  # a plain function wrapping an async one
+            value = await value
+        return value
 
     def _tool_meta(self, use: ToolUse, info: SessionInfo) -> dict[str, Any]:
         return {**self._metadata, "tool": use.name, "tool_use_id": use.id, "session_id": info.session_id}

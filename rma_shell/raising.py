@@ -29,7 +29,7 @@ from rma.session.options import (
 from rma.vocabulary import JSON, Budget, SessionResult
 from rma_shell.providers.base import Provider
 from rma_shell.recording import Recordable
-from rma_shell.session import run
+from rma_shell.session import DEFAULT_MAX_TOOL_RESULT_CHARS, run
 from rma_shell.telemetry import Telemetry
 
 T = TypeVar("T")
@@ -70,6 +70,8 @@ async def run_or_raise(
     telemetry: Telemetry | None = None,
     record: Recordable = None,
     output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     **provider_opts: Any,
 ) -> SessionResult:
     """Run a session like ``run``; return its ``SessionResult`` or raise its ``SessionError``.
@@ -98,6 +100,8 @@ async def run_or_raise(
         telemetry=telemetry,
         record=record,
         output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
         **provider_opts,
     )
     if isinstance(outcome_, Failure):

@@ -107,6 +107,8 @@ class _Options:
     open_request: OpenRequest
     output: Any = None
     """The ``OutputTool`` of ``output_type=``, or None."""
+    tool_timeout: float | None = None
+    max_tool_result_chars: int | None = None
 
 
 class _Driver(Generic[C]):
@@ -122,6 +124,8 @@ class _Driver(Generic[C]):
             metadata=config.metadata,
             declared_tools=_declared_tools(provider, opts.open_request),
             output=opts.output,
+            tool_timeout=opts.tool_timeout,
+            max_result_chars=opts.max_tool_result_chars,
         )
         if not self.tools.observes_events:
             config = attrs.evolve(config, deliver_events=False)  # nothing would take them
@@ -452,6 +456,28 @@ def _typed_output(output: Any, result: SessionResult) -> Any:
     return None
 
 
+DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
+"""The default cap on one tool result a run sends back (characters, about 25k tokens)."""
+
+
+def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:
+    from rma.errors import InvalidOpts
+
+    if tool_timeout is not None:
+        checked = check_seconds(tool_timeout, "tool_timeout")
+        if isinstance(checked, Failure):
+            return Failure(checked.failure())
+        if tool_timeout == 0:
+            return Failure(InvalidOpts("tool_timeout", "must be a positive number of seconds or None"))
+    if max_chars is not None and (
+        not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1
+    ):
+        return Failure(
+            InvalidOpts("max_tool_result_chars", f"must be a positive int or None, got {max_chars!r}")
+        )
+    return Success(None)
+
+
 def _output_tool(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
     """The terminal tool for ``output_type`` (None without one), or why it cannot be built."""
     from rma.errors import InvalidOpts
@@ -512,6 +538,8 @@ def _prepare(
     record: Recordable,
     provider_opts: Mapping[str, Any],
     output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = None,
 ) -> Result[_Driver[Any], SessionError]:
     codec = getattr(provider, "codec", None)
     if codec is None:
@@ -523,6 +551,9 @@ def _prepare(
     names = check_run_options(provider, provider_opts, live=live, model_config=model_config)
     if isinstance(names, Failure):
         return Failure(names.failure())  # a misspelled or misplaced name: before anything else
+    limits = _tool_limits(tool_timeout, max_tool_result_chars)
+    if isinstance(limits, Failure):
+        return Failure(limits.failure())
     output = _output_tool(output_type, terminal_tool)
     if isinstance(output, Failure):
         return Failure(output.failure())
@@ -574,6 +605,8 @@ def _prepare(
         record=record,
         open_request=request,
         output=output_tool,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
     )
     driver = _Driver(provider, config, opts)
     if record is not None:
@@ -605,6 +638,8 @@ async def run(
     telemetry: Telemetry | None = None,
     record: Recordable = None,
     output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     **provider_opts: Any,
 ) -> Result[SessionResult, SessionError]:
     """Run a session to its terminal and return its one result (S-1, S-65).
@@ -650,6 +685,8 @@ async def run(
         record=record,
         provider_opts=provider_opts,
         output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
     )
     if isinstance(prepared, Failure):
         return Failure(prepared.failure())
@@ -753,6 +790,8 @@ async def open_session(
     telemetry: Telemetry | None = None,
     record: Recordable = None,
     output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     **provider_opts: Any,
 ) -> AsyncIterator[LiveSession]:
     """Open a live session (S-2): it stays up after each result, reconnects after drops.
@@ -785,6 +824,8 @@ async def open_session(
         record=record,
         provider_opts=provider_opts,
         output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
     )
     if isinstance(prepared, Failure):
         raise prepared.failure().with_traceback(None)

@@ -42,6 +42,8 @@ RUN_OPTIONS = frozenset(
         "telemetry",
         "record",
         "output_type",
+        "tool_timeout",
+        "max_tool_result_chars",
     }
 )
 """The options ``run()`` itself takes (its keyword parameters); a provider adds its own."""

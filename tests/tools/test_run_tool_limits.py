@@ -1,0 +1,149 @@
+"""Per-run tool limits (issue #14): ``tool_timeout=`` cancels a call past it and the model gets
+an error result while the run goes on; ``max_tool_result_chars=`` (default 100,000) cuts a long
+result with a visible marker — for any handler, on every host."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from rma.errors import InvalidOpts
+from rma_shell import run
+from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.providers.local import Local
+from rma_shell.testing import OpenAIEmulator
+from rma_shell.testing import agentcore_emulator as ace
+from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+
+KEY = "sk-test-limits"
+SID = "rma-session-0123456789abcdef0123456789"
+TOOLS = [
+    {"name": "slow", "description": "Sleeps", "input_schema": {"type": "object"}},
+    {"name": "big", "description": "Talks a lot", "input_schema": {"type": "object"}},
+    {"name": "quick", "description": "Answers", "input_schema": {"type": "object"}},
+]
+
+
+class Tools:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+        if name == "slow":
+            try:
+                await anyio.sleep(30)
+            except BaseException:
+                self.cancelled.append(name)
+                raise
+        if name == "big":
+            return "y" * 250
+        return "fine"
+
+
+def tool_texts_local(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    out = []
+    for message in messages:
+        if message["role"] == "tool":
+            content = message["content"]
+            wrapped = json.loads(content) if content.startswith('{"error"') else None
+            out.append((wrapped["error"], True) if wrapped else (content, False))
+    return out
+
+
+EXPECTED = [
+    ("tool slow timed out after 0.3 s and was cancelled", True),
+    ("y" * 100 + "\n[truncated: 150 of 250 characters not shown]", False),
+    ("fine", False),
+]
+
+
+async def test_local_a_slow_tool_is_cancelled_and_a_long_result_cut_and_the_run_goes_on() -> None:
+    turns: list[Any] = [
+        {"tool_calls": [{"id": f"c{i}", "name": n, "arguments": {}}]}
+        for i, n in enumerate(["slow", "big", "quick"])
+    ]
+    with OpenAIEmulator([*turns, {"content": "done"}], api_key=KEY) as emu:
+        tools = Tools()
+        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=TOOLS, rand=lambda: 0.0)
+        result = (
+            await run(provider, handler=tools, prompt="go", tool_timeout=0.3, max_tool_result_chars=100)
+        ).unwrap()
+        messages = emu.requests[-1].body["messages"]
+    assert result.text == "done" and tools.cancelled == ["slow"]
+    assert tool_texts_local(messages) == EXPECTED
+
+
+async def test_agentcore_the_same_limits_give_the_same_results() -> None:
+    script = [ace.tool_turn((n, {}, f"tooluse_{i}")) for i, n in enumerate(["slow", "big", "quick"])]
+    with AgentCoreEmulator([*script, ace.text_turn("done")]) as emu:
+        tools = Tools()
+        provider = BedrockAgentCore(
+            harness_arn=emu.harness_arn,
+            data_url=emu.base_url,
+            control_url=emu.base_url,
+            env=emu.credentials_env(),
+            tools=TOOLS,
+        )
+        try:
+            result = (
+                await run(
+                    provider,
+                    handler=tools,
+                    prompt="go",
+                    runtime_session_id=SID,
+                    tool_timeout=0.3,
+                    max_tool_result_chars=100,
+                )
+            ).unwrap()
+        finally:
+            await provider.close()
+        invokes = [r.body for r in emu.requests if r.path.startswith("/harnesses/invoke")]
+    sent = []
+    for body in invokes[1:]:
+        for block in body["messages"][-1]["content"]:
+            if "toolResult" in block:
+                sent.append(
+                    (block["toolResult"]["content"][0]["text"], block["toolResult"].get("status") == "error")
+                )
+    assert result.text == "done" and sent == EXPECTED
+
+
+async def test_by_default_results_are_capped_at_100000_characters() -> None:
+    turns: list[Any] = [{"tool_calls": [{"id": "c", "name": "huge", "arguments": {}}]}, {"content": "ok"}]
+
+    def huge(name: str, input: dict[str, Any], ctx: object) -> str:
+        return "z" * 100_050
+
+    with OpenAIEmulator(turns, api_key=KEY) as emu:
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            tools=[{"name": "huge", "description": "", "input_schema": {"type": "object"}}],
+            rand=lambda: 0.0,
+        )
+        assert (await run(provider, handler=huge, prompt="go")).unwrap().text == "ok"
+        [sent] = tool_texts_local(emu.requests[-1].body["messages"])
+    assert sent == ("z" * 100_000 + "\n[truncated: 50 of 100050 characters not shown]", False)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("tool_timeout", 0),
+        ("tool_timeout", -1.0),
+        ("tool_timeout", float("nan")),
+        ("max_tool_result_chars", 0),
+        ("max_tool_result_chars", 2.5),
+    ],
+)
+async def test_bad_limits_are_refused_before_any_request(option: str, value: Any) -> None:
+    with OpenAIEmulator([], api_key=KEY) as emu:
+        provider = Local(base_url=emu.base_url, model="m", api_key=KEY)
+        outcome = await run(provider, handler=Tools(), prompt="go", **{option: value})
+        assert emu.requests == []
+    error = outcome.failure()
+    assert isinstance(error, InvalidOpts) and error.option == option
