@@ -22,7 +22,8 @@ from typing import Any
 import anyio
 from returns.result import Failure, Success
 
-from rma.session.options import event_hook_shape, handler_shape
+from rma.live import LiveUpdate
+from rma.session.options import event_hook_shape, handler_shape, update_hook_shape
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
@@ -127,6 +128,11 @@ class HandlerAdapter:
         hook = event_hook_shape(handler)
         self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if hook else None  # noqa: B009
         self._event_takes_info = hook == "event3"
+        update_hook = update_hook_shape(handler)
+        self._update_fn: Callable[..., Any] | None = (
+            getattr(handler, "handle_update") if update_hook else None  # noqa: B009
+        )
+        self._update_takes_info = update_hook == "update3"
         self._limiter = anyio.CapacityLimiter(max_concurrency)
         # Sync tools need their own thread budget: anyio's shared default (40 threads) would
         # cap max_concurrency and make sessions compete for threads.
@@ -178,6 +184,10 @@ class HandlerAdapter:
     @property
     def observes_events(self) -> bool:
         return self._event_fn is not None
+
+    @property
+    def observes_updates(self) -> bool:
+        return self._update_fn is not None
 
     async def run_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
         if len(uses) == 1:
@@ -287,6 +297,23 @@ class HandlerAdapter:
         except Exception:
             log.exception(
                 "handle_event raised; the session continues", extra=log_fields(session_id=info.session_id)
+            )
+
+    async def deliver_update(self, update: LiveUpdate, info: SessionInfo) -> None:
+        """Forward a live update to ``handle_update``; a raising observer is logged and isolated."""
+        fn = self._update_fn
+        if fn is None:
+            return
+        args: tuple[Any, ...] = (
+            (update, self._context, info) if self._update_takes_info else (update, self._context)
+        )
+        try:
+            value = fn(*args)
+            if inspect.isawaitable(value):
+                await value
+        except Exception:
+            log.exception(
+                "handle_update raised; the session continues", extra=log_fields(session_id=info.session_id)
             )
 
 

@@ -22,10 +22,12 @@ from typing import Any, Generic, TextIO, TypeVar
 
 import anyio
 import attrs
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from returns.result import Failure, Result, Success
 
 from rma.codec_json import dumps
 from rma.errors import Closed, Crashed, ProviderError, SessionError, Timeout
+from rma.live import LiveUpdate
 from rma.provider import Mode
 from rma.session import commands as cmd
 from rma.session.events import (
@@ -45,6 +47,7 @@ from rma.session.events import (
     ToolsFinished,
     TurnFailed,
     TurnPolled,
+    UpdatesWanted,
     UserMessage,
 )
 from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
@@ -149,6 +152,8 @@ class _Driver(Generic[C]):
         )
         if not self.tools.observes_events:
             config = attrs.evolve(config, deliver_events=False)  # nothing would take them
+        if self.tools.observes_updates:
+            config = attrs.evolve(config, deliver_updates=True)
         self.config = config
         self.state: State = initial_state(config)
         self.inbox_send, self.inbox = anyio.create_memory_object_stream[Event](math.inf)
@@ -165,6 +170,9 @@ class _Driver(Generic[C]):
             self.recorder.header(config)
         self.started_at: float | None = None
         """perf_counter() when the provider opened (``rma.session.start`` was emitted)."""
+        self.update_streams: dict[int, MemoryObjectSendStream[LiveUpdate]] = {}
+        """One per running ``LiveSession.updates()`` iterator, keyed by its receiving end's id."""
+        self.closed = False
 
     # ── lifecycle ──
 
@@ -264,6 +272,12 @@ class _Driver(Generic[C]):
             case cmd.DeliverEvent(event=event):
                 # Built only when the handler observes events (SessionConfig.deliver_events).
                 await self.tools.deliver(event, self.info)
+            case cmd.DeliverUpdate(update=update):
+                # Built only while something consumes updates (handle_update, an iterator).
+                for stream in self.update_streams.values():
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        stream.send_nowait(update)
+                await self.tools.deliver_update(update, self.info)
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
                 if self.telemetry.listening():
                     # The core reuses one Emit for every stream event of a type: each emission
@@ -424,7 +438,30 @@ class _Driver(Generic[C]):
             return Failure(Timeout(timeout_s=timeout, operation="send_event"))
         return box[0]
 
+    def subscribe_updates(self) -> MemoryObjectReceiveStream[LiveUpdate]:
+        """A stream of the live updates from now on; ``unsubscribe_updates`` when done."""
+        send, receive = anyio.create_memory_object_stream[LiveUpdate](math.inf)
+        if self.closed or self.final is not None:
+            send.close()  # the session is over: the iterator ends at once
+            return receive
+        self.update_streams[id(receive)] = send
+        if len(self.update_streams) == 1:
+            self.post(UpdatesWanted(True))
+        return receive
+
+    def unsubscribe_updates(self, receive: MemoryObjectReceiveStream[LiveUpdate]) -> None:
+        send = self.update_streams.pop(id(receive), None)
+        if send is not None:
+            send.close()
+        receive.close()
+        if send is not None and not self.update_streams:
+            self.post(UpdatesWanted(False))
+
     async def close(self) -> None:
+        self.closed = True
+        for stream in self.update_streams.values():
+            stream.close()
+        self.update_streams = {}
         if self.recorder:
             self.recorder.close()
             self.recorder = None
@@ -645,6 +682,24 @@ class LiveSession:
 
     def __aiter__(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         return self._iterate()
+
+    def updates(self) -> AsyncIterator[LiveUpdate]:
+        """The session's live updates (``rma.live``: text deltas, tool calls started and
+        finished, turns finished, discarded attempts) from the moment of the call, in order,
+        until the session closes. Several iterators may run at once; each gets every update.
+        Updates are computed only while an iterator runs (or the handler has ``handle_update``).
+        """
+        receive = self._driver.subscribe_updates()
+        return self._iterate_updates(receive)
+
+    async def _iterate_updates(
+        self, receive: MemoryObjectReceiveStream[LiveUpdate]
+    ) -> AsyncIterator[LiveUpdate]:
+        try:
+            async for update in receive:
+                yield update
+        finally:
+            self._driver.unsubscribe_updates(receive)
 
     async def _iterate(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         async for outcome in self._driver.results:

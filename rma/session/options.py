@@ -55,6 +55,10 @@ class SessionConfig:
     streamed event those were most of its work, for nobody."""
     seen_window: int = DEFAULT_SEEN_WINDOW
     provider_name: str = ""
+    deliver_updates: bool = False
+    """Whether ``DeliverUpdate`` (``rma.live``) is consumed from the start: the handler has a
+    ``handle_update``. A live session's ``updates()`` iterator turns it on later with the
+    ``UpdatesWanted`` event; while it is off the machine computes no updates."""
 
 
 CONTINUE = "continue"
@@ -166,6 +170,18 @@ def event_hook_shape(handler: object) -> str | None:
         return "event3"
     if _accepts_positional(method, 2):
         return "event2"
+    return None
+
+
+def update_hook_shape(handler: object) -> str | None:
+    """``"update3"``/``"update2"`` when the handler has ``handle_update(update, ctx[, info])``."""
+    method = getattr(handler, "handle_update", None)
+    if method is None or not callable(method):
+        return None
+    if _accepts_positional(method, 3):
+        return "update3"
+    if _accepts_positional(method, 2):
+        return "update2"
     return None
 
 
