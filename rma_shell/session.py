@@ -683,27 +683,48 @@ class LiveSession:
     def __aiter__(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         return self._iterate()
 
-    def updates(self) -> AsyncIterator[LiveUpdate]:
+    def updates(self) -> UpdateStream:
         """The session's live updates (``rma.live``: text deltas, tool calls started and
         finished, turns finished, discarded attempts) from the moment of the call, in order,
-        until the session closes. Several iterators may run at once; each gets every update.
-        Updates are computed only while an iterator runs (or the handler has ``handle_update``).
+        until the session closes or the stream is closed. Several may run at once; each gets
+        every update. Updates are computed only while one is open (or the handler has
+        ``handle_update``). Use ``async with session.updates() as updates: async for u in
+        updates: …`` so leaving early unsubscribes; a plain ``async for`` works too.
         """
-        receive = self._driver.subscribe_updates()
-        return self._iterate_updates(receive)
-
-    async def _iterate_updates(
-        self, receive: MemoryObjectReceiveStream[LiveUpdate]
-    ) -> AsyncIterator[LiveUpdate]:
-        try:
-            async for update in receive:
-                yield update
-        finally:
-            self._driver.unsubscribe_updates(receive)
+        return UpdateStream(self._driver)
 
     async def _iterate(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         async for outcome in self._driver.results:
             yield outcome
+
+
+class UpdateStream:
+    """An async iterator of a live session's updates (``LiveSession.updates()``); updates not
+    read yet are kept for it (without bound) until it is read or closed."""
+
+    def __init__(self, driver: _Driver[Any]) -> None:
+        self._driver = driver
+        self._receive = driver.subscribe_updates()
+
+    def __aiter__(self) -> UpdateStream:
+        return self
+
+    async def __anext__(self) -> LiveUpdate:
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop receiving updates (the iterator then ends)."""
+        self._driver.unsubscribe_updates(self._receive)
+        await anyio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> UpdateStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 @asynccontextmanager

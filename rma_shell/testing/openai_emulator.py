@@ -16,8 +16,10 @@ choice-less chunk when ``stream_options.include_usage`` is set. It validates req
 least as strictly as the real API on the points clients get wrong (model, roles, tool
 messages answering exactly the preceding assistant's tool calls) and answers mistakes with
 an OpenAI-shaped 400. Faults are injected per request index (0-based, counting every
-request received): ``status``, ``drop_mid_stream``, ``malformed_chunk``, ``delay``, and
-``cut_off`` (the reply ends at a token limit, ``finish_reason: "length"``).
+request received): ``status``, ``drop_mid_stream``, ``malformed_chunk``, ``delay``,
+``cut_off`` (the reply ends at a token limit, ``finish_reason: "length"``), and for streams
+``pace`` (a pause before every chunk) and ``hold`` (stop before a chunk until the test says go —
+so a test can prove what a client did with the chunks it already has).
 
 A scripted turn is consumed only by a request that was answered in full, so a faulted
 request is followed by the same turn on retry. It is not a model: it never invents a
@@ -66,7 +68,7 @@ class Fault:
     """A fault for one request; build with ``status``, ``drop_mid_stream``, ``malformed_chunk``,
     ``delay`` or ``cut_off``."""
 
-    kind: Literal["status", "drop", "malformed", "delay", "length"]
+    kind: Literal["status", "drop", "malformed", "delay", "length", "pace", "hold"]
     status: int = 0
     retry_after: str | None = None
     retry_after_ms: str | None = None
@@ -74,6 +76,7 @@ class Fault:
     after_chunks: int = 1
     seconds: float = 0.0
     after_chars: int = 0
+    release: threading.Event | None = attrs.field(default=None, eq=False)
 
 
 def status(
@@ -116,6 +119,18 @@ def cut_off(after_chars: int = 0) -> Fault:
     before it was, so ``cut_off(0)`` of a tool-call reply is the call with empty arguments.
     The reply is complete on the wire: the turn counts as answered."""
     return Fault("length", after_chars=max(0, after_chars))
+
+
+def pace(seconds: float) -> Fault:
+    """Streaming: wait ``seconds`` before each SSE chunk (and before ``[DONE]``), as a model
+    producing tokens does; non-streamed answers are not affected."""
+    return Fault("pace", seconds=max(0.0, seconds))
+
+
+def hold(after_chunks: int, release: threading.Event, *, timeout: float = 10.0) -> Fault:
+    """Streaming: send ``after_chunks`` chunks, then wait until ``release`` is set (at most
+    ``timeout`` seconds) before sending the rest. ``Fault.seconds`` holds the timeout."""
+    return Fault("hold", after_chunks=max(0, after_chunks), seconds=timeout, release=release)
 
 
 def delay(seconds: float) -> Fault:
@@ -334,6 +349,8 @@ class OpenAIEmulator(LoopbackEmulator):
         self._init_loopback()
         self._answered = 0
         self.requests: list[RecordedRequest] = []
+        self.holds: list[bool] = []
+        """One per ``hold`` fault met: True when its ``release`` was set, False when it timed out."""
 
     @property
     def base_url(self) -> str:
@@ -419,7 +436,7 @@ class OpenAIEmulator(LoopbackEmulator):
         message, usage, finish = self._reply(self._turns[turn_index], body, turn_index, cut)
         body_fault = next((f for f in faults if f.kind in ("drop", "malformed")), None)
         completed = (
-            self._send_stream(h, body, message, usage, finish, body_fault)
+            self._send_stream(h, body, message, usage, finish, body_fault, faults)
             if body.get("stream")
             else self._send_completion(h, body, message, usage, finish, body_fault)
         )
@@ -610,7 +627,10 @@ class OpenAIEmulator(LoopbackEmulator):
         usage: JSONDict,
         finish: str,
         fault: Fault | None,
+        faults: Sequence[Fault] = (),
     ) -> bool:
+        pace_s = sum(f.seconds for f in faults if f.kind == "pace")
+        held = next((f for f in faults if f.kind == "hold"), None)
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream; charset=utf-8")
         h.send_header("Cache-Control", "no-cache")
@@ -624,6 +644,12 @@ class OpenAIEmulator(LoopbackEmulator):
         # A fault asked for past the last chunk still happens, just before [DONE].
         cut = min(max(0, fault.after_chunks), len(chunks)) if fault is not None else -1
         for n, chunk in enumerate([*chunks, None]):
+            if held is not None and held.release is not None and n == held.after_chunks:
+                released = held.release.wait(held.seconds)
+                with self._lock:
+                    self.holds.append(released)
+            if pace_s:
+                self._stopping.wait(pace_s)
             if n == cut and fault is not None:
                 if fault.kind == "drop":
                     self._drop(h)
