@@ -209,3 +209,27 @@ async def _until_end(updates: AsyncIterator[LiveUpdate]) -> AsyncIterator[LiveUp
         yield update
         if isinstance(update, TurnFinished) and update.terminal is Terminal.END_TURN:
             return
+
+
+async def test_an_agentcore_turn_cut_short_is_discarded_before_it_is_re_invoked() -> None:
+    with AgentCoreEmulator([ace.text_turn(FINAL, chunks=4)], faults=[ace.drop_after(4)]) as emu:
+        provider = BedrockAgentCore(
+            harness_arn=emu.harness_arn,
+            data_url=emu.base_url,
+            control_url=emu.base_url,
+            env=emu.credentials_env(),
+            backoff_base_s=0.01,
+            backoff_cap_s=0.02,
+        )
+        tools = Tools()
+        try:
+            result = (await run(provider, handler=tools, prompt="hi", runtime_session_id=SID)).unwrap()
+        finally:
+            await provider.close()
+    assert result.text == FINAL and "rma.attempt_discarded" not in str(result.events)  # E-8
+    kinds = [type(u).__name__ for u in tools.updates]
+    cut = kinds.index("AttemptDiscarded")
+    before = "".join(u.text for u in tools.updates[:cut] if isinstance(u, TextDelta))
+    after = "".join(u.text for u in tools.updates[cut:] if isinstance(u, TextDelta))
+    assert before and FINAL.startswith(before) and after == FINAL
+    assert kinds.count("AttemptDiscarded") == 1 and kinds[-1] == "TurnFinished"
