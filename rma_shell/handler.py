@@ -1,12 +1,13 @@
 """Calling the user's handler: tool calls (T-) and event observation (E-).
 
 A handler is an object with ``handle_tool_call(name, input, ctx[, info])`` and optionally
-``handle_event(event, ctx[, info])`` — sync or async — or a plain callable of 3 or 4
-arguments. Its shape is inspected once (``rma.session.options.handler_shape``). Tool
-calls of a batch run concurrently under a capacity limit with results in tool-use order
-(T-1); sync handlers run in worker threads so they never block the loop. Whatever a
-handler does — raise, return a wrong shape — becomes an ``is_error`` result (T-6, T-7);
-cancellation (trio's ``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
+``handle_event(event, ctx[, info])`` (raw events) and ``handle_update(update, ctx[, info])``
+(``rma.live`` updates) — sync or async — or a plain callable of 3 or 4 arguments. Its
+shape is inspected once (``rma.session.options.handler_shape``). Tool calls of a batch run
+concurrently under a capacity limit with results in tool-use order (T-1); sync handlers run
+in worker threads so they never block the loop. Whatever a handler does — raise, return a
+wrong shape — becomes an ``is_error`` result (T-6, T-7); cancellation (trio's
+``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
 """
 
 from __future__ import annotations

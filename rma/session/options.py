@@ -276,6 +276,13 @@ def validate(
                 f"arguments, got {type(handler).__name__}",
             )
         )
+    update_hook = getattr(handler, "handle_update", None)
+    if update_hook is not None and (not callable(update_hook) or update_hook_shape(handler) is None):
+        return Failure(
+            InvalidOpts(
+                "handler", "handle_update must be a method taking (update, ctx) or (update, ctx, info)"
+            )
+        )
     if prompt is not None and not isinstance(prompt, str):
         return Failure(InvalidOpts("prompt", f"expected a string, got {type(prompt).__name__}"))
     if not _positive_int(max_turns):

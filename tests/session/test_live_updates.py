@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from rma.errors import InvalidOpts
 from rma.live import LiveUpdate, TextDelta, ToolCallFinished, ToolCallStarted, TurnFinished
 from rma.provider import codec_for
 from rma.replay import replay_lines
@@ -92,3 +93,18 @@ async def test_no_update_is_built_for_a_handler_without_handle_update() -> None:
         commands = replay_lines(log.getvalue().splitlines(), codec_for).unwrap().commands
         assert any(isinstance(c, DeliverEvent) for c in commands) is not wanted  # Plain observes events
         assert any(isinstance(c, DeliverUpdate) for c in commands) is wanted
+
+
+async def test_a_handle_update_of_the_wrong_shape_is_refused_naming_the_handler() -> None:
+    class Wrong:
+        def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            return "ok"
+
+        def handle_update(self) -> None:
+            pass
+
+    provider = ScriptedProvider([end("x")])
+    outcome = await run(provider, handler=Wrong(), prompt="go")
+    error = outcome.failure()
+    assert isinstance(error, InvalidOpts) and error.option == "handler" and "handle_update" in error.message
+    assert provider.inputs == []  # refused before anything reached the host
