@@ -10,8 +10,9 @@ from rma.live import AttemptDiscarded, LiveUpdate, TextDelta, ToolCallFinished, 
 from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
 from rma_shell.providers.base import OpenRequest, Provider
-from rma_shell.session import LiveSession, SessionFailed, UpdateStream, open_session, run
+from rma_shell.session import LiveSession, SessionFailed, open_session, run
 from rma_shell.telemetry import Telemetry, attach, detach
+from rma_shell.updates import UpdateStream
 
 __all__ = [
     "CONTINUE",

@@ -22,12 +22,10 @@ from typing import Any, Generic, TextIO, TypeVar
 
 import anyio
 import attrs
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from returns.result import Failure, Result, Success
 
 from rma.codec_json import dumps
 from rma.errors import Closed, Crashed, ProviderError, SessionError, Timeout
-from rma.live import LiveUpdate
 from rma.provider import Mode
 from rma.session import commands as cmd
 from rma.session.events import (
@@ -47,7 +45,6 @@ from rma.session.events import (
     ToolsFinished,
     TurnFailed,
     TurnPolled,
-    UpdatesWanted,
     UserMessage,
 )
 from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
@@ -67,6 +64,7 @@ from rma_shell.logging import log_fields
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
+from rma_shell.updates import UpdateHub, UpdateStream
 
 log = logging.getLogger("rma.session")
 
@@ -170,9 +168,8 @@ class _Driver(Generic[C]):
             self.recorder.header(config)
         self.started_at: float | None = None
         """perf_counter() when the provider opened (``rma.session.start`` was emitted)."""
-        self.update_streams: dict[int, MemoryObjectSendStream[LiveUpdate]] = {}
-        """One per running ``LiveSession.updates()`` iterator, keyed by its receiving end's id."""
-        self.closed = False
+        self.updates = UpdateHub(self.post)
+        """The open ``LiveSession.updates()`` iterators."""
 
     # ── lifecycle ──
 
@@ -274,9 +271,7 @@ class _Driver(Generic[C]):
                 await self.tools.deliver(event, self.info)
             case cmd.DeliverUpdate(update=update):
                 # Built only while something consumes updates (handle_update, an iterator).
-                for stream in self.update_streams.values():
-                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        stream.send_nowait(update)
+                self.updates.publish(update)
                 await self.tools.deliver_update(update, self.info)
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
                 if self.telemetry.listening():
@@ -438,30 +433,8 @@ class _Driver(Generic[C]):
             return Failure(Timeout(timeout_s=timeout, operation="send_event"))
         return box[0]
 
-    def subscribe_updates(self) -> MemoryObjectReceiveStream[LiveUpdate]:
-        """A stream of the live updates from now on; ``unsubscribe_updates`` when done."""
-        send, receive = anyio.create_memory_object_stream[LiveUpdate](math.inf)
-        if self.closed or self.final is not None:
-            send.close()  # the session is over: the iterator ends at once
-            return receive
-        self.update_streams[id(receive)] = send
-        if len(self.update_streams) == 1:
-            self.post(UpdatesWanted(True))
-        return receive
-
-    def unsubscribe_updates(self, receive: MemoryObjectReceiveStream[LiveUpdate]) -> None:
-        send = self.update_streams.pop(id(receive), None)
-        if send is not None:
-            send.close()
-        receive.close()
-        if send is not None and not self.update_streams:
-            self.post(UpdatesWanted(False))
-
     async def close(self) -> None:
-        self.closed = True
-        for stream in self.update_streams.values():
-            stream.close()
-        self.update_streams = {}
+        self.updates.close()
         if self.recorder:
             self.recorder.close()
             self.recorder = None
@@ -691,40 +664,11 @@ class LiveSession:
         ``handle_update``). Use ``async with session.updates() as updates: async for u in
         updates: …`` so leaving early unsubscribes; a plain ``async for`` works too.
         """
-        return UpdateStream(self._driver)
+        return UpdateStream(self._driver.updates, ended=self._driver.final is not None)
 
     async def _iterate(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         async for outcome in self._driver.results:
             yield outcome
-
-
-class UpdateStream:
-    """An async iterator of a live session's updates (``LiveSession.updates()``); updates not
-    read yet are kept for it (without bound) until it is read or closed."""
-
-    def __init__(self, driver: _Driver[Any]) -> None:
-        self._driver = driver
-        self._receive = driver.subscribe_updates()
-
-    def __aiter__(self) -> UpdateStream:
-        return self
-
-    async def __anext__(self) -> LiveUpdate:
-        try:
-            return await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        """Stop receiving updates (the iterator then ends)."""
-        self._driver.unsubscribe_updates(self._receive)
-        await anyio.lowlevel.checkpoint()
-
-    async def __aenter__(self) -> UpdateStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ from rma.provider import codec_for
 from rma.replay import replay_lines
 from rma.session.commands import DeliverEvent, DeliverUpdate
 from rma.vocabulary import SessionInfo, Terminal
-from rma_shell import run
+from rma_shell import open_session, run
 from rma_shell.testing import ScriptedProvider
 from tests.helpers import calls, end, text, tool
 
@@ -108,3 +108,26 @@ async def test_a_handle_update_of_the_wrong_shape_is_refused_naming_the_handler(
     error = outcome.failure()
     assert isinstance(error, InvalidOpts) and error.option == "handler" and "handle_update" in error.message
     assert provider.inputs == []  # refused before anything reached the host
+
+
+async def test_every_open_iterator_gets_every_update_and_all_end_with_the_session() -> None:
+    class Plain:
+        def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            return "ok"
+
+    provider = ScriptedProvider([[text("a"), *calls(tool("lookup", "t1"))], end("b")])
+    async with open_session(provider, handler=Plain()) as session:
+        first, second = session.updates(), session.updates()
+        await session.message("go")
+        assert (await session.next_result()).unwrap().text == "b"
+    # Closing the session ends both iterators once they have read what they were sent.
+    got_first, got_second = [u async for u in first], [u async for u in second]
+    assert got_first == got_second and [type(u).__name__ for u in got_first] == [
+        "TextDelta",
+        "ToolCallStarted",
+        "TurnFinished",
+        "ToolCallFinished",
+        "TextDelta",
+        "TurnFinished",
+    ]
+    assert [u async for u in session.updates()] == []  # one opened after the close ends at once
