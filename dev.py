@@ -31,6 +31,7 @@ BENCHMARKS = (
     "bench/cma_tool_loop.py",
     "bench/long_session.py",
     "bench/scale.py",
+    "bench/stream_latency.py",
 )
 
 

@@ -106,3 +106,37 @@ def test_without_an_event_consumer_only_the_deliveries_are_left_out(
     ):
         assert out_unwatched == tuple(c for c in out_watched if not isinstance(c, C.DeliverEvent)), ev
         assert {**_value(unwatched), "config": None} == {**_value(watched), "config": None}, ev
+
+
+@SETTINGS
+@given(
+    cfg=configs(),
+    opened=st.builds(Opened, st.just("s1"), st.booleans()),
+    evs=st.lists(stream_heavy, min_size=5, max_size=50),
+    slow=st.booleans(),
+)
+def test_live_updates_only_add_their_own_deliveries(
+    cfg: Any, opened: Opened, evs: list[Event], slow: bool
+) -> None:
+    """With an update consumer (issue #14) the machine decides exactly as without one: the
+    commands differ by the ``DeliverUpdate`` ones only, the states by the flag only, and the hot
+    path still agrees with the general path."""
+    watched = initial_state(attrs.evolve(cfg, deliver_updates=True))
+    events = [_slow(e) for e in [opened, *evs]] if slow else [opened, *evs]
+    for ev, out_plain, plain, out_watched, after in _fold_pair(
+        initial_state(cfg), watched, events, lambda e: e
+    ):
+        assert tuple(c for c in out_watched if not isinstance(c, C.DeliverUpdate)) == out_plain, ev
+        assert {**_value(after), "config": None, "updates": None} == {
+            **_value(plain),
+            "config": None,
+            "updates": None,
+        }, ev
+    for ev, out_fast, fast, out_slow, general in _fold_pair(
+        initial_state(attrs.evolve(cfg, deliver_updates=True)),
+        initial_state(attrs.evolve(cfg, deliver_updates=True)),
+        [opened, *evs],
+        _slow,
+    ):
+        assert out_fast == out_slow, ev
+        assert _value(fast) == _value(general), ev

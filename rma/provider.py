@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from rma.live import LiveUpdate, common_updates
 from rma.vocabulary import JSON, Outcome, ToolResult, ToolUse, TurnResult
 
 DEFAULT_PROMPT = "Begin."
@@ -61,6 +62,12 @@ class ProviderCodec:
 
     def text_delta(self, event: JSON) -> str | None:
         return None
+
+    def live_updates(self, event: JSON) -> tuple[LiveUpdate, ...]:
+        """The host-independent live updates (``rma.live``) one raw event carries: text deltas
+        and custom tool-call starts. Pure and total; the machine adds tool-call finishes and
+        turn ends. The default knows only the transports' ``rma.attempt_discarded`` marker."""
+        return common_updates(event)
 
     def pending_tool_uses(self, history: Sequence[JSON]) -> tuple[ToolUse, ...]:
         """Tool uses in ``history`` (oldest first) that still await a result (S-52)."""

@@ -7,19 +7,23 @@ The loop's decisions live in the pure core (``rma``); this package performs the 
 from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError
+from rma.live import AttemptDiscarded, LiveUpdate, TextDelta, ToolCallFinished, ToolCallStarted, TurnFinished
 from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.raising import run_or_raise, unwrap
 from rma_shell.session import LiveSession, SessionFailed, open_session, run
 from rma_shell.telemetry import Telemetry, attach, detach
+from rma_shell.updates import UpdateStream
 
 __all__ = [
     "CONTINUE",
+    "AttemptDiscarded",
     "Budget",
     "Failure",
     "Halt",
     "LiveSession",
+    "LiveUpdate",
     "OpenRequest",
     "Outcome",
     "Provider",
@@ -31,8 +35,13 @@ __all__ = [
     "Success",
     "Telemetry",
     "Terminal",
+    "TextDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
     "ToolResult",
     "ToolUse",
+    "TurnFinished",
+    "UpdateStream",
     "Usage",
     "attach",
     "detach",

@@ -1,12 +1,13 @@
 """Calling the user's handler: tool calls (T-) and event observation (E-).
 
 A handler is an object with ``handle_tool_call(name, input, ctx[, info])`` and optionally
-``handle_event(event, ctx[, info])`` — sync or async — or a plain callable of 3 or 4
-arguments. Its shape is inspected once (``rma.session.options.handler_shape``). Tool
-calls of a batch run concurrently under a capacity limit with results in tool-use order
-(T-1); sync handlers run in worker threads so they never block the loop. Whatever a
-handler does — raise, return a wrong shape — becomes an ``is_error`` result (T-6, T-7);
-cancellation (trio's ``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
+``handle_event(event, ctx[, info])`` (raw events) and ``handle_update(update, ctx[, info])``
+(``rma.live`` updates) — sync or async — or a plain callable of 3 or 4 arguments. Its
+shape is inspected once (``rma.session.options.handler_shape``). Tool calls of a batch run
+concurrently under a capacity limit with results in tool-use order (T-1); sync handlers run
+in worker threads so they never block the loop. Whatever a handler does — raise, return a
+wrong shape — becomes an ``is_error`` result (T-6, T-7); cancellation (trio's
+``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
 
 What a tool may return (``result_of``): a ``str`` (sent as is), a JSON-serialisable ``dict`` or
 ``list`` (sent as its JSON text), or ``Success(value)`` / ``Failure(value)`` of either (a
@@ -28,7 +29,8 @@ from typing import Any
 import anyio
 from returns.result import Failure, Success
 
-from rma.session.options import event_hook_shape, handler_shape
+from rma.live import LiveUpdate
+from rma.session.options import event_hook_shape, handler_shape, update_hook_shape
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
@@ -152,6 +154,11 @@ class HandlerAdapter:
         hook = event_hook_shape(handler)
         self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if hook else None  # noqa: B009
         self._event_takes_info = hook == "event3"
+        update_hook = update_hook_shape(handler)
+        self._update_fn: Callable[..., Any] | None = (
+            getattr(handler, "handle_update") if update_hook else None  # noqa: B009
+        )
+        self._update_takes_info = update_hook == "update3"
         self._limiter = anyio.CapacityLimiter(max_concurrency)
         # Sync tools need their own thread budget: anyio's shared default (40 threads) would
         # cap max_concurrency and make sessions compete for threads.
@@ -207,6 +214,10 @@ class HandlerAdapter:
     @property
     def observes_events(self) -> bool:
         return self._event_fn is not None
+
+    @property
+    def observes_updates(self) -> bool:
+        return self._update_fn is not None
 
     async def run_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
         if len(uses) == 1:
@@ -338,6 +349,23 @@ class HandlerAdapter:
         except Exception:
             log.exception(
                 "handle_event raised; the session continues", extra=log_fields(session_id=info.session_id)
+            )
+
+    async def deliver_update(self, update: LiveUpdate, info: SessionInfo) -> None:
+        """Forward a live update to ``handle_update``; a raising observer is logged and isolated."""
+        fn = self._update_fn
+        if fn is None:
+            return
+        args: tuple[Any, ...] = (
+            (update, self._context, info) if self._update_takes_info else (update, self._context)
+        )
+        try:
+            value = fn(*args)
+            if inspect.isawaitable(value):
+                await value
+        except Exception:
+            log.exception(
+                "handle_update raised; the session continues", extra=log_fields(session_id=info.session_id)
             )
 
 

@@ -67,6 +67,7 @@ from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.recording import Recordable, Recorder, open_recorder
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
+from rma_shell.updates import UpdateHub, UpdateStream
 
 log = logging.getLogger("rma.session")
 
@@ -129,6 +130,8 @@ class _Driver(Generic[C]):
         )
         if not self.tools.observes_events:
             config = attrs.evolve(config, deliver_events=False)  # nothing would take them
+        if self.tools.observes_updates:
+            config = attrs.evolve(config, deliver_updates=True)
         self.config = config
         self.state: State = initial_state(config)
         self.inbox_send, self.inbox = anyio.create_memory_object_stream[Event](math.inf)
@@ -144,6 +147,8 @@ class _Driver(Generic[C]):
         """Set by ``_prepare`` when ``record=`` is given (``rma_shell.recording``)."""
         self.started_at: float | None = None
         """perf_counter() when the provider opened (``rma.session.start`` was emitted)."""
+        self.updates = UpdateHub(self.post)
+        """The open ``LiveSession.updates()`` iterators."""
 
     # ── lifecycle ──
 
@@ -243,6 +248,10 @@ class _Driver(Generic[C]):
             case cmd.DeliverEvent(event=event):
                 # Built only when the handler observes events (SessionConfig.deliver_events).
                 await self.tools.deliver(event, self.info)
+            case cmd.DeliverUpdate(update=update):
+                # Built only while something consumes updates (handle_update, an iterator).
+                self.updates.publish(update)
+                await self.tools.deliver_update(update, self.info)
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
                 if self.telemetry.listening():
                     # The core reuses one Emit for every stream event of a type: each emission
@@ -424,6 +433,7 @@ class _Driver(Generic[C]):
             self.recorder.end(outcome, at="open" if self.conn is None else None)
 
     async def close(self) -> None:
+        self.updates.close()
         if self.recorder:
             self.recorder.close()
             self.recorder = None
@@ -763,6 +773,16 @@ class LiveSession:
 
     def __aiter__(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         return self._iterate()
+
+    def updates(self) -> UpdateStream:
+        """The session's live updates (``rma.live``: text deltas, tool calls started and
+        finished, turns finished, discarded attempts) from the moment of the call, in order,
+        until the session closes or the stream is closed. Several may run at once; each gets
+        every update. Updates are computed only while one is open (or the handler has
+        ``handle_update``). Use ``async with session.updates() as updates: async for u in
+        updates: …`` so leaving early unsubscribes; a plain ``async for`` works too.
+        """
+        return UpdateStream(self._driver.updates, ended=self._driver.final is not None)
 
     async def _iterate(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         async for outcome in self._driver.results:

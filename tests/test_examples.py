@@ -16,6 +16,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
     [
         ("local_with_tools.py", "end_turn after 3 turns: Ada is on the Pro plan."),
         ("live_session.py", "second: We said hello."),
+        ("streaming_ui.py", "[lookup …\n(turn 1: requires_action)\n done]\nAda is on the Pro plan."),
         (
             "claude_managed_agents.py --emulator",
             "end_turn after 2 turns: ada@example.com is on the Pro plan.",

@@ -55,6 +55,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts
+from rma.live import LiveUpdate, TextDelta, ToolCallStarted, common_updates
 from rma.provider import Input, Mode, ProviderCodec, register_codec
 from rma.vocabulary import (
     JSON,
@@ -395,6 +396,26 @@ def text_delta(event: JSON) -> str | None:
     return None
 
 
+def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
+    """``rma.live`` updates of one frame: a text ``contentBlockDelta`` (B-26) and the
+    ``contentBlockStart`` of a client tool (``type: tool_use`` or none); the harness's own
+    tools (``server_tool_use``, ``mcp_tool_use``) have none. Plus the transport's discard
+    marker for a re-invoked turn."""
+    text = text_delta(event)
+    if text:
+        return (TextDelta(text),)
+    body = _body(event, "contentBlockStart")
+    if body is not None:
+        start = body.get("start")
+        tool = start.get("toolUse") if isinstance(start, Mapping) else None
+        if isinstance(tool, Mapping) and isinstance(tool.get("toolUseId"), str):
+            kind = tool.get("type")
+            if kind is None or kind == "tool_use":
+                return (ToolCallStarted(str(tool["toolUseId"]), str(tool.get("name") or "")),)
+        return ()
+    return common_updates(event)
+
+
 def terminal_for(stop_reason: str | None) -> Terminal:
     if stop_reason in END_TURN_REASONS:
         return Terminal.END_TURN
@@ -620,6 +641,9 @@ class BedrockAgentCoreCodec(ProviderCodec):
 
     def text_delta(self, event: JSON) -> str | None:
         return text_delta(event)
+
+    def live_updates(self, event: JSON) -> tuple[LiveUpdate, ...]:
+        return live_updates(event)
 
 
 CODEC = BedrockAgentCoreCodec()

@@ -63,6 +63,7 @@ from typing import Final, Literal
 
 import attrs
 
+from rma.live import LiveUpdate, TextDelta, ToolCallStarted
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.session.events import Reconnected
 from rma.vocabulary import (
@@ -246,6 +247,20 @@ def message_text(event: JSON) -> str | None:
         if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str)
     ]
     return "".join(parts) if parts else None
+
+
+def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
+    """``rma.live`` updates of one event: an ``agent.message``'s text (one delta per message,
+    E-10) and an ``agent.custom_tool_use``'s start. Host-run tools (``agent.tool_use``,
+    ``agent.mcp_tool_use``) are not custom calls: they have no update."""
+    kind = event_type(event)
+    if kind == AGENT_MESSAGE:
+        text = message_text(event)
+        return (TextDelta(text),) if text else ()
+    if kind == AGENT_CUSTOM_TOOL_USE:
+        use = _tool_use(event)
+        return (ToolCallStarted(use.id, use.name),)
+    return ()
 
 
 def is_turn_boundary(event: JSON) -> bool:
@@ -916,6 +931,9 @@ class ClaudeManagedAgentsCodec(ProviderCodec):
 
     def text_delta(self, event: JSON) -> str | None:
         return message_text(event)
+
+    def live_updates(self, event: JSON) -> tuple[LiveUpdate, ...]:
+        return live_updates(event)
 
     def pending_tool_uses(self, history: Sequence[JSON]) -> tuple[ToolUse, ...]:
         return pending_tool_uses(history)

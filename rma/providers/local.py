@@ -69,7 +69,9 @@ from returns.result import Failure, Result, Success
 
 from rma._persistent import AppendLog, GrowOnlySet, JoinedBytes
 from rma.errors import InvalidOpts, MalformedResponse, ProviderError, SessionError
+from rma.live import LiveUpdate, TextDelta, ToolCallFinished, ToolCallStarted, common_updates
 from rma.provider import Input, Mode, ProviderCodec, register_codec
+from rma.providers.local_stream import STREAMED, TEXT_DELTA, TOOL_CALL_DELTA, synthetic_call_id
 from rma.vocabulary import (
     JSON,
     MAX_TOOL_INPUT_DEPTH,
@@ -726,9 +728,7 @@ def _parse_calls(
             return Failure(MalformedResponse(detail="tool call without a string name", response=response))
         call_id = raw.get("id")
         if not isinstance(call_id, str) or not call_id or call_id in used:
-            call_id = f"call_{conv.polls}_{n}"
-            while call_id in used:
-                call_id += "_"
+            call_id = synthetic_call_id(conv.polls, n, used)
         used.add(call_id)
         arguments = function.get("arguments")
         if name not in known:
@@ -767,13 +767,16 @@ def _is_empty_content(content: JSON) -> bool:
 
 
 def apply_response(
-    conv: Conversation, response: JSON
+    conv: Conversation, response: JSON, *, streamed: bool = False
 ) -> Result[tuple[Conversation, tuple[JSON, ...]], SessionError]:
     """Fold one chat-completions response into the conversation; return the poll's events.
 
     L-8/L-9 (shape, first choice only), L-15 (assistant message appended with all its
     calls), L-16 (duplicates answered and reported), L-17, L-20 (event order), plus the
-    weak-model handling in the module docstring.
+    weak-model handling in the module docstring. ``streamed``: the reply's text and calls
+    already went out live as ``rma.providers.local_stream`` deltas, so its model response and
+    answered-call events say ``"streamed": true`` (they then carry no text delta or call start
+    of their own: each reaches a handler once).
     """
     provider_error = error_from_body(response)
     if provider_error is not None:
@@ -868,6 +871,10 @@ def apply_response(
     if "tool_calls" in message:
         surfaced["tool_calls"] = [_wire_call(c) for c in fresh]
     response_event = {"type": MODEL_RESPONSE, "message": surfaced, "finish_reason": finish, "usage": usage}
+    if streamed:
+        response_event[STREAMED] = True
+        for answered in answer_events:
+            answered[STREAMED] = True
     events = (*conv.poll_events, *directive_events, *answer_events, response_event)
     try:
         conv = _append(
@@ -1001,12 +1008,63 @@ def normalize(events: Sequence[JSON]) -> TurnResult:
 
 
 def text_delta(event: JSON) -> str | None:
-    """L-26: the whole content of a model response (Local's delta granularity, E-10)."""
-    if not isinstance(event, Mapping) or event.get("type") != MODEL_RESPONSE:
+    """L-26: the whole content of a model response (Local's delta granularity, E-10) — or,
+    with ``stream=True``, each ``local.text_delta`` piece (the streamed response then has none)."""
+    if not isinstance(event, Mapping):
+        return None
+    kind = event.get("type")
+    if kind == TEXT_DELTA:
+        text = event.get("text")
+        return text if isinstance(text, str) and text else None
+    if kind != MODEL_RESPONSE or event.get(STREAMED) is True:
         return None
     message = event.get("message")
     content = message.get("content") if isinstance(message, Mapping) else None
     return content if isinstance(content, str) and content else None
+
+
+def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
+    """``rma.live`` updates of one Local event.
+
+    Streamed (``stream=True``): a ``local.text_delta`` is a ``TextDelta``, the one
+    ``local.tool_call_delta`` of a call that carries its name a ``ToolCallStarted``; the
+    reply's own events, marked ``streamed``, add only the finish of calls Local answered itself.
+    Not streamed: the model response is the whole text and a start per call it surfaces; a call
+    Local answered itself (rejected, cut off, duplicate) starts and finishes at its event.
+    """
+    if not isinstance(event, Mapping):
+        return ()
+    kind = event.get("type")
+    if kind == TEXT_DELTA:
+        text = event.get("text")
+        return (TextDelta(text),) if isinstance(text, str) and text else ()
+    if kind == TOOL_CALL_DELTA:
+        name = event.get("name")
+        call_id = event.get("id")
+        if isinstance(name, str) and name:
+            return (ToolCallStarted(call_id if isinstance(call_id, str) else None, name),)
+        return ()
+    if kind == MODEL_RESPONSE:
+        if event.get(STREAMED) is True:
+            return ()
+        message = event.get("message")
+        if not isinstance(message, Mapping):
+            return ()
+        out: list[LiveUpdate] = []
+        text = _text(message.get("content"))
+        if text:
+            out.append(TextDelta(text))
+        out.extend(ToolCallStarted(use.id, use.name) for use in _uses(message))
+        return tuple(out)
+    if kind in (REJECTED_TOOL_CALL, DUPLICATE_TOOL_CALL):
+        call_id, name = event.get("id"), event.get("name")
+        call_id = call_id if isinstance(call_id, str) else None
+        name = name if isinstance(name, str) else ""
+        finished = ToolCallFinished(call_id, name, kind == REJECTED_TOOL_CALL)
+        if event.get(STREAMED) is True:
+            return (finished,)
+        return (ToolCallStarted(call_id, name), finished)
+    return common_updates(event)
 
 
 # --- the codec --------------------------------------------------------------------------
@@ -1061,6 +1119,9 @@ class LocalCodec(ProviderCodec):
 
     def text_delta(self, event: JSON) -> str | None:
         return text_delta(event)
+
+    def live_updates(self, event: JSON) -> tuple[LiveUpdate, ...]:
+        return live_updates(event)
 
 
 CODEC = LocalCodec()

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rma._unchecked import field_setters, new, usage_of
+from rma.live import LiveUpdate, TextDelta, ToolCallStarted, common_updates
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.vocabulary import JSON, Outcome, Terminal, ToolResult, ToolUse, TurnResult, Usage
 
@@ -131,6 +132,13 @@ class ScriptedCodec(ProviderCodec):
             if isinstance(text, str):
                 return str(text)
         return None
+
+    def live_updates(self, event: JSON) -> tuple[LiveUpdate, ...]:
+        if isinstance(event, dict) and event.get("type") == "tool_use":
+            use = _tool_use(event)
+            return (ToolCallStarted(use.id, use.name),)
+        text = self.text_delta(event)
+        return (TextDelta(text),) if text else common_updates(event)
 
     def normalize(self, events: Sequence[JSON]) -> TurnResult:
         texts: list[str] = []

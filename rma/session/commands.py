@@ -15,6 +15,7 @@ from returns.result import Result
 
 from rma._unchecked import field_setters, new
 from rma.errors import SessionError
+from rma.live import LiveUpdate
 from rma.provider import Input
 from rma.vocabulary import JSON, SessionResult, ToolUse
 
@@ -65,6 +66,13 @@ class DeliverEvent:
     """Forward a raw (or synthetic text-delta) event to the handler's ``handle_event``."""
 
     event: JSON
+
+
+@attrs.frozen
+class DeliverUpdate:
+    """Forward a live update (``rma.live``) to ``handle_update`` and ``updates()`` iterators."""
+
+    update: LiveUpdate
 
 
 @attrs.frozen
@@ -160,6 +168,7 @@ Command = (
     | RunTools
     | CallGuard
     | DeliverEvent
+    | DeliverUpdate
     | Emit
     | Log
     | ScheduleReconnect

@@ -160,6 +160,14 @@ class UserMessage:
 
 
 @attrs.frozen
+class UpdatesWanted:
+    """Whether something consumes live updates now (a live session's ``updates()`` iterator
+    started, or the last one ended); the machine computes them only while it is so."""
+
+    wanted: bool
+
+
+@attrs.frozen
 class SendEventRequested:
     """A caller asked to push a raw event (S-67); answered by a ``Reply`` with ``request``."""
 
@@ -184,6 +192,7 @@ Event = (
     | UserMessage
     | SendEventRequested
     | DeadlineReached
+    | UpdatesWanted
 )
 
 EVENT_TYPES: tuple[type, ...] = (
@@ -203,4 +212,5 @@ EVENT_TYPES: tuple[type, ...] = (
     UserMessage,
     SendEventRequested,
     DeadlineReached,
+    UpdatesWanted,
 )

@@ -50,10 +50,12 @@ from rma.errors import (
     UnresolvedRequiresAction,
     Unsupported,
 )
+from rma.live import ToolCallFinished, TurnFinished
 from rma.provider import DEFAULT_PROMPT, Input, Mode
 from rma.session.commands import (
     CallGuard,
     Command,
+    DeliverUpdate,
     Emit,
     Finish,
     Log,
@@ -84,6 +86,7 @@ from rma.session.events import (
     ToolsFinished,
     TurnFailed,
     TurnPolled,
+    UpdatesWanted,
     UserMessage,
 )
 from rma.session.options import SessionConfig
@@ -241,6 +244,9 @@ class State:
     last_loss: SessionError | None = None
     """Why the stream was last lost: what a sync run that gives up reports."""
     live_forwarded: int = 0
+    updates: bool = False
+    """Whether live updates (``rma.live``) are computed: ``config.deliver_updates`` or a
+    consumer that subscribed (``UpdatesWanted``)."""
     pending_message: str | None = None
     pending_turn: TurnResult | None = None
     pending_uses: tuple[ToolUse, ...] = ()
@@ -260,6 +266,7 @@ def initial_state(config: SessionConfig) -> State:
         config=config,
         reprompts_left=config.max_reprompts,
         seen=SeenIds(window=config.seen_window),
+        updates=config.deliver_updates,
     )
     # __init__ leaves a key-sharing ("split") instance dict, and every copy of it stays split:
     # CPython 3.11 cannot specialize attribute reads on those, which made every ``s.x`` on
@@ -445,6 +452,8 @@ def _dispatch(s: State, ev: Event) -> Step:
             return _on_send_event(s, request, raw)
         case Opened():
             return _on_opened(s, ev)
+        case UpdatesWanted(wanted=wanted):
+            return _evolve(s, updates=wanted or s.config.deliver_updates), ()
         case DeadlineReached(timeout_s=timeout_s):
             # M-7 Better: a timed-out run ends like every other error, telemetry included.
             return _fail(_evolve(s, deferred=()), Timeout(timeout_s=timeout_s))
@@ -606,13 +615,25 @@ def _deliver_message(s: State, text: str) -> Step:
 
 def _forward(s: State, raw: JSON, out: list[Command]) -> None:
     cfg = s.config
-    if not cfg.deliver_events:
+    if cfg.deliver_events:
+        out.append(deliver_event(raw))
+        if cfg.text_deltas:
+            chunk = cfg.codec.text_delta(raw)
+            if isinstance(chunk, str) and chunk:
+                out.append(deliver_event({"type": TEXT_DELTA_TYPE, "text": chunk}))  # E-9
+    if s.updates:
+        _live_updates(s, raw, out)
+
+
+def _live_updates(s: State, raw: JSON, out: list[Command]) -> None:
+    """The codec's ``rma.live`` updates of ``raw`` (computed only while someone consumes them)."""
+    try:
+        updates = s.config.codec.live_updates(raw)
+    except Exception as exc:  # a codec must be total; a bug here costs the updates, not the session
+        out.append(Log("warning", "live_updates failed", {"error": f"{type(exc).__name__}: {exc}"[:300]}))
         return
-    out.append(deliver_event(raw))
-    if cfg.text_deltas:
-        chunk = cfg.codec.text_delta(raw)
-        if isinstance(chunk, str) and chunk:
-            out.append(deliver_event({"type": TEXT_DELTA_TYPE, "text": chunk}))  # E-9
+    for update in updates:
+        out.append(DeliverUpdate(update))
 
 
 def _event_type(raw: JSON) -> JSON:
@@ -675,7 +696,12 @@ def _on_stream_event(s: State, raw: JSON) -> Step:
     cfg = s.config
     codec = cfg.codec
     out: tuple[Command, ...]
-    if not cfg.deliver_events:
+    if s.updates:
+        more_out: list[Command] = []
+        _forward(s, raw, more_out)
+        more_out.append(telemetry)
+        out = tuple(more_out)
+    elif not cfg.deliver_events:
         out = (telemetry,)
     else:
         delivery = deliver_event(raw)
@@ -761,6 +787,8 @@ def _handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
         )
     s = _evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
     out: list[Command] = [_turn_stop_telemetry(s, tr)]
+    if s.updates:
+        out.append(DeliverUpdate(TurnFinished(s.turns, tr.terminal, tr.stop_reason, tr.usage)))
     _tool_uses_telemetry(s, tr.custom_tool_uses, out)
     if s.config.has_turn_guard:
         # The raw per-turn entries too, as SessionResult.usage has them: a spending guard may
@@ -894,7 +922,16 @@ def _answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[To
         s = checked
     answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
     content = {"tool_results": _results_content(results)}
-    return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+    if not s.updates:
+        return _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+    finished: list[Command] = []
+    by_id = {r.tool_use_id: r for r in results}
+    for use in uses:
+        result = by_id.get(use.id)
+        if result is not None:
+            finished.append(DeliverUpdate(ToolCallFinished(use.id, use.name, result.is_error)))
+    s, more = _drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+    return s, (*finished, *more)
 
 
 def _check_output_answers(s: State, uses: Sequence[ToolUse], results: Sequence[ToolResult]) -> State | Step:

@@ -61,6 +61,10 @@ class SessionConfig:
     whose result is not an error satisfies it; each error result (the answer failed
     validation) uses one re-prompt, and past ``max_reprompts`` the request fails with
     ``OutputInvalid``."""
+    deliver_updates: bool = False
+    """Whether ``DeliverUpdate`` (``rma.live``) is consumed from the start: the handler has a
+    ``handle_update``. A live session's ``updates()`` iterator turns it on later with the
+    ``UpdatesWanted`` event; while it is off the machine computes no updates."""
 
 
 CONTINUE = "continue"
@@ -175,6 +179,18 @@ def event_hook_shape(handler: object) -> str | None:
     return None
 
 
+def update_hook_shape(handler: object) -> str | None:
+    """``"update3"``/``"update2"`` when the handler has ``handle_update(update, ctx[, info])``."""
+    method = getattr(handler, "handle_update", None)
+    if method is None or not callable(method):
+        return None
+    if _accepts_positional(method, 3):
+        return "update3"
+    if _accepts_positional(method, 2):
+        return "update2"
+    return None
+
+
 def _coerce_outcome(value: object) -> Outcome | None:
     if isinstance(value, Outcome):
         return value
@@ -264,6 +280,13 @@ def validate(
                 "expected an object with handle_tool_call(name, input, ctx[, info]) "
                 "or a callable taking 3 or 4 "
                 f"arguments, got {type(handler).__name__}",
+            )
+        )
+    update_hook = getattr(handler, "handle_update", None)
+    if update_hook is not None and (not callable(update_hook) or update_hook_shape(handler) is None):
+        return Failure(
+            InvalidOpts(
+                "handler", "handle_update must be a method taking (update, ctx) or (update, ctx, info)"
             )
         )
     if prompt is not None and not isinstance(prompt, str):

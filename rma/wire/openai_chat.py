@@ -182,6 +182,7 @@ class ChunkAssembler:
         self._usage: JSON = None
         self._saw_choice = False
         self._chunks = 0
+        self._fragments: list[tuple[int, str]] = []
 
     @property
     def chunks(self) -> int:
@@ -191,8 +192,21 @@ class ChunkAssembler:
     def finish_reason(self) -> str | None:
         return self._finish_reason
 
+    @property
+    def fragments(self) -> tuple[tuple[int, str], ...]:
+        """The tool-call fragments of the chunk fed last: (call position, arguments text), the
+        position being the call's place in the assembled ``tool_calls``."""
+        return tuple(self._fragments)
+
+    def call(self, position: int) -> tuple[str | None, str | None]:
+        """The (id, name) the call at ``position`` holds so far."""
+        slot = self._slots[position]
+        return slot.id, slot.name
+
     def feed(self, chunk: JSON) -> Result[str, SessionError]:
         self._chunks += 1
+        if self._fragments:
+            self._fragments = []
         if not isinstance(chunk, Mapping):
             return _malformed("stream chunk is not a JSON object", chunk)
         error = error_from_body(chunk)
@@ -272,7 +286,7 @@ class ChunkAssembler:
         function = fragment.get("function")
         if function is not None and not isinstance(function, Mapping):
             return _malformed("tool_calls fragment 'function' is not an object", chunk)
-        slot = self._slot_for(index, frag_id or None)
+        position, slot = self._slot_for(index, frag_id or None)
         if frag_id and slot.id is None:
             slot.id = frag_id
         kind = fragment.get("type")
@@ -282,6 +296,7 @@ class ChunkAssembler:
             if key not in ("index", "id", "type", "function") and value is not None:
                 slot.extra[key] = value
         if function is None:
+            self._fragments.append((position, ""))
             return None
         name = function.get("name")
         if name is not None:
@@ -293,37 +308,43 @@ class ChunkAssembler:
                 slot.name = name
         arguments = function.get("arguments")
         if isinstance(arguments, str):
-            slot.arguments.append(arguments)
+            piece = arguments
         elif isinstance(arguments, Mapping):
             # Some servers send the decoded object instead of a JSON string.
-            slot.arguments.append(json.dumps(arguments, separators=(",", ":")))
+            piece = json.dumps(arguments, separators=(",", ":"))
         elif arguments is not None:
             return _malformed("tool_calls fragment 'arguments' is not a string", chunk)
+        else:
+            piece = ""
+        if piece:
+            slot.arguments.append(piece)
+        self._fragments.append((position, piece))
         return None
 
-    def _slot_for(self, index: int | None, frag_id: str | None) -> _ToolCallSlot:
+    def _slot_for(self, index: int | None, frag_id: str | None) -> tuple[int, _ToolCallSlot]:
         if index is None:
             # No index: find the call by id, else continue the last call (or start one).
             if frag_id is not None:
-                for slot in self._slots:
+                for position, slot in enumerate(self._slots):
                     if slot.id == frag_id:
-                        return slot
+                        return position, slot
                 return self._new_slot(None)
-            return self._slots[-1] if self._slots else self._new_slot(None)
+            return (len(self._slots) - 1, self._slots[-1]) if self._slots else self._new_slot(None)
         at = self._slot_by_index.get(index)
         if at is None:
             return self._new_slot(index)
         slot = self._slots[at]
         if frag_id is not None and slot.id is not None and frag_id != slot.id:
             return self._new_slot(index)
-        return slot
+        return at, slot
 
-    def _new_slot(self, index: int | None) -> _ToolCallSlot:
+    def _new_slot(self, index: int | None) -> tuple[int, _ToolCallSlot]:
         slot = _ToolCallSlot()
         self._slots.append(slot)
+        position = len(self._slots) - 1
         if index is not None:
-            self._slot_by_index[index] = len(self._slots) - 1
-        return slot
+            self._slot_by_index[index] = position
+        return position, slot
 
     def finish(self) -> Result[dict[str, JSON], SessionError]:
         """The assembled response. Fails when no choice or no finish_reason ever arrived."""

@@ -39,6 +39,7 @@ from rma.errors import (
     StreamDropped,
     TransportError,
 )
+from rma.live import attempt_discarded_event
 from rma.origin import with_origin
 from rma.provider import Input
 from rma.providers.agentcore_commands import DEFAULT_MOUNT_PATH, CommandResult
@@ -469,14 +470,23 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             return PollOutcome(Failure(ProviderError(detail="refusing to invoke with no messages")), conn)
         body = invoke_body(input, conn.overrides)
         attempt = 0
+        sent = 0  # frames the current attempt forwarded live
+
+        async def forward(event: JSON) -> None:
+            nonlocal sent
+            sent += 1
+            assert live is not None
+            await live(event)
+
         while True:
+            sent = 0
             got, retry_headers = await client.invoke_harness_attempt(
                 harness_arn=conn.harness_arn,
                 runtime_session_id=conn.runtime_session_id,
                 body=body,
                 endpoint_name=conn.endpoint_name,
                 user_id=conn.user_id,
-                on_event=live,
+                on_event=forward if live is not None else None,
             )
             if isinstance(got, Success):
                 invoked = got.unwrap()
@@ -487,6 +497,9 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
                     error = with_origin(error, url=invoked.url, request_id=invoked.request_id)
             else:
                 error = got.failure()
+            if sent and live is not None:
+                # What this attempt forwarded belongs to no turn: say so, retried or not.
+                await live(attempt_discarded_event(attempt, error.kind))
             if not _retryable(error):
                 return PollOutcome(Failure(error), conn)
             if attempt >= self.invoke_retries:

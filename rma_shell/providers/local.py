@@ -7,11 +7,14 @@ they need: it POSTs the body ``prepare_request`` built to ``{base_url}/chat/comp
 decides, and hands the decoded response back to ``apply_response``. A pluggable ``chat``
 callable replaces the HTTP call for any gateway or SDK.
 
-It makes no loop decisions. Events are returned in batch (the session forwards them);
-``live`` is not used, so Local's text-delta granularity stays the whole reply (E-10) in
-both wire modes. A failed poll returns the conn it was given, unchanged, so nothing of a
-failed attempt leaks into the history. Cancelling the caller's cancel scope aborts an
-in-flight request.
+It makes no loop decisions. With ``stream=True`` every decoded chunk goes to the session at
+once through ``poll_turn``'s ``live`` (``rma.providers.local_stream``: text and tool-call
+argument deltas), and so do the turn's own events when the reply is whole (marked
+``streamed``), so each reaches ``handle_event`` once (E-5). An attempt that streamed something
+and then failed — retried or not — is followed by an ``rma.attempt_discarded`` event. Without
+``stream`` events are returned in batch and the delta granularity is the whole reply (E-10). A
+failed poll returns the conn it was given, unchanged, so nothing of a failed attempt leaks into
+the history. Cancelling the caller's cancel scope aborts an in-flight request.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from rma.errors import (
     StreamDropped,
     TransportError,
 )
+from rma.live import attempt_discarded_event
 from rma.origin import error_code, request_id, undialable, with_origin
 from rma.provider import Input
 from rma.providers.local import (
@@ -53,12 +57,12 @@ from rma.providers.local import (
     start,
     transcript,
 )
+from rma.providers.local_stream import StreamedReply
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.redact import redact_error, redact_text
 from rma.retry import is_transient_error, next_delay_s
 from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
-from rma.wire.openai_chat import ChunkAssembler
 from rma.wire.sse import SSEDecoder
 from rma_shell.http import host_of, same_origin
 from rma_shell.logging import log_fields
@@ -120,6 +124,16 @@ class LocalConn:
     def redact_error(self, error: SessionError) -> SessionError:
         """The error with the key masked wherever a server may have echoed it (bodies included)."""
         return redact_error(error, (self.api_key,))
+
+
+@attrs.define
+class _LiveAttempt:
+    """Where one poll's streamed chunks go, and how many events its current attempt sent."""
+
+    live: LiveSink
+    poll: int
+    sent: int = 0
+    attempt: int = 0
 
 
 def _target(url: str) -> httpx.URL | str:
@@ -410,34 +424,53 @@ class Local(Provider[LocalConn]):
         if isinstance(applied, Failure):
             return PollOutcome(Failure(applied.failure()), conn)
         stream = self.streaming and self._chat is None
-        conv, body, _ = prepare_request(applied.unwrap(), stream=stream)
+        conv, body, directives = prepare_request(applied.unwrap(), stream=stream)
+        sink = _LiveAttempt(live, conv.polls) if stream and live is not None else None
+        if sink is not None:
+            for event in directives:  # this poll's directives lead its events (L-20)
+                await sink.live(event)
         if self._chat is not None:
             response = await self._with_retries(conn, lambda: self._call_chat(conv))
         else:
-            response = await self._with_retries(conn, lambda: self._post(conn, body, stream=stream))
+            response = await self._with_retries(
+                conn, lambda: self._post(conn, body, stream=stream, sink=sink), sink
+            )
         if isinstance(response, Failure):
             return PollOutcome(Failure(conn.redact_error(response.failure())), conn)
-        folded = apply_response(conv, response.unwrap())
+        folded = apply_response(conv, response.unwrap(), streamed=sink is not None)
         if isinstance(folded, Failure):
             refused = folded.failure()
             if self._chat is None:  # an error body in a 2xx answer: still the host's
                 refused = with_origin(refused, url=conn.url)
+            await _discarded(sink, refused)
             return PollOutcome(Failure(conn.redact_error(refused)), conn)
         new_conv, events = folded.unwrap()
+        if sink is not None:
+            # The turn's own events, live too: with the deltas nothing is left for a batch.
+            for event in events[len(directives) :]:
+                await sink.live(event)
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
 
     async def _with_retries(
         self,
         conn: LocalConn,
         attempt: Callable[[], Awaitable[tuple[Result[JSON, SessionError], Mapping[str, str] | None]]],
+        sink: _LiveAttempt | None = None,
     ) -> Result[JSON, SessionError]:
-        """L-31/L-32 Better: retry transient failures with backoff, honouring Retry-After."""
+        """L-31/L-32 Better: retry transient failures with backoff, honouring Retry-After.
+
+        An attempt that streamed events live and failed is followed by ``rma.attempt_discarded``
+        (before the backoff), whether or not it is retried.
+        """
         retry = 0
         while True:
+            if sink is not None:
+                sink.attempt = retry
             result, headers = await self._attempt(conn, attempt, retry)
             if not isinstance(result, Failure):
                 return result
             error = result.failure()
+            await _discarded(sink, error)
             if retry >= self.max_retries or not is_transient_error(error):
                 return result
             delay = next_delay_s(
@@ -541,10 +574,10 @@ class Local(Provider[LocalConn]):
         return self.base_url.rstrip("/") + "/chat/completions"
 
     async def _post(
-        self, conn: LocalConn, body: bytes, *, stream: bool
+        self, conn: LocalConn, body: bytes, *, stream: bool, sink: _LiveAttempt | None = None
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         """One POST; a failure names the host (and port), the code and the ``x-request-id``."""
-        result, headers = await self._post_once(conn, body, stream=stream)
+        result, headers = await self._post_once(conn, body, stream=stream, sink=sink)
         if isinstance(result, Failure):
             error = result.failure()
             code = error_code(error.body) if isinstance(error, HttpError) else None
@@ -553,7 +586,7 @@ class Local(Provider[LocalConn]):
         return result, headers
 
     async def _post_once(
-        self, conn: LocalConn, body: bytes, *, stream: bool
+        self, conn: LocalConn, body: bytes, *, stream: bool, sink: _LiveAttempt | None
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         client = conn.client
         if client is None:
@@ -564,17 +597,23 @@ class Local(Provider[LocalConn]):
         if pool is not None:  # the provider's own client: queue fairly for one of its connections
             try:
                 async with pool.lane(self.timeout_s) as lane:
-                    return await self._send(conn, lane, body, stream=stream)
+                    return await self._send(conn, lane, body, stream=stream, sink=sink)
             except SlotTimeout as exc:
                 return Failure(TransportError(detail=str(exc), error_type="timeout")), None
-        return await self._send(conn, client, body, stream=stream)
+        return await self._send(conn, client, body, stream=stream, sink=sink)
 
     async def _send(
-        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes, *, stream: bool
+        self,
+        conn: LocalConn,
+        client: httpx.AsyncClient,
+        body: bytes,
+        *,
+        stream: bool,
+        sink: _LiveAttempt | None,
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         try:
             if stream:
-                return await self._post_stream(conn, client, body)
+                return await self._post_stream(conn, client, body, sink)
             response = await client.post(
                 conn.target or conn.url,
                 content=body,
@@ -590,7 +629,7 @@ class Local(Provider[LocalConn]):
             ), None
 
     async def _post_stream(
-        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes
+        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes, sink: _LiveAttempt | None
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
         async with client.stream(
             "POST",
@@ -604,14 +643,14 @@ class Local(Provider[LocalConn]):
                 # An error, or a server that ignored "stream": decode it as a plain body.
                 return self._decode(conn, response.status_code, await response.aread()), response.headers
             decoder = SSEDecoder()
-            assembler = ChunkAssembler()
+            reply = StreamedReply(sink.poll if sink is not None else 0)
             chunks = response.aiter_bytes()
             try:
                 async for data in chunks:
                     for message in decoder.feed(data):
                         if message.data == "[DONE]":
                             await _drain(chunks)
-                            return assembler.finish(), response.headers
+                            return reply.finish(), response.headers
                         try:
                             chunk = json.loads(message.data)
                         except ValueError:
@@ -620,9 +659,13 @@ class Local(Provider[LocalConn]):
                             # max_retries) and nothing of this stream's partial reply is kept.
                             detail = f"a stream chunk is not JSON: {message.data[:_CHUNK_PREVIEW]!r}"
                             return Failure(StreamDropped(detail=detail)), response.headers
-                        fed = assembler.feed(chunk)
+                        fed = reply.feed(chunk)
                         if isinstance(fed, Failure):
                             return Failure(fed.failure()), response.headers
+                        if sink is not None:
+                            for event in fed.unwrap():
+                                sink.sent += 1
+                                await sink.live(event)
             except httpx.DecodingError:
                 raise  # an undecodable body: MalformedResponse in _post_once
             except httpx.HTTPError as exc:  # the stream broke after the response began
@@ -634,10 +677,10 @@ class Local(Provider[LocalConn]):
                 # Closed here, not whenever the event loop gets to finalise it.
                 await _aclose(chunks)
             decoder.close()
-            if assembler.finish_reason is not None:
+            if reply.finish_reason is not None:
                 # The server closed cleanly after the last choice without "data: [DONE]"
                 # (some do); the reply is complete.
-                return assembler.finish(), response.headers
+                return reply.finish(), response.headers
             return Failure(
                 StreamDropped(detail="stream closed before data: [DONE]", clean_close=True)
             ), response.headers
@@ -666,6 +709,13 @@ class Local(Provider[LocalConn]):
                 )
             )
         return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
+
+
+async def _discarded(sink: _LiveAttempt | None, error: SessionError) -> None:
+    """Tell the session the attempt's streamed events are void (only if it streamed any)."""
+    if sink is not None and sink.sent:
+        sink.sent = 0
+        await sink.live(attempt_discarded_event(sink.attempt, error.kind))
 
 
 async def _drain(chunks: AsyncIterator[bytes]) -> None:

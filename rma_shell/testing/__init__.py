@@ -28,7 +28,9 @@ from rma_shell.testing.openai_emulator import (
     cut_off,
     delay,
     drop_mid_stream,
+    hold,
     malformed_chunk,
+    pace,
     status,
 )
 from rma_shell.testing.scripted import CLOSE, DROP, ScriptedProvider
@@ -56,7 +58,9 @@ __all__ = [
     "drop_mid_stream",
     "drop_stream_after",
     "error_frame",
+    "hold",
     "malformed_chunk",
+    "pace",
     "requires_action_from_earlier_batch",
     "status",
     "status_once",

@@ -67,7 +67,7 @@ class Fault:
     """A fault for one request; build with ``status``, ``drop_mid_stream``, ``malformed_chunk``,
     ``delay`` or ``cut_off``."""
 
-    kind: Literal["status", "drop", "malformed", "delay", "length"]
+    kind: Literal["status", "drop", "malformed", "delay", "length", "pace", "hold"]
     status: int = 0
     retry_after: str | None = None
     retry_after_ms: str | None = None
@@ -75,6 +75,7 @@ class Fault:
     after_chunks: int = 1
     seconds: float = 0.0
     after_chars: int = 0
+    release: threading.Event | None = attrs.field(default=None, eq=False)
 
 
 def status(
@@ -117,6 +118,18 @@ def cut_off(after_chars: int = 0) -> Fault:
     before it was, so ``cut_off(0)`` of a tool-call reply is the call with empty arguments.
     The reply is complete on the wire: the turn counts as answered."""
     return Fault("length", after_chars=max(0, after_chars))
+
+
+def pace(seconds: float) -> Fault:
+    """Streaming: wait ``seconds`` before each SSE chunk (and before ``[DONE]``), as a model
+    producing tokens does; non-streamed answers are not affected."""
+    return Fault("pace", seconds=max(0.0, seconds))
+
+
+def hold(after_chunks: int, release: threading.Event, *, timeout: float = 10.0) -> Fault:
+    """Streaming: send ``after_chunks`` chunks, then wait until ``release`` is set (at most
+    ``timeout`` seconds) before sending the rest. ``Fault.seconds`` holds the timeout."""
+    return Fault("hold", after_chunks=max(0, after_chunks), seconds=timeout, release=release)
 
 
 def delay(seconds: float) -> Fault:
@@ -338,6 +351,8 @@ class OpenAIEmulator(LoopbackEmulator):
         self._init_loopback()
         self._answered = 0
         self.requests: list[RecordedRequest] = []
+        self.holds: list[bool] = []
+        """One per ``hold`` fault met: True when its ``release`` was set, False when it timed out."""
 
     @property
     def base_url(self) -> str:
@@ -428,7 +443,7 @@ class OpenAIEmulator(LoopbackEmulator):
         message, usage, finish = self._reply(self._turns[turn_index], body, turn_index, cut)
         body_fault = next((f for f in faults if f.kind in ("drop", "malformed")), None)
         completed = (
-            self._send_stream(h, body, message, usage, finish, body_fault)
+            self._send_stream(h, body, message, usage, finish, body_fault, faults)
             if body.get("stream")
             else self._send_completion(h, body, message, usage, finish, body_fault)
         )
@@ -623,7 +638,10 @@ class OpenAIEmulator(LoopbackEmulator):
         usage: JSONDict,
         finish: str,
         fault: Fault | None,
+        faults: Sequence[Fault] = (),
     ) -> bool:
+        pace_s = sum(f.seconds for f in faults if f.kind == "pace")
+        held = next((f for f in faults if f.kind == "hold"), None)
         self._start(h, 200)
         h.send_header("Content-Type", "text/event-stream; charset=utf-8")
         h.send_header("Cache-Control", "no-cache")
@@ -637,6 +655,12 @@ class OpenAIEmulator(LoopbackEmulator):
         # A fault asked for past the last chunk still happens, just before [DONE].
         cut = min(max(0, fault.after_chunks), len(chunks)) if fault is not None else -1
         for n, chunk in enumerate([*chunks, None]):
+            if held is not None and held.release is not None and n == held.after_chunks:
+                released = held.release.wait(held.seconds)
+                with self._lock:
+                    self.holds.append(released)
+            if pace_s:
+                self._stopping.wait(pace_s)
             if n == cut and fault is not None:
                 if fault.kind == "drop":
                     self._drop(h)

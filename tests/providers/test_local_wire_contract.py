@@ -178,15 +178,20 @@ async def test_after_a_cut_off_call_the_history_is_valid_input_again() -> None:
 
 
 class Watcher(Recorder):
-    """A handler that also keeps the text deltas it is shown."""
+    """A handler that also keeps the text deltas it is shown, clearing them when an attempt is
+    discarded (as a UI does: with ``stream=True`` deltas are live, issue #14)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.deltas: list[str] = []
+        self.discarded = 0
 
     def handle_event(self, event: Any, ctx: object) -> None:
         if isinstance(event, dict) and event.get("type") == TEXT_DELTA_TYPE:
             self.deltas.append(event["text"])
+        if isinstance(event, dict) and event.get("type") == "rma.attempt_discarded":
+            self.deltas.clear()
+            self.discarded += 1
 
 
 async def test_a_corrupt_stream_chunk_re_sends_the_request_and_leaves_no_partial_text() -> None:
@@ -197,7 +202,7 @@ async def test_a_corrupt_stream_chunk_re_sends_the_request_and_leaves_no_partial
     assert len(emu.requests) == 2
     assert emu.requests[1].body == emu.requests[0].body  # the same request, re-sent
     assert result.text == text
-    assert "".join(handler.deltas) == text
+    assert "".join(handler.deltas) == text and handler.discarded == 1
     assert sum(1 for e in result.events if e.get("type") == "local.model_response") == 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -334,3 +335,26 @@ def test_emulator_keeps_connections_alive() -> None:
         "a",
         "b",
     ]
+
+
+def test_emulator_pace_spaces_every_chunk_and_hold_waits_for_its_release() -> None:
+    import threading
+    import time
+
+    from rma_shell.testing import hold, pace
+
+    release = threading.Event()
+    with OpenAIEmulator(
+        [{"content": "abcdefgh"}], faults={0: [pace(0.03), hold(2, release)]}, chunk_chars=2
+    ) as emu:
+        arrivals: list[float] = []
+        stream = client(emu).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        for n, _ in enumerate(stream):
+            arrivals.append(time.monotonic())
+            if n == 1:
+                release.set()  # the chunks after the second wait for this
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert len(arrivals) == 6 and min(gaps) >= 0.02  # role, 4 content pieces, finish
+    assert emu.holds == [True]
