@@ -8,6 +8,8 @@ schema that is itself invalid is reported once, when the validator is built, not
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,7 +77,10 @@ def declared_schema(tool: object) -> tuple[str, Mapping[str, Any]] | None:
 
 def validators_for(tools: object) -> dict[str, SchemaValidator]:
     """A validator per declared tool with a usable schema. A schema that is not valid JSON
-    Schema gets none (the host will refuse or ignore it; a run is not failed over it here)."""
+    Schema gets none (the host will refuse or ignore it; a run is not failed over it here).
+
+    Validators are remembered by (name, schema): checking a schema against its metaschema
+    costs milliseconds, and a process runs many sessions with the same tools."""
     out: dict[str, SchemaValidator] = {}
     if not isinstance(tools, list | tuple):
         return out
@@ -84,7 +89,18 @@ def validators_for(tools: object) -> dict[str, SchemaValidator]:
         if found is None:
             continue
         try:
-            out[found[0]] = SchemaValidator(*found)
-        except InvalidSchema:
+            key = json.dumps(found[1], sort_keys=True, default=repr)
+        except (TypeError, ValueError):
             continue
+        validator = _validator(found[0], key)
+        if validator is not None:
+            out[found[0]] = validator
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator(name: str, schema_json: str) -> SchemaValidator | None:
+    try:
+        return SchemaValidator(name, json.loads(schema_json))
+    except InvalidSchema:
+        return None
