@@ -342,14 +342,7 @@ class HandlerAdapter:
         args: tuple[Any, ...] = (
             (event, self._context, info) if self._event_takes_info else (event, self._context)
         )
-        try:
-            value = fn(*args)
-            if inspect.isawaitable(value):
-                await value
-        except Exception:
-            log.exception(
-                "handle_event raised; the session continues", extra=log_fields(session_id=info.session_id)
-            )
+        await _observe(fn, args, "handle_event", info)
 
     async def deliver_update(self, update: LiveUpdate, info: SessionInfo) -> None:
         """Forward a live update to ``handle_update``; a raising observer is logged and isolated."""
@@ -359,14 +352,17 @@ class HandlerAdapter:
         args: tuple[Any, ...] = (
             (update, self._context, info) if self._update_takes_info else (update, self._context)
         )
-        try:
-            value = fn(*args)
-            if inspect.isawaitable(value):
-                await value
-        except Exception:
-            log.exception(
-                "handle_update raised; the session continues", extra=log_fields(session_id=info.session_id)
-            )
+        await _observe(fn, args, "handle_update", info)
+
+
+async def _observe(fn: Callable[..., Any], args: tuple[Any, ...], hook: str, info: SessionInfo) -> None:
+    """Call an observer hook (sync or async); one that raises is logged and isolated (S-89)."""
+    try:
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            await value
+    except Exception:
+        log.exception(f"{hook} raised; the session continues", extra=log_fields(session_id=info.session_id))
 
 
 ACCEPTED_ANSWER = "Final answer received."
