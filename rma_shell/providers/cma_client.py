@@ -250,33 +250,40 @@ class CMAClient:
             )
             if attempt >= self.max_retries or not retryable:
                 return outcome
-            delay = next_delay_s(
-                attempt,
-                headers=retry_after,
-                now_epoch_s=self._clock(),
-                jitter=min(1.0, max(0.0, self._rand())),
-                base_s=0.5,
-                cap_s=8.0,
-            )
-            log.warning(
-                "%s %s failed (%s); retry %d in %.2fs",
-                method,
-                path,
-                error.kind,
-                attempt + 1,
-                delay,
-                extra=log_fields(
-                    provider="claude_managed_agents",
-                    method=method,
-                    path=path,
-                    attempt=attempt,
-                    error=error.kind,
-                    status=getattr(error, "status", None),
-                    delay_s=delay,
-                ),
-            )
-            await self._sleep(delay)
+            await self._back_off(method, path, error, attempt, retry_after)
             attempt += 1
+
+    async def _back_off(
+        self, method: str, path: str, error: SessionError, attempt: int, retry_after: Mapping[str, str] | None
+    ) -> None:
+        """Log a retryable failure and sleep the backoff (``Retry-After`` honoured) before
+        attempt ``attempt + 1`` — one schedule for every request and for opening the stream."""
+        delay = next_delay_s(
+            attempt,
+            headers=retry_after,
+            now_epoch_s=self._clock(),
+            jitter=min(1.0, max(0.0, self._rand())),
+            base_s=0.5,
+            cap_s=8.0,
+        )
+        log.warning(
+            "%s %s failed (%s); retry %d in %.2fs",
+            method,
+            path,
+            error.kind,
+            attempt + 1,
+            delay,
+            extra=log_fields(
+                provider="claude_managed_agents",
+                method=method,
+                path=path,
+                attempt=attempt,
+                error=error.kind,
+                status=getattr(error, "status", None),
+                delay_s=delay,
+            ),
+        )
+        await self._sleep(delay)
 
     async def _attempt(
         self,
@@ -474,31 +481,7 @@ class CMAClient:
                     yield opened
                     return
             error = opened.failure()
-            delay = next_delay_s(
-                attempt,
-                headers=retry_after,
-                now_epoch_s=self._clock(),
-                jitter=min(1.0, max(0.0, self._rand())),
-                base_s=0.5,
-                cap_s=8.0,
-            )
-            log.warning(
-                "GET %s failed (%s); retry %d in %.2fs",
-                path,
-                error.kind,
-                attempt + 1,
-                delay,
-                extra=log_fields(
-                    provider="claude_managed_agents",
-                    method="GET",
-                    path=path,
-                    attempt=attempt,
-                    error=error.kind,
-                    status=getattr(error, "status", None),
-                    delay_s=delay,
-                ),
-            )
-            await self._sleep(delay)
+            await self._back_off("GET", path, error, attempt, retry_after)
             attempt += 1
 
     async def _open_stream(
