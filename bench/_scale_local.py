@@ -39,18 +39,7 @@ class SlowChatServer(ChatServer):
     """``bench/_chat_server.py`` with a per-request latency."""
 
     def __init__(self, latency_ms: float) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "_chat_server.py"), "--latency-ms", str(latency_ms)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("PORT "):
-            self.proc.kill()
-            raise SystemExit(f"the chat server did not start: {line!r}")
-        self.base = f"http://127.0.0.1:{int(line.split()[1])}"
-        self.base_url = self.base + "/v1"
+        super().__init__("--latency-ms", str(latency_ms))
 
 
 LOCAL_SIZES = (100, 400, 700, 1_000)

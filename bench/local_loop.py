@@ -361,9 +361,10 @@ def format_scenarios(scenarios: Any) -> str:
 
 
 class ChatServer:
-    def __init__(self) -> None:
+    def __init__(self, *args: str) -> None:
+        """``bench/_chat_server.py`` in a process of its own; ``args`` go to its command line."""
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "_chat_server.py")],
+            [sys.executable, str(ROOT / "bench" / "_chat_server.py"), *args],
             stdout=subprocess.PIPE,
             text=True,
         )
