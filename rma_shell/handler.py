@@ -276,9 +276,7 @@ class HandlerAdapter:
                 with anyio.move_on_after(self._tool_timeout) as scope:
                     value = await self._call(args)
                 if scope.cancelled_caught:  # past the run's tool_timeout: cancelled, the model told
-                    value = Failure(
-                        f"tool {use.name} timed out after {self._tool_timeout:g} s and was cancelled"
-                    )
+                    value = Failure(timed_out(use.name, self._tool_timeout))
         except Exception as exc:  # T-6: a raising tool is a result, not a crash
             log.warning(
                 "tool %s raised %r",
@@ -307,9 +305,7 @@ class HandlerAdapter:
         result = result_of(use.id, value)
         limit = self._max_result_chars
         if limit is not None and len(result.text) > limit:
-            size = len(result.text)
-            cut = f"{result.text[:limit]}\n[truncated: {size - limit} of {size} characters not shown]"
-            result = ToolResult(result.tool_use_id, cut, result.is_error)
+            result = ToolResult(result.tool_use_id, truncate(result.text, limit), result.is_error)
         if telemetry.listening():
             telemetry.emit(
                 "rma.tool.stop",
@@ -363,6 +359,24 @@ async def _observe(fn: Callable[..., Any], args: tuple[Any, ...], hook: str, inf
             await value
     except Exception:
         log.exception(f"{hook} raised; the session continues", extra=log_fields(session_id=info.session_id))
+
+
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""The default cap on one tool result (characters, about 25k tokens) — for a run
+(``max_tool_result_chars``) and a toolbox alike: far above what a tool should send back, low
+enough that one runaway result cannot fill the context window."""
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with a marker the model can read."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[truncated: {len(text) - limit} of {len(text)} characters not shown]"
+
+
+def timed_out(tool: str, seconds: float) -> str:
+    """What the model reads when a call of ``tool`` ran past its timeout and was cancelled."""
+    return f"tool {tool} timed out after {seconds:g} s and was cancelled"
 
 
 ACCEPTED_ANSWER = "Final answer received."

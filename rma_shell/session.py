@@ -60,7 +60,7 @@ from rma.session.options import (
 )
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
-from rma_shell.handler import HandlerAdapter
+from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, HandlerAdapter
 from rma_shell.logging import log_fields
 from rma_shell.options import check_run_options
 from rma_shell.providers.base import OpenRequest, Provider
@@ -466,8 +466,8 @@ def _typed_output(output: Any, result: SessionResult) -> Any:
     return None
 
 
-DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
-"""The default cap on one tool result a run sends back (characters, about 25k tokens)."""
+DEFAULT_MAX_TOOL_RESULT_CHARS = DEFAULT_MAX_RESULT_CHARS
+"""The default ``max_tool_result_chars`` of a run: the handler's one cap (100,000 characters)."""
 
 
 def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:

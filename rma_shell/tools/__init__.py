@@ -7,11 +7,12 @@ toolbox serves all three hosts. Needs the ``tools`` extra: ``pip install "rma-ag
 MCP servers are ``rma_shell.tools.mcp.MCPServer`` sources (the ``mcp`` extra).
 """
 
+from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, truncate
 from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
 from rma_shell.tools.output import OutputTool, output_tool
 from rma_shell.tools.schema_validation import InvalidSchema, SchemaValidator
 from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
-from rma_shell.tools.toolbox import DEFAULT_MAX_RESULT_CHARS, Toolbox, ToolboxError, truncate
+from rma_shell.tools.toolbox import Toolbox, ToolboxError
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",

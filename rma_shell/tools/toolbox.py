@@ -24,19 +24,16 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Self
 
 import anyio
 from returns.result import Failure, Success
 
 from rma.vocabulary import SessionInfo
+from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, timed_out, truncate
 from rma_shell.tools.function import FunctionTool, ToolCall, serialise
 from rma_shell.tools.schema_validation import SchemaValidator
 from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
-
-DEFAULT_MAX_RESULT_CHARS: Final = 100_000
-"""The default cap on one tool result (characters): about 25k tokens, far above what a tool
-should send back, low enough that one runaway result cannot fill the context window."""
 
 
 class ToolboxError(ValueError):
@@ -176,7 +173,7 @@ class Toolbox:
         with anyio.move_on_after(timeout) as scope:
             result = await call()
         if scope.cancelled_caught:
-            return Failure(f"tool {name} timed out after {timeout:g} s and was cancelled")
+            return Failure(timed_out(name, timeout))
         return result
 
     def _capped(self, output: ToolOutput) -> ToolOutput:
@@ -192,13 +189,6 @@ class Toolbox:
     def __repr__(self) -> str:
         sources = ", ".join(repr(s) for s in self._sources)
         return f"Toolbox(functions={list(self._functions)!r}, sources=[{sources}])"
-
-
-def truncate(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a marker the model can read."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[truncated: {len(text) - limit} of {len(text)} characters not shown]"
 
 
 def as_specs(tools: Sequence[object]) -> list[ToolSpec]:
