@@ -6,7 +6,6 @@ against each host's emulator; and a stdio server crashing mid-run, respawned, on
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.tools import Toolbox, tool
 from rma_shell.tools.mcp import MCPServer
 from tests.tools._mcp import http_server, pid_alive, stdio_server
+from tests.tools._wire import agentcore_tool_results, cma_tool_results, local_tool_results
 
 KEY = "sk-test-mcp"
 SID = "rma-session-0123456789abcdef0123456789"
@@ -70,17 +70,6 @@ EXPECTED = [
 ]
 
 
-def local_results(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    results = []
-    for message in messages:
-        if message["role"] == "tool":
-            # Chat completions have no is_error: Local sends an error as {"error": …, "isError": true}.
-            content = message["content"]
-            wrapped = json.loads(content) if content.startswith('{"error"') else None
-            results.append((wrapped["error"], True) if wrapped else (content, False))
-    return results
-
-
 async def run_local(
     script: list[tuple[str, dict[str, Any]]], tools: Toolbox
 ) -> tuple[list[tuple[str, bool]], Any, list[str], dict[str, Any]]:
@@ -94,7 +83,7 @@ async def run_local(
             )
             outcome = await run(provider, handler=tools, prompt="go", timeout=60)
         declared = {t["function"]["name"]: t["function"]["parameters"] for t in emu.requests[0].body["tools"]}
-        results = local_results(emu.requests[-1].body["messages"])
+        results = local_tool_results(emu.requests[-1].body["messages"])
     return results, outcome, list(declared), declared.get("w_add", {})
 
 
@@ -116,12 +105,7 @@ async def run_agentcore(
             finally:
                 await provider.close()
         invokes = [r.body for r in emu.requests if r.path.startswith("/harnesses/invoke")]
-    results = []
-    for body in invokes[1:]:
-        for block in body["messages"][-1]["content"]:
-            if "toolResult" in block:
-                result = block["toolResult"]
-                results.append((result["content"][0]["text"], result.get("status") == "error"))
+    results = agentcore_tool_results(invokes[1:])
     specs = {t["name"]: t["config"]["inlineFunction"]["inputSchema"] for t in invokes[0]["tools"]}
     return results, outcome, list(specs), specs["w_add"]
 
@@ -151,11 +135,7 @@ async def run_cma(
                 await provider.close()
         posts = [q.body for q in emu.requests if q.method == "POST" and q.path.endswith("/events")]
         agent_body = next(q.body for q in emu.requests if q.method == "POST" and q.path == "/v1/agents")
-    results = []
-    for body in posts[1:]:
-        for event in body["events"]:
-            if event["type"] == "user.custom_tool_result":
-                results.append((event["content"][0]["text"], bool(event["is_error"])))
+    results = cma_tool_results(posts[1:])
     specs = {t["name"]: t["input_schema"] for t in agent_body["tools"]}
     return results, outcome, list(specs), specs["w_add"]
 

@@ -4,7 +4,6 @@ result with a visible marker — for any handler, on every host."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -17,6 +16,7 @@ from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from tests.tools._wire import agentcore_tool_results, local_tool_results
 
 KEY = "sk-test-limits"
 SID = "rma-session-0123456789abcdef0123456789"
@@ -43,16 +43,6 @@ class Tools:
         return "fine"
 
 
-def tool_texts_local(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    out = []
-    for message in messages:
-        if message["role"] == "tool":
-            content = message["content"]
-            wrapped = json.loads(content) if content.startswith('{"error"') else None
-            out.append((wrapped["error"], True) if wrapped else (content, False))
-    return out
-
-
 EXPECTED = [
     ("tool slow timed out after 0.3 s and was cancelled", True),
     ("y" * 100 + "\n[truncated: 150 of 250 characters not shown]", False),
@@ -73,7 +63,7 @@ async def test_local_a_slow_tool_is_cancelled_and_a_long_result_cut_and_the_run_
         ).unwrap()
         messages = emu.requests[-1].body["messages"]
     assert result.text == "done" and tools.cancelled == ["slow"]
-    assert tool_texts_local(messages) == EXPECTED
+    assert local_tool_results(messages) == EXPECTED
 
 
 async def test_agentcore_the_same_limits_give_the_same_results() -> None:
@@ -101,13 +91,7 @@ async def test_agentcore_the_same_limits_give_the_same_results() -> None:
         finally:
             await provider.close()
         invokes = [r.body for r in emu.requests if r.path.startswith("/harnesses/invoke")]
-    sent = []
-    for body in invokes[1:]:
-        for block in body["messages"][-1]["content"]:
-            if "toolResult" in block:
-                sent.append(
-                    (block["toolResult"]["content"][0]["text"], block["toolResult"].get("status") == "error")
-                )
+    sent = agentcore_tool_results(invokes[1:])
     assert result.text == "done" and sent == EXPECTED
 
 
@@ -126,7 +110,7 @@ async def test_by_default_results_are_capped_at_100000_characters() -> None:
             rand=lambda: 0.0,
         )
         assert (await run(provider, handler=huge, prompt="go")).unwrap().text == "ok"
-        [sent] = tool_texts_local(emu.requests[-1].body["messages"])
+        [sent] = local_tool_results(emu.requests[-1].body["messages"])
     assert sent == ("z" * 100_000 + "\n[truncated: 50 of 100050 characters not shown]", False)
 
 

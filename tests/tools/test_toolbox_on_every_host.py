@@ -4,7 +4,6 @@ per-tool timeouts and result caps — through ``run`` against each host's emulat
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.tools import Toolbox, tool
+from tests.tools._wire import agentcore_tool_results, cma_tool_results, local_tool_results
 
 KEY = "sk-test-toolbox"
 SID = "rma-session-0123456789abcdef0123456789"
@@ -95,14 +95,7 @@ async def run_local() -> tuple[list[tuple[str, bool]], Any, list[Any]]:
         outcome = await run(provider, handler=tools, prompt="go", timeout=30)
         last = emu.requests[-1].body["messages"]
         declared = emu.requests[0].body["tools"]
-    results = []
-    for message in last:
-        if message["role"] == "tool":
-            # Chat completions have no is_error: Local sends an error as {"error": …, "isError": true}.
-            content = message["content"]
-            wrapped = json.loads(content) if content.startswith('{"error"') else None
-            results.append((wrapped["error"], True) if wrapped else (content, False))
-    return results, outcome, declared
+    return local_tool_results(last), outcome, declared
 
 
 async def run_agentcore() -> tuple[list[tuple[str, bool]], Any, list[Any]]:
@@ -121,12 +114,7 @@ async def run_agentcore() -> tuple[list[tuple[str, bool]], Any, list[Any]]:
         finally:
             await provider.close()
         invokes = [r.body for r in emu.requests if r.path.startswith("/harnesses/invoke")]
-    results = []
-    for body in invokes[1:]:
-        for block in body["messages"][-1]["content"]:
-            if "toolResult" in block:
-                result = block["toolResult"]
-                results.append((result["content"][0]["text"], result.get("status") == "error"))
+    results = agentcore_tool_results(invokes[1:])
     return results, outcome, invokes[0]["tools"]
 
 
@@ -156,11 +144,7 @@ async def run_cma() -> tuple[list[tuple[str, bool]], Any, list[Any]]:
         declared = next(q.body for q in emu.requests if q.method == "POST" and q.path == "/v1/agents")[
             "tools"
         ]
-    results = []
-    for body in posts[1:]:
-        for event in body["events"]:
-            if event["type"] == "user.custom_tool_result":
-                results.append((event["content"][0]["text"], bool(event["is_error"])))
+    results = cma_tool_results(posts[1:])
     return results, outcome, declared
 
 

@@ -23,6 +23,7 @@ from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.tools import output_tool
+from tests.tools._wire import agentcore_tool_results, cma_tool_results, local_tool_results
 
 KEY = "sk-test-output"
 SID = "rma-session-0123456789abcdef0123456789"
@@ -59,13 +60,7 @@ async def on_local(answers: list[dict[str, Any]], **kw: Any) -> tuple[Any, list[
         provider = Local(base_url=emu.base_url, model="m", api_key=KEY, rand=lambda: 0.0)
         outcome = await run(provider, handler=NoTools(), prompt="forecast?", output_type=Forecast, **kw)
         requests = list(emu.requests)
-    sent: list[tuple[str, bool]] = []
-    for message in requests[-1].body["messages"]:
-        if message["role"] == "tool":
-            content = message["content"]
-            wrapped = json.loads(content) if content.startswith('{"error"') else None
-            sent.append((wrapped["error"], True) if wrapped else (content, False))
-    return outcome, sent, requests[0].body["tools"]
+    return outcome, local_tool_results(requests[-1].body["messages"]), requests[0].body["tools"]
 
 
 async def on_agentcore(answers: list[dict[str, Any]], **kw: Any) -> tuple[Any, list[tuple[str, bool]], Any]:
@@ -89,12 +84,7 @@ async def on_agentcore(answers: list[dict[str, Any]], **kw: Any) -> tuple[Any, l
         finally:
             await provider.close()
         invokes = [r.body for r in emu.requests if r.path.startswith("/harnesses/invoke")]
-    sent = []
-    for body in invokes[1:]:
-        for block in body["messages"][-1]["content"]:
-            if "toolResult" in block:
-                result = block["toolResult"]
-                sent.append((result["content"][0]["text"], result.get("status") == "error"))
+    sent = agentcore_tool_results(invokes[1:])
     return outcome, sent, invokes[0]["tools"]
 
 
@@ -130,11 +120,7 @@ async def on_cma(answers: list[dict[str, Any]], **kw: Any) -> tuple[Any, list[tu
         declared = next(q.body for q in emu.requests if q.method == "POST" and q.path == "/v1/agents")[
             "tools"
         ]
-    sent = []
-    for body in posts[1:]:
-        for event in body["events"]:
-            if event["type"] == "user.custom_tool_result":
-                sent.append((event["content"][0]["text"], bool(event["is_error"])))
+    sent = cma_tool_results(posts[1:])
     return outcome, sent, declared
 
 
