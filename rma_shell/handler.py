@@ -168,6 +168,8 @@ class HandlerAdapter:
         # The model's arguments are checked against the declared schemas before a raw handler
         # sees them (a toolbox checks its own). Needs jsonschema (the ``tools`` extra).
         self._output = output  # the typed answer's terminal tool, answered here (output_type=)
+        self.answers: dict[str | None, Any] = {}
+        """The typed value of each ``output_type`` answer that validated, by tool-use id."""
         self._tool_timeout = tool_timeout
         self._max_result_chars = max_result_chars
         self._validators = (
@@ -239,6 +241,7 @@ class HandlerAdapter:
         if self._output is not None and use.name == self._output.name:
             answer = self._output.validate(use.input)
             if isinstance(answer, Success):
+                self.answers[use.id] = answer.unwrap()
                 return ToolResult(use.id, ACCEPTED_ANSWER, False)
             return ToolResult(use.id, answer.failure(), True)
         validator = self._validators.get(use.name) if self._validators else None

@@ -300,7 +300,9 @@ class _Driver(Generic[C]):
             self.recorder.result(outcome)
         if self.opts.output is not None and isinstance(outcome, Success):
             outcome = Success(
-                attrs.evolve(outcome.unwrap(), output=_typed_output(self.opts.output, outcome.unwrap()))
+                attrs.evolve(
+                    outcome.unwrap(), output=_typed_output(self.opts.output, outcome.unwrap(), self.tools)
+                )
             )
         if final:
             self.final = outcome
@@ -456,13 +458,12 @@ class _Driver(Generic[C]):
             self.telemetry.emit("rma.session.stop", {"duration": duration}, meta)
 
 
-def _typed_output(output: Any, result: SessionResult) -> Any:
-    """The last answer of this request that validated (the core ended it only after one did)."""
+def _typed_output(output: Any, result: SessionResult, tools: HandlerAdapter) -> Any:
+    """The last answer of this request that validated (the core ended it only after one did),
+    as the handler adapter validated it — not validated a second time."""
     for use in reversed(result.custom_tool_uses):
-        if use.name == output.name:
-            value = output.validate(use.input)
-            if isinstance(value, Success):
-                return value.unwrap()
+        if use.name == output.name and use.id in tools.answers:
+            return tools.answers[use.id]
     return None
 
 
