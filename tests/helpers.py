@@ -59,3 +59,24 @@ class Recorder:
     def handle_event(self, event: JSON, ctx: Any, info: Any) -> None:
         self.events.append(event)
         self.infos.append(info)
+
+
+def cma_agent_and_environment(emu: Any, key: str) -> dict[str, str]:
+    """An agent and an environment created on a ``CMAEmulator`` with ``key``: the ids a
+    ``ClaudeManagedAgents`` provider (or a run) takes as ``agent_id=`` / ``environment_id=``."""
+    import httpx
+
+    headers = {
+        "x-api-key": key,
+        "anthropic-version": "2026-10-21",
+        "anthropic-beta": "managed-agents-2026-04-01",
+    }
+    agent = httpx.post(
+        f"{emu.base_url}/v1/agents", json={"name": "a", "model": "claude-sonnet-4-6"}, headers=headers
+    )
+    env = httpx.post(
+        f"{emu.base_url}/v1/environments",
+        json={"name": "e", "config": {"type": "cloud", "networking": {"type": "unrestricted"}}},
+        headers=headers,
+    )
+    return {"agent_id": agent.json()["id"], "environment_id": env.json()["id"]}

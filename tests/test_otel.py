@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 import trio
 from opentelemetry import trace
@@ -27,7 +26,7 @@ from rma_shell import Telemetry, open_session, otel, run
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, ScriptedProvider, delay, text_turn, tool_turn
-from tests.helpers import Recorder, end
+from tests.helpers import Recorder, cma_agent_and_environment, end
 
 KEY = "sk-test-otel-1b2c"
 ANT_KEY = "sk-ant-otel-9d8e"
@@ -416,20 +415,7 @@ async def test_a_live_session_has_one_invoke_agent_span_per_request(ot: OTel) ->
 
 
 def agent_and_environment(emu: CMAEmulator, key: str) -> dict[str, str]:
-    headers = {
-        "x-api-key": key,
-        "anthropic-version": "2026-10-21",
-        "anthropic-beta": "managed-agents-2026-04-01",
-    }
-    agent = httpx.post(
-        f"{emu.base_url}/v1/agents", json={"name": "a", "model": "claude-sonnet-4-6"}, headers=headers
-    )
-    env = httpx.post(
-        f"{emu.base_url}/v1/environments",
-        json={"name": "e", "config": {"type": "cloud", "networking": {"type": "unrestricted"}}},
-        headers=headers,
-    )
-    return {"agent_id": agent.json()["id"], "environment_id": env.json()["id"]}
+    return cma_agent_and_environment(emu, key)
 
 
 def _cma(emu: CMAEmulator, tel: Telemetry, **kw: Any) -> ClaudeManagedAgents:

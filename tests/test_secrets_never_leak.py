@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -51,6 +50,7 @@ from rma_shell.testing import (
     text_turn,
     tool_turn,
 )
+from tests.helpers import cma_agent_and_environment
 
 OPENAI_KEY = "sk-proj-LEAKCANARY-openai-5f2e9a71"
 LANE_KEY = "sk-LEAKCANARY-gateway-lane-0c4d"
@@ -340,20 +340,7 @@ async def test_an_echoed_key_is_masked_not_dropped(capture: Capture) -> None:
 
 
 def agent_and_environment(emu: CMAEmulator) -> dict[str, str]:
-    headers = {
-        "x-api-key": ANTHROPIC_KEY,
-        "anthropic-version": "2026-10-21",
-        "anthropic-beta": "managed-agents-2026-04-01",
-    }
-    agent = httpx.post(
-        f"{emu.base_url}/v1/agents", json={"name": "a", "model": "claude-sonnet-4-6"}, headers=headers
-    )
-    env = httpx.post(
-        f"{emu.base_url}/v1/environments",
-        json={"name": "e", "config": {"type": "cloud", "networking": {"type": "unrestricted"}}},
-        headers=headers,
-    )
-    return {"agent_id": agent.json()["id"], "environment_id": env.json()["id"]}
+    return cma_agent_and_environment(emu, ANTHROPIC_KEY)
 
 
 def token_file(tmp: Path, expires_in: float = 3600) -> str:

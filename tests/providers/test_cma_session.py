@@ -24,6 +24,7 @@ from rma_shell.testing import (
     text_turn,
     tool_turn,
 )
+from tests.helpers import cma_agent_and_environment
 
 KEY = "sk-ant-test-5c1f"
 
@@ -49,22 +50,7 @@ def setup(emu: CMAEmulator, **kw: Any) -> ClaudeManagedAgents:
 
 
 def emu_agent_and_environment(emu: CMAEmulator) -> dict[str, str]:
-    import httpx
-
-    headers = {
-        "x-api-key": KEY,
-        "anthropic-version": "2026-10-21",
-        "anthropic-beta": "managed-agents-2026-04-01",
-    }
-    agent = httpx.post(
-        f"{emu.base_url}/v1/agents", json={"name": "a", "model": "claude-sonnet-4-6"}, headers=headers
-    )
-    env = httpx.post(
-        f"{emu.base_url}/v1/environments",
-        json={"name": "e", "config": {"type": "cloud", "networking": {"type": "unrestricted"}}},
-        headers=headers,
-    )
-    return {"agent_id": agent.json()["id"], "environment_id": env.json()["id"]}
+    return cma_agent_and_environment(emu, KEY)
 
 
 @pytest.fixture

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from rma.config import AnthropicSettings, ApiKeyAuth, Secret
 from rma.errors import AuthenticationError, InvalidOpts
 from rma.provisioning import AgentSpec
@@ -22,6 +20,7 @@ from rma_shell.providers.local import Local
 from rma_shell.provisioning.claude_managed_agents import ensure_agent
 from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, text_turn
+from tests.helpers import cma_agent_and_environment
 
 PROVIDER_KEY = "sk-provider-own-key-1111"
 LANE_KEY = "sk-lane-granted-key-2222"
@@ -32,16 +31,7 @@ def noop(name: str, input: dict[str, Any], ctx: object) -> str:
 
 
 def agent_and_environment(emu: CMAEmulator, key: str) -> dict[str, str]:
-    headers = {
-        "x-api-key": key,
-        "anthropic-version": "2026-10-21",
-        "anthropic-beta": "managed-agents-2026-04-01",
-    }
-    agent = httpx.post(
-        f"{emu.base_url}/v1/agents", json={"name": "a", "model": "claude-sonnet-4-6"}, headers=headers
-    )
-    env = httpx.post(f"{emu.base_url}/v1/environments", json={"name": "e"}, headers=headers)
-    return {"agent_id": agent.json()["id"], "environment_id": env.json()["id"]}
+    return cma_agent_and_environment(emu, key)
 
 
 def authorizations(emu: Any) -> set[str | None]:

@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from rma.live import LiveUpdate, TextDelta, ToolCallFinished, ToolCallStarted, TurnFinished
@@ -27,6 +26,7 @@ from rma_shell.testing import AgentCoreEmulator, CMAEmulator, OpenAIEmulator
 from rma_shell.testing import agentcore as ace
 from rma_shell.testing import text_turn as cma_text_turn
 from rma_shell.testing import tool_turn as cma_tool_turn
+from tests.helpers import cma_agent_and_environment
 
 KEY = "sk-ant-test-live"
 SID = "rma-session-0123456789abcdef0123456789"
@@ -121,25 +121,12 @@ def agentcore_host() -> Iterator[tuple[Any, dict[str, Any]]]:
 def cma_host() -> Iterator[tuple[Any, dict[str, Any]]]:
     script = [cma_tool_turn(("lookup", {"id": "c9"}), text=FIRST), cma_text_turn(FINAL), cma_text_turn(FINAL)]
     with CMAEmulator(script, api_key=KEY) as emu:
-        headers = {
-            "x-api-key": KEY,
-            "anthropic-version": "2026-10-21",
-            "anthropic-beta": "managed-agents-2026-04-01",
-        }
-        agent = httpx.post(
-            f"{emu.base_url}/v1/agents", json={"name": "a", "model": "claude-sonnet-4-6"}, headers=headers
-        )
-        env = httpx.post(
-            f"{emu.base_url}/v1/environments",
-            json={"name": "e", "config": {"type": "cloud", "networking": {"type": "unrestricted"}}},
-            headers=headers,
-        )
+        ids = cma_agent_and_environment(emu, KEY)
         provider = ClaudeManagedAgents(
             api_key=KEY,
             base_url=emu.base_url,
             env={},
-            agent_id=agent.json()["id"],
-            environment_id=env.json()["id"],
+            **ids,
         )
         yield provider, {}
 
