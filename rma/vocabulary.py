@@ -218,6 +218,24 @@ class SessionInfo:
     session_id: str | None = None
     provider: str | None = None
     metadata: Mapping[str, JSON] = attrs.field(factory=dict, converter=_frozen_map, hash=False)
+    tool_use_id: str | None = None
+    """In a tool call's info: the call's tool-use id (None outside a tool call)."""
+    idempotency_key: str | None = None
+    """In a tool call's info: ``"<scope>:<tool_use_id>"``, the same on every attempt of one call —
+    across a journal's ``resume`` and a Temporal retry — so a side-effecting tool can pass it to
+    the system it changes (a payment's idempotency key, an upsert's id) and be applied once. The
+    scope is the journal key or workflow id when there is one, else the host's session id."""
+    attempt: int = 1
+    """In a tool call's info: 1 on the call's first run; 2, 3, … when a resumed session or a
+    retried activity runs a call again whose earlier run started but left no recorded result."""
+
+
+def call_info(info: SessionInfo, tool_use_id: str, scope: str | None, attempt: int = 1) -> SessionInfo:
+    """``info`` for one tool call: its id, idempotency key (under ``scope``, else the session id)
+    and attempt."""
+    prefix = scope if scope is not None else info.session_id
+    key = f"{prefix}:{tool_use_id}" if prefix else tool_use_id
+    return attrs.evolve(info, tool_use_id=tool_use_id, idempotency_key=key, attempt=attempt)
 
 
 def _nonempty_str(_inst: object, attribute: attrs.Attribute[str], value: object) -> None:

@@ -31,7 +31,7 @@ from returns.result import Failure, Success
 
 from rma.live import LiveUpdate
 from rma.session.options import event_hook_shape, handler_shape, update_hook_shape
-from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
+from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse, call_info
 from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
 
@@ -175,6 +175,11 @@ class HandlerAdapter:
         self._validators = (
             {} if getattr(handler, "validates_arguments", False) else _argument_validators(declared_tools)
         )
+        self.key_scope: str | None = None
+        """The scope of each call's ``idempotency_key`` (a journal key, a workflow id); None: the
+        host's session id."""
+        self.attempts: dict[str, int] = {}
+        """Calls whose earlier run started but left no result (a resumed journal): their attempt."""
 
     async def confirm_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
         """Ask ``confirm_tool_use(name, input, ctx[, info])`` about each host-run call.
@@ -259,6 +264,8 @@ class HandlerAdapter:
         except RecursionError:  # never a crash of the session (issue #12): the model is told
             return ToolResult(use.id, _TOO_DEEP, True)
         if self._takes_info:
+            if use.id is not None:
+                info = call_info(info, use.id, self.key_scope, self.attempts.get(use.id, 1))
             args = (*args, info)
         telemetry = self._telemetry
         # Events are built only when someone listens at that moment (emit would drop them).

@@ -17,6 +17,8 @@ from returns.result import Failure, Success
 from rma.vocabulary import SessionInfo, Terminal
 from rma_shell import Telemetry, run
 from rma_shell.testing.scripted import ScriptedProvider
+from rma_shell.tools import Toolbox, ToolCall
+from rma_shell.tools import tool as as_tool
 from tests.helpers import Recorder, calls, end, idle, tool, usage
 
 
@@ -527,3 +529,38 @@ async def test_T1_max_concurrency_above_40_holds_for_sync_handlers() -> None:
         outcome = await run(provider, handler=blocking, prompt="go", max_concurrency=n)
     assert isinstance(outcome, Success), outcome
     assert state["peak"] == n
+
+
+# ── the idempotency key: stable per session and tool-use id (issue #15) ──────────
+
+
+async def test_a_tool_calls_info_carries_its_id_idempotency_key_and_first_attempt() -> None:
+    seen: list[SessionInfo] = []
+
+    def handler(name: str, input: dict[str, Any], ctx: Any, info: SessionInfo) -> str:
+        seen.append(info)
+        return "ok"
+
+    provider = ScriptedProvider([calls(tool("a", "t1"), tool("b", "t2")), end("fin")])
+    outcome = await run(provider, handler=handler, prompt="go", telemetry_metadata={"team": "x"})
+    assert isinstance(outcome, Success)
+    by_id = {i.tool_use_id: i for i in seen}
+    assert set(by_id) == {"t1", "t2"}
+    for use_id, info in by_id.items():
+        assert info.idempotency_key == f"{info.session_id}:{use_id}" and info.session_id
+        assert info.attempt == 1 and info.metadata["team"] == "x"
+
+
+async def test_a_typed_tools_call_sees_the_same_idempotency_key() -> None:
+    keys: list[tuple[str | None, int]] = []
+
+    @as_tool
+    def pay(amount: int, call: ToolCall) -> str:
+        """Pay."""
+        keys.append((call.info.idempotency_key, call.info.attempt))
+        return "paid"
+
+    provider = ScriptedProvider([calls(tool("pay", "t9", amount=3)), end("fin")])
+    outcome = await run(provider, handler=Toolbox(pay), prompt="go")
+    assert isinstance(outcome, Success)
+    assert keys == [(f"{outcome.unwrap().session_id}:t9", 1)]
