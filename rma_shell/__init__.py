@@ -12,22 +12,33 @@ from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.raising import run_or_raise, unwrap
-from rma_shell.session import LiveSession, SessionFailed, open_session, run
+from rma_shell.session import LiveSession, SessionFailed, open_session, run  # isort: split
+
+from rma.journal import AwaitingApproval, JournalDamaged, JournalMismatch, PendingApproval
+from rma_shell.journal.resuming import approve, pending_approvals, resume
+from rma_shell.journal.store import JournalStore, MemoryJournal, SQLiteJournal
 from rma_shell.telemetry import Telemetry, attach, detach
 from rma_shell.updates import UpdateStream
 
 __all__ = [
     "CONTINUE",
     "AttemptDiscarded",
+    "AwaitingApproval",
     "Budget",
     "Failure",
     "Halt",
+    "JournalDamaged",
+    "JournalMismatch",
+    "JournalStore",
     "LiveSession",
     "LiveUpdate",
+    "MemoryJournal",
     "OpenRequest",
     "Outcome",
+    "PendingApproval",
     "Provider",
     "Result",
+    "SQLiteJournal",
     "SessionError",
     "SessionFailed",
     "SessionInfo",
@@ -43,9 +54,12 @@ __all__ = [
     "TurnFinished",
     "UpdateStream",
     "Usage",
+    "approve",
     "attach",
     "detach",
     "open_session",
+    "pending_approvals",
+    "resume",
     "run",
     "run_or_raise",
     "unwrap",

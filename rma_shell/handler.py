@@ -180,6 +180,10 @@ class HandlerAdapter:
         host's session id."""
         self.attempts: dict[str, int] = {}
         """Calls whose earlier run started but left no result (a resumed journal): their attempt."""
+        self.on_start: Callable[[ToolUse, int], None] | None = None
+        """Called with a call and its attempt just before the tool runs (a journal's start record)."""
+        self.on_finish: Callable[[ToolResult], None] | None = None
+        """Called with each call's result as soon as it has one (a journal's result record)."""
 
     async def confirm_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
         """Ask ``confirm_tool_use(name, input, ctx[, info])`` about each host-run call.
@@ -227,15 +231,21 @@ class HandlerAdapter:
         return self._update_fn is not None
 
     async def run_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
+        finish = self.on_finish
         if len(uses) == 1:
             # The common batch: nothing to run concurrently, so no nursery and no task.
             async with self._limiter:
-                return (await self.run_one(uses[0], info),)
+                only = await self.run_one(uses[0], info)
+            if finish is not None:
+                finish(only)
+            return (only,)
         results: list[ToolResult | None] = [None] * len(uses)
 
         async def one(i: int, use: ToolUse) -> None:
             async with self._limiter:
-                results[i] = await self.run_one(use, info)
+                result = results[i] = await self.run_one(use, info)
+            if finish is not None:
+                finish(result)
 
         async with anyio.create_task_group() as nursery:
             for i, use in enumerate(uses):
@@ -263,10 +273,13 @@ class HandlerAdapter:
             args: tuple[Any, ...] = (use.name, _own_copy(use), self._context)
         except RecursionError:  # never a crash of the session (issue #12): the model is told
             return ToolResult(use.id, _TOO_DEEP, True)
+        attempt = self.attempts.get(use.id, 1) if use.id is not None else 1
         if self._takes_info:
             if use.id is not None:
-                info = call_info(info, use.id, self.key_scope, self.attempts.get(use.id, 1))
+                info = call_info(info, use.id, self.key_scope, attempt)
             args = (*args, info)
+        if self.on_start is not None:
+            self.on_start(use, attempt)  # durable before the tool runs
         telemetry = self._telemetry
         # Events are built only when someone listens at that moment (emit would drop them).
         listening = telemetry.listening()

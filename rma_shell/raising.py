@@ -72,6 +72,8 @@ async def run_or_raise(
     output_type: Any = None,
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    journal: Any = None,
+    journal_key: str | None = None,
     **provider_opts: Any,
 ) -> SessionResult:
     """Run a session like ``run``; return its ``SessionResult`` or raise its ``SessionError``.
@@ -102,6 +104,8 @@ async def run_or_raise(
         output_type=output_type,
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
+        journal=journal,
+        journal_key=journal_key,
         **provider_opts,
     )
     if isinstance(outcome_, Failure):

@@ -24,7 +24,8 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Closed, Crashed, ProviderError, SessionError, Timeout
+from rma.errors import Closed, Crashed, ProviderError, SessionError, StreamDropped, Timeout
+from rma.journal import AwaitingApproval, InFlight, JournalUnavailable, PendingApproval
 from rma.provider import Mode
 from rma.session import commands as cmd
 from rma.session.events import (
@@ -46,7 +47,15 @@ from rma.session.events import (
     TurnPolled,
     UserMessage,
 )
-from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
+from rma.session.machine import (
+    Phase,
+    State,
+    carries_result,
+    initial_state,
+    step,
+    with_progress,
+    with_transcript,
+)
 from rma.session.option_checks import check_seconds
 from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
@@ -61,6 +70,9 @@ from rma.session.options import (
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, HandlerAdapter
+from rma_shell.journal.setup import begin_journal, check_new, request_record
+from rma_shell.journal.store import JournalStoreError
+from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
 from rma_shell.options import check_run_options
 from rma_shell.providers.base import OpenRequest, Provider
@@ -81,6 +93,8 @@ _LOG_LEVELS = {
     "error": logging.ERROR,
 }
 
+
+RESUMED_STREAM = "resumed from a journal: the stream of the process that stopped is reopened"
 
 SessionFailed = SessionError
 """Deprecated alias: ``open_session`` raises the ``SessionError`` itself (an exception since
@@ -110,6 +124,12 @@ class _Options:
     """The ``OutputTool`` of ``output_type=``, or None."""
     tool_timeout: float | None = None
     max_tool_result_chars: int | None = None
+    journal: SessionJournal | None = None
+    """Where the session is journaled (``journal=``), bound to its key; None: not journaled."""
+
+
+# The events after which the provider's reattach snapshot may have changed (a journal keeps it).
+_SNAPSHOT_EVENTS = (Opened, TurnPolled, TurnFailed, ReconnectFinished)
 
 
 class _Driver(Generic[C]):
@@ -149,6 +169,12 @@ class _Driver(Generic[C]):
         """perf_counter() when the provider opened (``rma.session.start`` was emitted)."""
         self.updates = UpdateHub(self.post)
         """The open ``LiveSession.updates()`` iterators."""
+        self.journal = opts.journal
+        self.journaled_tools = (
+            JournaledTools(self.tools, opts.journal, opts.handler, opts.context) if opts.journal else None
+        )
+        self.reconnect_now = False
+        """Resuming a stream from a journal: the first reconnect goes at once, without backoff."""
 
     # ── lifecycle ──
 
@@ -199,16 +225,27 @@ class _Driver(Generic[C]):
         meta = {**self._session_meta(session_id), "terminal": "error", "error": error.kind, "phase": "open"}
         self.telemetry.emit("rma.session.terminal", {"duration": duration}, meta)
 
-    async def serve(self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run the loop until a sync run's result or cancellation. Owns the task nursery."""
+    async def serve(
+        self,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+        *,
+        in_flight: InFlight | None = None,
+    ) -> None:
+        """Run the loop until a sync run's result or cancellation. Owns the task nursery.
+
+        ``in_flight``: resuming from a journal — the state is already the journal's, and what
+        was in flight when its process stopped is carried on instead of opening afresh."""
         assert self.conn is not None
         async with anyio.create_task_group() as nursery:
             self.nursery = nursery
             task_status.started()
             conn = self.conn
-            await self.feed(Opened(self.provider.session_id(conn), self.provider.resumed(conn)))
-            if self.config.codec.mode is Mode.STREAMING and not self.provider.resumed(conn):
-                self._start_stream(self.state.gen)
+            if in_flight is not None:
+                self._carry_on(in_flight)
+            else:
+                await self.feed(Opened(self.provider.session_id(conn), self.provider.resumed(conn)))
+                if self.config.codec.mode is Mode.STREAMING and not self.provider.resumed(conn):
+                    self._start_stream(self.state.gen)
             async for ev in self.inbox:
                 await self.feed(ev)
                 if self.final is not None:
@@ -218,6 +255,8 @@ class _Driver(Generic[C]):
     async def feed(self, ev: Event) -> None:
         if self.recorder:
             self.recorder.event(ev)
+        if self.journal is not None and not self._journaled(ev):
+            return
         try:
             self.state, commands = step(self.state, ev)
         except Exception as exc:  # a bug in the core or a codec: surface it, never hang
@@ -232,6 +271,81 @@ class _Driver(Generic[C]):
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
         for command in commands:
             await self.execute(command)
+
+    def _journaled(self, ev: Event) -> bool:
+        """Write ``ev`` (and a changed snapshot) before the core takes it; False: it cannot be."""
+        assert self.journal is not None
+        snapshot = None
+        if self.conn is not None and isinstance(ev, _SNAPSHOT_EVENTS):
+            snapshot = self.provider.snapshot(self.conn)
+        try:
+            self.journal.event(ev, snapshot)
+        except Exception as exc:  # a full disk, a locked file, a store bug: stop, recorded so far
+            self._journal_failed(exc)
+            return False
+        return True
+
+    def _journal_failed(self, exc: BaseException) -> None:
+        assert self.journal is not None
+        log.error("journal write failed: %s", exc, extra={"session_id": self.info.session_id})
+        error = with_progress(self.state, JournalUnavailable(key=self.journal.key, detail=str(exc)[:2000]))
+        self.journal = None  # nothing more is written, the end included
+        self._stop(Failure(error))
+
+    def _stop(self, outcome: Outcome_) -> None:
+        """End the session from a task (a pause, a journal failure): report, then cancel the loop."""
+        self._report(outcome, final=True)
+        if self.nursery is not None:
+            self.nursery.cancel_scope.cancel()
+
+    def _pause(self, waiting: tuple[PendingApproval, ...]) -> None:
+        assert self.journal is not None
+        try:
+            self.journal.waiting(waiting)
+        except Exception as exc:
+            self._journal_failed(exc)
+            return
+        journal, self.journal = self.journal, None  # paused: no end record, resume carries on
+        self._stop(Failure(with_progress(self.state, AwaitingApproval(key=journal.key, waiting=waiting))))
+
+    def _carry_on(self, flight: InFlight) -> None:
+        """Resume what a journal's process had in flight when it stopped (``rma_shell.journal``)."""
+        if flight.tools is not None:
+            self._spawn(self._run_tools, flight.tools.batch, flight.tools.uses, flight.tools.confirmations)
+        if flight.poll is not None:
+            self._spawn(self._poll, flight.poll.input)  # a model turn: asked again (at least once)
+        if flight.guard is not None:
+            self._spawn(self._guard, flight.guard.payload)
+        if flight.push is not None:
+            self._spawn(self._push_unless_landed, flight.push.input)
+        if self.config.codec.mode is not Mode.STREAMING:
+            return
+        self.reconnect_now = True
+        if flight.timer is not None:
+            self._spawn(self._timer, 0)
+        elif flight.reconnect is not None:
+            self._spawn(self._reconnect, flight.reconnect.gen, flight.reconnect.seen)
+        elif self.state.phase not in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE, Phase.DONE):
+            # The old process's stream died with it: to the core that is a dropped stream, and
+            # its reconnect — subscribe, list, dedupe, recover unanswered calls — reattaches.
+            self.post(StreamFailed(self.state.gen, StreamDropped(detail=RESUMED_STREAM)))
+
+    async def _push_unless_landed(self, input: JSON) -> None:
+        """A push the old process may or may not have made: post it only if the host lacks it."""
+        assert self.conn is not None
+        landed = getattr(self.config.codec, "input_landed", None)
+        if landed is not None:
+            try:
+                listed = await self.provider.reconnect(self.conn, self.state.seen.ids())
+            except Exception:
+                listed = None
+            if isinstance(listed, Success):
+                _conn, found = listed.unwrap()
+                seen = (*found.replay, *self.state.turn_events.to_tuple())
+                if landed(input, seen, tuple(u.id for u in found.pending)):
+                    self.post(PushFinished(Success(None)))
+                    return
+        await self._push(input)
 
     def post(self, ev: Event) -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -306,6 +420,14 @@ class _Driver(Generic[C]):
             )
         if final:
             self.final = outcome
+            if self.journal is not None:
+                try:
+                    self.journal.end(outcome)
+                except Exception as exc:  # the outcome still reaches the caller
+                    log.error(
+                        "journal end record failed: %s", exc, extra={"session_id": self.info.session_id}
+                    )
+                self.journal = None
         self.results_send.send_nowait(outcome)
 
     # ── background work: each reports back with an event ──
@@ -336,8 +458,19 @@ class _Driver(Generic[C]):
         self.post(PushFinished(pushed))
 
     async def _run_tools(self, batch: int, uses: Any, confirmations: Any) -> None:
-        verdicts = await self.tools.confirm_batch(confirmations, self.info) if confirmations else ()
-        results = await self.tools.run_batch(uses, self.info)
+        if self.journaled_tools is not None:
+            try:
+                ran = await self.journaled_tools.run(uses, confirmations, self.info)
+            except JournalStoreError as exc:
+                self._journal_failed(exc)
+                return
+            if isinstance(ran, Paused):
+                self._pause(ran.waiting)
+                return
+            results, verdicts = ran
+        else:
+            verdicts = await self.tools.confirm_batch(confirmations, self.info) if confirmations else ()
+            results = await self.tools.run_batch(uses, self.info)
         self.post(ToolsFinished(batch, results, verdicts))
 
     async def _guard(self, payload: Mapping[str, Any]) -> None:
@@ -353,6 +486,8 @@ class _Driver(Generic[C]):
         self.post(interpret_guard(value))
 
     async def _timer(self, delay_ms: int) -> None:
+        if self.reconnect_now:  # resuming from a journal: reattach at once
+            self.reconnect_now, delay_ms = False, 0
         await anyio.sleep(delay_ms / 1000)
         self.post(ReconnectTimerFired())
 
@@ -551,6 +686,8 @@ def _prepare(
     output_type: Any = None,
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = None,
+    journal: object = None,
+    journal_key: object = None,
 ) -> Result[_Driver[Any], SessionError]:
     codec = getattr(provider, "codec", None)
     if codec is None:
@@ -607,6 +744,18 @@ def _prepare(
         metadata=config.metadata,
         extra=extra,
     )
+    journaled = check_new(journal, journal_key, provider, handler)
+    if isinstance(journaled, Failure):
+        return Failure(journaled.failure())
+    session_journal: SessionJournal | None = None
+    kept_request: dict[str, Any] = {}
+    if journaled.unwrap() is not None:
+        store, key = journaled.unwrap()  # type: ignore[misc]
+        kept = request_record(request)
+        if isinstance(kept, Failure):
+            return Failure(kept.failure())
+        kept_request = kept.unwrap()
+        session_journal = SessionJournal(store, key)
     opts = _Options(
         handler=handler,
         context=context,
@@ -618,8 +767,13 @@ def _prepare(
         output=output_tool,
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
+        journal=session_journal,
     )
     driver = _Driver(provider, config, opts)
+    if session_journal is not None:
+        began = begin_journal(session_journal, driver.config, kept_request)
+        if isinstance(began, Failure):
+            return Failure(began.failure())
     if record is not None:
         recorder = open_recorder(record, driver.config)
         if isinstance(recorder, Failure):
@@ -651,6 +805,8 @@ async def run(
     output_type: Any = None,
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    journal: Any = None,
+    journal_key: str | None = None,
     **provider_opts: Any,
 ) -> Result[SessionResult, SessionError]:
     """Run a session to its terminal and return its one result (S-1, S-65).
@@ -672,6 +828,10 @@ async def run(
         turn_guard: called after every turn; returns ``CONTINUE`` or ``Halt(reason)``.
         max_concurrency: tool calls of one turn run at once (default 8).
         record: a path or text stream for a replayable JSON-lines log.
+        journal: a ``JournalStore`` or the path of an SQLite file: the session is written
+            durably as it goes, so ``resume(journal, journal_key, ...)`` carries it on after a
+            crash without running a journaled tool again (docs/durable.md).
+        journal_key: the session's name in the journal (required with ``journal=``; new).
         provider_opts: per-run provider options (``agent=``, ``runtime_session_id=``, …).
     """
     prepared = _prepare(
@@ -698,6 +858,8 @@ async def run(
         output_type=output_type,
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
+        journal=journal,
+        journal_key=journal_key,
     )
     if isinstance(prepared, Failure):
         return Failure(prepared.failure())
@@ -813,6 +975,8 @@ async def open_session(
     output_type: Any = None,
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    journal: Any = None,
+    journal_key: str | None = None,
     **provider_opts: Any,
 ) -> AsyncIterator[LiveSession]:
     """Open a live session (S-2): it stays up after each result, reconnects after drops.
@@ -847,6 +1011,8 @@ async def open_session(
         output_type=output_type,
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
+        journal=journal,
+        journal_key=journal_key,
     )
     if isinstance(prepared, Failure):
         raise prepared.failure().with_traceback(None)

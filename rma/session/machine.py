@@ -1195,3 +1195,9 @@ def _on_reconnected(s: State, outcome: object) -> Step:
         s, more = _fail(s, no_terminal_coming(s.last_loss))
         return s, (*out, *more)
     return s, tuple(out)  # R-7: park
+
+
+def with_progress(s: State, error: SessionError) -> SessionError:
+    """``error`` carrying what the open request's turns did so far (as every error ending a request
+    does): for a shell that ends a run itself — a journal's pause for an approval."""
+    return _with_partial(s, error)

@@ -44,6 +44,8 @@ RUN_OPTIONS = frozenset(
         "output_type",
         "tool_timeout",
         "max_tool_result_chars",
+        "journal",
+        "journal_key",
     }
 )
 """The options ``run()`` itself takes (its keyword parameters); a provider adds its own."""

@@ -151,6 +151,17 @@ class Provider(Generic[C]):
         """Consolidate after a drop or on reattach. Default (R-2): nothing pending, conn unchanged."""
         return Success((conn, Reconnected(session_id=self.session_id(conn), seen=seen)))
 
+    def snapshot(self, conn: C) -> Mapping[str, JSON] | None:
+        """What reattaching to this session in another process needs, as JSON (a journal keeps
+        it): the host's session id, or Local's conversation. None: this provider cannot be
+        resumed from a journal."""
+        return None
+
+    async def restore(self, request: OpenRequest, snapshot: Mapping[str, JSON]) -> Result[C, SessionError]:
+        """Reattach to the session ``snapshot`` describes (``rma_shell.journal.resume``): the
+        connection, as ``open`` would have left it by then. Nothing is sent to the model."""
+        return Failure(Unsupported(operation="resume from a journal"))
+
     async def aclose(self, conn: C) -> None:
         """Release what ``open`` acquired (connections). Never raises."""
         await anyio.lowlevel.checkpoint()

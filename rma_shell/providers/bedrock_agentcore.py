@@ -341,6 +341,21 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             tools = self.defaults.get("tools")
         return tuple(tools) if isinstance(tools, Sequence) and not isinstance(tools, str) else ()
 
+    def snapshot(self, conn: AgentCoreConn) -> Mapping[str, JSON] | None:
+        """The runtime session id: the harness keeps the conversation."""
+        return {"runtime_session_id": conn.runtime_session_id}
+
+    async def restore(
+        self, request: OpenRequest, snapshot: Mapping[str, JSON]
+    ) -> Result[AgentCoreConn, SessionError]:
+        session = snapshot.get("runtime_session_id")
+        if not isinstance(session, str) or not session:
+            return Failure(
+                InvalidOpts("journal", "the journaled AgentCore snapshot has no runtime session id")
+            )
+        extra = {k: v for k, v in request.extra.items() if k != "runtime_session_id"}
+        return await self.open(attrs.evolve(request, session_id=session, extra=extra))
+
     async def open(self, request: OpenRequest) -> Result[AgentCoreConn, SessionError]:
         """B-2: validate everything before any network call; no call is made here."""
         opts = {**{k: v for k, v in self.defaults.items() if v is not None}}

@@ -246,6 +246,23 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             await run_client.aclose()
         return opened
 
+    def snapshot(self, conn: CMAConn) -> Mapping[str, JSON] | None:
+        """The session id: the host keeps the rest (its history is listed on reattach)."""
+        return {"session_id": conn.session_id}
+
+    async def restore(
+        self, request: OpenRequest, snapshot: Mapping[str, JSON]
+    ) -> Result[CMAConn, SessionError]:
+        session_id = snapshot.get("session_id")
+        if not isinstance(session_id, str) or not session_id:
+            return Failure(InvalidOpts("journal", "the journaled Claude snapshot has no session id"))
+        # A reattach: what only a fresh session takes (its title, metadata, resources, budget)
+        # was applied when it was created.
+        extra = {
+            k: v for k, v in request.extra.items() if k not in ("title", "session_metadata", "resources")
+        }
+        return await self.open(attrs.evolve(request, session_id=session_id, extra=extra, budget=None))
+
     async def _open(
         self, request: OpenRequest, run_client: CMAClient | None
     ) -> Result[CMAConn, SessionError]:

@@ -34,6 +34,7 @@ import attrs
 import httpx
 from returns.result import Failure, Result, Success
 
+from rma._persistent import GrowOnlySet
 from rma.errors import (
     AuthenticationError,
     HttpError,
@@ -377,6 +378,55 @@ class Local(Provider[LocalConn]):
 
     def transcript(self, conn: LocalConn) -> tuple[JSON, ...] | None:
         return transcript(conn.conversation)
+
+    def snapshot(self, conn: LocalConn) -> Mapping[str, JSON] | None:
+        """The session id and the whole conversation state: its history, and what the loop's
+        guards remember of the open request (calls seen, errors, answers held back)."""
+        c = conn.conversation
+        return {
+            "session_id": conn.session_id,
+            "history": list(c.history.to_tuple()),
+            "resumed": c.resumed,
+            "polls": c.polls,
+            "seen_calls": [list(call) for call in c.seen_calls],
+            "error_counts": dict(c.error_counts),
+            "pending_calls": [list(call) for call in c.pending_calls],
+            "held_answers": list(c.held_answers),
+            "call_order": list(c.call_order),
+            "nudged": c.nudged,
+        }
+
+    async def restore(
+        self, request: OpenRequest, snapshot: Mapping[str, JSON]
+    ) -> Result[LocalConn, SessionError]:
+        history = snapshot.get("history")
+        session_id = snapshot.get("session_id")
+        if not isinstance(history, list) or not isinstance(session_id, str):
+            return Failure(
+                InvalidOpts("journal", "the journaled Local snapshot has no history or session id")
+            )
+        extra = {**request.extra, "history": history}
+        opened = await self.open(
+            attrs.evolve(request, session_id=session_id if history else None, extra=extra)
+        )
+        if isinstance(opened, Failure):
+            return opened
+        conn = opened.unwrap()
+        try:
+            conversation = attrs.evolve(
+                conn.conversation,
+                resumed=bool(snapshot.get("resumed")),
+                polls=int(snapshot.get("polls") or 0),
+                seen_calls=GrowOnlySet(tuple(call) for call in snapshot.get("seen_calls") or ()),
+                error_counts=dict(snapshot.get("error_counts") or {}),
+                pending_calls=tuple(tuple(call) for call in snapshot.get("pending_calls") or ()),
+                held_answers=tuple(snapshot.get("held_answers") or ()),
+                call_order=tuple(snapshot.get("call_order") or ()),
+                nudged=bool(snapshot.get("nudged")),
+            )
+        except (TypeError, ValueError) as exc:
+            return Failure(InvalidOpts("journal", f"the journaled Local snapshot does not fit: {exc}"))
+        return Success(attrs.evolve(conn, session_id=session_id, conversation=conversation))
 
     def describe(self, conn: LocalConn) -> Mapping[str, JSON]:
         out: dict[str, JSON] = {

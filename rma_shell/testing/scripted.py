@@ -12,7 +12,7 @@ can assert what "reached the host". Not a network emulator: no sockets.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import attrs
@@ -112,6 +112,16 @@ class ScriptedProvider(Provider[ScriptedConn]):
 
     def session_id(self, conn: ScriptedConn) -> str | None:
         return conn.session_id
+
+    def snapshot(self, conn: ScriptedConn) -> Mapping[str, JSON] | None:
+        return {"session_id": conn.session_id}
+
+    async def restore(
+        self, request: OpenRequest, snapshot: Mapping[str, JSON]
+    ) -> Result[ScriptedConn, SessionError]:
+        await anyio.lowlevel.checkpoint()
+        self.opened.append(request)
+        return Success(ScriptedConn(str(snapshot["session_id"])))
 
     def resumed(self, conn: ScriptedConn) -> bool:
         return conn.resumed

@@ -1,0 +1,422 @@
+"""The journal format: a session's durable log, its check, and the fold a resume starts from. Pure.
+
+A journal (``run(..., journal=..., journal_key=...)``) holds, per key, numbered records — one
+JSON object each, chained like a recording (``rma.recording``): a record's ``chain`` is the
+SHA-256 of the previous record's chain, a newline and the record's text, and the first record
+chains onto the key's own genesis (``genesis(key)``), so a record edited, dropped, reordered
+or copied in from another session's log breaks the chain where it happened.
+
+Records (``kind``):
+
+- ``header`` — first: ``format``, the ``key``, the ``provider`` name, the session's ``config``
+  and the JSON parts of its open request (``request``);
+- ``event`` — one per input event, in the order the core saw it, written *before* the core
+  takes it, so the commands it causes run only once it is durable;
+- ``conn`` — what reattaching to the host needs (``Provider.snapshot``), after the open and
+  whenever a poll or a reconnect changed it. A ``history`` list in it is stored as the suffix
+  the previous ``conn`` record did not have (``history_from``), so a long Local transcript is
+  written once, not once per turn;
+- ``tool_start`` / ``tool_result`` — a tool call's start (``id``, ``attempt``), durable before
+  the tool runs, and its result, durable before it goes to the host; ``confirm`` marks a
+  host-run call's verdict (a Claude tool confirmation);
+- ``waiting`` — calls that wait for an approval (``approve``): the run paused there;
+- ``approval`` — a decision: ``id``, ``decision`` (``allow``/``deny``), ``reason``;
+- ``end`` — the session's final outcome, once it has one.
+
+``load`` checks a journal and collects what a resume needs; ``fold`` replays its events
+through ``step`` and says which commands were in flight when it stopped. No I/O here: the
+stores (SQLite by default) and the resume driver are ``rma_shell.journal``'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Literal
+
+import attrs
+from returns.result import Failure, Result, Success
+
+from rma.codec_json import decode_result, from_jsonable
+from rma.errors import SessionError
+from rma.provider import ProviderCodec
+from rma.recording import encode
+from rma.replay import load_config
+from rma.session import commands as cmd
+from rma.session import events as ev
+from rma.session.machine import State, initial_state, step
+from rma.session.options import SessionConfig
+from rma.vocabulary import JSON, SessionResult, ToolResult
+
+FORMAT = 1
+
+Decision = Literal["allow", "deny"]
+
+
+# ── errors ───────────────────────────────────────────────────────────────────────────
+
+
+@attrs.frozen
+class JournalDamaged(SessionError):
+    """A journal that is not what was written — edited, cut, reordered, undecodable: never
+    resumed. ``seq`` (1-based, 0 for the whole journal) says where."""
+
+    kind: ClassVar[str] = "journal_damaged"
+    key: str = ""
+    seq: int = 0
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        where = f" at record {self.seq}" if self.seq else ""
+        return f"journal {self.key!r}{where}: {self.detail}"
+
+
+@attrs.frozen
+class JournalMismatch(SessionError):
+    """A journal that belongs to another session: another key, another provider, another host
+    session, or a run that is not there at all (``detail`` says which)."""
+
+    kind: ClassVar[str] = "journal_mismatch"
+    key: str = ""
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        return f"journal {self.key!r}: {self.detail}"
+
+
+@attrs.frozen
+class JournalUnavailable(SessionError):
+    """The journal could not be written (a locked or full disk, a closed store): the session
+    stopped there, since going on would leave its effects unrecorded."""
+
+    kind: ClassVar[str] = "journal_unavailable"
+    key: str = ""
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        return f"journal {self.key!r} cannot be written: {self.detail}"
+
+
+@attrs.frozen
+class PendingApproval:
+    """A tool call that waits for a person: ``approve(journal, key, tool_use_id, ...)``."""
+
+    tool_use_id: str
+    name: str
+    input: Mapping[str, JSON]
+    host_confirmation: bool = False
+    """A host-run call the host asks to confirm (Claude's ``evaluated_permission: ask``)."""
+
+
+@attrs.frozen
+class AwaitingApproval(SessionError):
+    """The run paused, durably, on calls that need an approval; ``waiting`` lists them with their
+    inputs. Decide each with ``approve(journal, key, tool_use_id, "allow" | "deny", reason)``,
+    then ``resume(journal, key, ...)`` — from any process, at any later time."""
+
+    kind: ClassVar[str] = "awaiting_approval"
+    key: str = ""
+    waiting: tuple[PendingApproval, ...] = ()
+
+    @property
+    def message(self) -> str:
+        calls = ", ".join(f"{p.name} ({p.tool_use_id})" for p in self.waiting)
+        return f"journal {self.key!r} waits for approval of {calls or 'nothing'}"
+
+
+# ── writing ──────────────────────────────────────────────────────────────────────────
+
+
+def genesis(key: str) -> str:
+    """The chain value the first record of ``key`` is sealed onto."""
+    return hashlib.sha256(b"rma-journal\n" + key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def chain(previous: str, body: str) -> str:
+    """The chain value of record text ``body`` after a record whose chain is ``previous``."""
+    return hashlib.sha256(
+        previous.encode("ascii") + b"\n" + body.encode("utf-8", "surrogatepass")
+    ).hexdigest()
+
+
+def header_record(key: str, provider: str, config_json: str, request: Mapping[str, JSON]) -> str:
+    return (
+        '{"kind":"header","format":'
+        + str(FORMAT)
+        + ',"key":'
+        + json.dumps(key)
+        + ',"provider":'
+        + json.dumps(provider)
+        + ',"config":'
+        + config_json
+        + ',"request":'
+        + encode(dict(request))
+        + "}"
+    )
+
+
+def event_record(event_json: str) -> str:
+    return '{"kind":"event","event":' + event_json + "}"
+
+
+def conn_record(snapshot: Mapping[str, JSON], history_from: int | None) -> str:
+    body: dict[str, JSON] = {"kind": "conn", "conn": dict(snapshot)}
+    if history_from is not None:
+        body["history_from"] = history_from
+    return encode(body)
+
+
+def tool_start_record(tool_use_id: str, attempt: int) -> str:
+    return encode({"kind": "tool_start", "id": tool_use_id, "attempt": attempt})
+
+
+def tool_result_record(result: ToolResult, *, confirm: bool = False) -> str:
+    body: dict[str, JSON] = {
+        "kind": "tool_result",
+        "id": result.tool_use_id,
+        "text": result.text,
+        "is_error": result.is_error,
+    }
+    if confirm:
+        body["confirm"] = True
+    return encode(body)
+
+
+def waiting_record(waiting: Iterable[PendingApproval]) -> str:
+    calls = [
+        {
+            "id": p.tool_use_id,
+            "name": p.name,
+            "input": dict(p.input),
+            "host_confirmation": p.host_confirmation,
+        }
+        for p in waiting
+    ]
+    return encode({"kind": "waiting", "calls": calls})
+
+
+def approval_record(tool_use_id: str, decision: Decision, reason: str | None) -> str:
+    return encode({"kind": "approval", "id": tool_use_id, "decision": decision, "reason": reason})
+
+
+def end_record(outcome_json: str) -> str:
+    return '{"kind":"end","outcome":' + outcome_json + "}"
+
+
+def history_suffix(snapshot: Mapping[str, JSON], written: int) -> tuple[dict[str, JSON], int | None, int]:
+    """The part of ``snapshot`` to write after ``written`` history entries were: the snapshot with
+    only the new suffix of its ``history`` list, where that suffix starts, and the new total."""
+    history = snapshot.get("history")
+    if not isinstance(history, list | tuple):
+        return dict(snapshot), None, written
+    start = written if len(history) >= written else 0  # a history that shrank is written whole
+    return {**snapshot, "history": list(history[start:])}, start, len(history)
+
+
+# ── reading ──────────────────────────────────────────────────────────────────────────
+
+
+@attrs.frozen
+class Loaded:
+    """A checked journal: what a resume needs, in the order it was written."""
+
+    key: str
+    provider: str
+    config: SessionConfig
+    request: Mapping[str, JSON]
+    events: tuple[ev.Event, ...]
+    snapshot: Mapping[str, JSON] | None
+    """The latest ``conn`` record, its history whole again; None before the open."""
+    results: Mapping[str, ToolResult]
+    """Journaled tool results by tool-use id (calls run by the handler)."""
+    verdicts: Mapping[str, ToolResult]
+    """Journaled confirmation verdicts by tool-use id (host-run calls)."""
+    starts: Mapping[str, int]
+    """The last attempt started, by tool-use id."""
+    approvals: Mapping[str, tuple[Decision, str | None]]
+    waiting: tuple[PendingApproval, ...]
+    outcome: Result[SessionResult, SessionError] | None
+    """The final outcome, when the session had one (an ``end`` record)."""
+    records: int
+    last_chain: str
+
+
+def load(
+    key: str, rows: Iterable[tuple[int, str, str]], codec_for: Callable[[str], ProviderCodec]
+) -> Result[Loaded, SessionError]:
+    """Check ``(seq, text, chain)`` rows of ``key`` and collect them. A journal that is damaged or
+    belongs to another session is a typed error, never a partial read."""
+    previous = genesis(key)
+    expected = 1
+    header: dict[str, Any] | None = None
+    events: list[ev.Event] = []
+    snapshot: dict[str, JSON] | None = None
+    history: list[JSON] = []
+    results: dict[str, ToolResult] = {}
+    verdicts: dict[str, ToolResult] = {}
+    starts: dict[str, int] = {}
+    approvals: dict[str, tuple[Decision, str | None]] = {}
+    waiting: dict[str, PendingApproval] = {}
+    outcome: Result[SessionResult, SessionError] | None = None
+    for seq, text, sealed in rows:
+        if seq != expected:
+            return Failure(JournalDamaged(key=key, seq=expected, detail=f"record {expected} is missing"))
+        if chain(previous, text) != sealed:
+            detail = (
+                "belongs to another session's chain"
+                if seq == 1
+                else "does not match its chain (edited, moved or dropped records)"
+            )
+            error: SessionError = (
+                JournalMismatch(key=key, detail=f"its first record {detail}")
+                if seq == 1
+                else JournalDamaged(key=key, seq=seq, detail=detail)
+            )
+            return Failure(error)
+        previous, expected = sealed, expected + 1
+        try:
+            record = json.loads(text)
+            kind = record["kind"]
+            if seq == 1:
+                if kind != "header":
+                    return Failure(JournalDamaged(key=key, seq=1, detail="the first record is not a header"))
+                if record.get("key") != key:
+                    return Failure(
+                        JournalMismatch(key=key, detail=f"it is the journal of {record.get('key')!r}")
+                    )
+                if record.get("format") != FORMAT:
+                    return Failure(
+                        JournalDamaged(
+                            key=key, seq=1, detail=f"unknown journal format {record.get('format')!r}"
+                        )
+                    )
+                header = record
+            elif kind == "event":
+                events.append(from_jsonable(record["event"]))
+            elif kind == "conn":
+                conn = dict(record["conn"])
+                start = record.get("history_from")
+                if isinstance(start, int):
+                    history = [*history[:start], *conn["history"]]
+                    conn["history"] = list(history)
+                snapshot = conn
+            elif kind == "tool_start":
+                starts[str(record["id"])] = int(record["attempt"])
+            elif kind == "tool_result":
+                result = ToolResult(str(record["id"]), str(record["text"]), bool(record["is_error"]))
+                (verdicts if record.get("confirm") else results)[result.tool_use_id] = result  # type: ignore[index]
+            elif kind == "waiting":
+                for call in record["calls"]:
+                    waiting[str(call["id"])] = PendingApproval(
+                        str(call["id"]),
+                        str(call["name"]),
+                        dict(call["input"]),
+                        bool(call.get("host_confirmation")),
+                    )
+            elif kind == "approval":
+                decision = record["decision"]
+                if decision not in ("allow", "deny"):
+                    raise ValueError(f"decision {decision!r}")
+                approvals[str(record["id"])] = (decision, record.get("reason"))
+            elif kind == "end":
+                decoded = decode_result(record["outcome"])
+                if not isinstance(decoded, Success | Failure):
+                    raise ValueError("end record without an outcome")
+                outcome = decoded
+            else:
+                raise ValueError(f"unknown record kind {kind!r}")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return Failure(
+                JournalDamaged(key=key, seq=seq, detail=f"cannot read it ({type(exc).__name__}: {exc})")
+            )
+    if header is None:
+        return Failure(JournalMismatch(key=key, detail="no session was journaled under this key"))
+    try:
+        config = load_config(header, codec_for)
+    except (ValueError, KeyError, TypeError) as exc:
+        return Failure(JournalDamaged(key=key, seq=1, detail=f"cannot read its config ({exc})"))
+    return Success(
+        Loaded(
+            key=key,
+            provider=str(header.get("provider", "")),
+            config=config,
+            request=dict(header.get("request") or {}),
+            events=tuple(events),
+            snapshot=snapshot,
+            results=results,
+            verdicts=verdicts,
+            starts=starts,
+            approvals=approvals,
+            waiting=tuple(p for i, p in waiting.items() if i not in approvals),
+            outcome=outcome,
+            records=expected - 1,
+            last_chain=previous,
+        )
+    )
+
+
+# ── folding ──────────────────────────────────────────────────────────────────────────
+
+
+@attrs.frozen
+class InFlight:
+    """The I/O commands the core had issued and not yet heard back from (each single-flight)."""
+
+    poll: cmd.PollTurn | None = None
+    push: cmd.PushInput | None = None
+    tools: cmd.RunTools | None = None
+    guard: cmd.CallGuard | None = None
+    timer: cmd.ScheduleReconnect | None = None
+    reconnect: cmd.Reconnect | None = None
+
+
+_CLEARS: dict[type, str] = {
+    ev.TurnPolled: "poll",
+    ev.TurnFailed: "poll",
+    ev.PushFinished: "push",
+    ev.ToolsFinished: "tools",
+    ev.GuardVerdict: "guard",
+    ev.ReconnectTimerFired: "timer",
+    ev.ReconnectFinished: "reconnect",
+}
+
+_ISSUED: dict[type, str] = {
+    cmd.PollTurn: "poll",
+    cmd.PushInput: "push",
+    cmd.RunTools: "tools",
+    cmd.CallGuard: "guard",
+    cmd.ScheduleReconnect: "timer",
+    cmd.Reconnect: "reconnect",
+}
+
+
+@attrs.frozen
+class Folded:
+    """The state a journal's events lead to, what was in flight, and the outcome if it ended."""
+
+    state: State
+    in_flight: InFlight
+    outcome: Result[SessionResult, SessionError] | None
+
+
+def fold(config: SessionConfig, events: Iterable[ev.Event]) -> Folded:
+    """Replay ``events`` from a fresh state, as the shell fed them, tracking the commands in flight."""
+    state = initial_state(config)
+    flight: dict[str, object] = {}
+    outcome: Result[SessionResult, SessionError] | None = None
+    for event in events:
+        cleared = _CLEARS.get(type(event))
+        if cleared is not None:
+            flight.pop(cleared, None)
+        state, out = step(state, event)
+        for c in out:
+            issued = _ISSUED.get(type(c))
+            if issued is not None:
+                flight[issued] = c
+            elif isinstance(c, cmd.Finish) and c.final:
+                outcome = c.outcome
+    return Folded(state, InFlight(**flight), outcome)  # type: ignore[arg-type]

@@ -1,0 +1,255 @@
+"""Carrying a journaled session on: ``resume``, ``approve`` and ``pending_approvals``.
+
+``resume(journal, key, provider=..., handler=...)`` reads the key's records, checks them
+(``rma.journal.load``: a damaged journal, or one of another session, is a typed error and
+nothing is sent), reattaches to the host (``Provider.restore``: Claude's session, AgentCore's
+runtime session, Local's conversation), replays the events through the core to the state the
+stopped process had, and carries on what was in flight (``_Driver.serve(in_flight=...)``):
+a tool batch runs against the journal (a journaled result is never run again), a model turn is
+asked again, a push is posted only when the host does not have it, a stream is reattached as
+after a drop. A journal whose session already ended returns its outcome without a request.
+
+What the journal cannot hold is given again: the provider (credentials), the handler and
+context (code), the turn guard, ``output_type``, telemetry and a ``model_config`` (it may carry
+a key); every other option is the journaled run's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+from returns.result import Failure, Result, Success
+
+from rma.errors import Crashed, InvalidOpts, SessionError, Timeout
+from rma.journal import Decision, JournalMismatch, Loaded, PendingApproval, approval_record, fold, load
+from rma.session.events import DeadlineReached
+from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
+from rma.vocabulary import SessionResult
+from rma_shell._interrupt import keyboard_interrupt
+from rma_shell.journal.setup import check_key, request_from, resumable, store_of
+from rma_shell.journal.store import JournalStore, JournalStoreError
+from rma_shell.journal.writer import SessionJournal
+from rma_shell.providers.base import Provider
+from rma_shell.session import (
+    DEFAULT_MAX_TOOL_RESULT_CHARS,
+    Outcome_,
+    _crash,
+    _Driver,
+    _Options,
+    _output_tool,
+    _tool_limits,
+)
+from rma_shell.telemetry import Telemetry
+from rma_shell.telemetry import default as default_telemetry
+
+log = logging.getLogger("rma.session")
+
+
+def _loaded(store: JournalStore, key: str, provider: Provider[Any]) -> Result[Loaded, SessionError]:
+    try:
+        rows = store.rows(key)
+    except JournalStoreError as exc:
+        return Failure(InvalidOpts("journal", str(exc)))
+    loaded = load(key, rows, lambda _name: provider.codec)
+    if isinstance(loaded, Failure):
+        return loaded
+    journaled = loaded.unwrap().config.provider_name
+    if journaled != provider.codec.name:
+        return Failure(
+            JournalMismatch(
+                key=key,
+                detail=f"it holds a {journaled!r} session, and this provider runs {provider.codec.name!r}",
+            )
+        )
+    return loaded
+
+
+async def resume(
+    journal: Any,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object = None,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    telemetry: Telemetry | None = None,
+    output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    model_config: Mapping[str, Any] | None = None,
+) -> Result[SessionResult, SessionError]:
+    """Carry on the session journaled under ``key`` and return its one result, like ``run``.
+
+    Safe to call again after any failure or crash, and on a session that already ended (its
+    outcome comes back, nothing is sent). A paused session (``AwaitingApproval``) carries on
+    once ``approve`` has decided its calls; undecided ones pause it again.
+    """
+    checked = check_key(key)
+    if isinstance(checked, Failure):
+        return Failure(checked.failure())
+    if not resumable(provider):
+        return Failure(InvalidOpts("provider", f"{type(provider).__name__} sessions cannot be resumed"))
+    store = store_of(journal)
+    if isinstance(store, Failure):
+        return Failure(store.failure())
+    loaded_ = _loaded(store.unwrap(), key, provider)
+    if isinstance(loaded_, Failure):
+        return Failure(loaded_.failure())
+    loaded = loaded_.unwrap()
+    if loaded.outcome is not None:
+        return loaded.outcome  # it ended: the outcome, as it was returned
+    config = loaded.config
+    if config.has_turn_guard and turn_guard is None:
+        return Failure(InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too"))
+    if not config.has_turn_guard and turn_guard is not None:
+        return Failure(InvalidOpts("turn_guard", "the journaled run had no turn guard"))
+    limits = _tool_limits(tool_timeout, max_tool_result_chars)
+    if isinstance(limits, Failure):
+        return Failure(limits.failure())
+    output = _output_tool(output_type, None)
+    if isinstance(output, Failure):
+        return Failure(output.failure())
+    output_tool = output.unwrap()
+    if config.output_tool != (output_tool is not None):
+        need = "had an output_type: pass it again" if config.output_tool else "had no output_type"
+        return Failure(InvalidOpts("output_type", f"the journaled run {need}"))
+    request = request_from(loaded.request, model_config)
+    journal_ = SessionJournal(store.unwrap(), key, loaded)
+    opts = _Options(
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry or default_telemetry,
+        record=None,
+        open_request=request,
+        output=output_tool,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        journal=journal_,
+    )
+    try:
+        driver = _Driver(provider, config, opts)
+    except TypeError as exc:  # not a handler
+        return Failure(InvalidOpts("handler", str(exc)))
+    driver.config = config  # the journaled config: the one its events were folded with
+    assert driver.journaled_tools is not None
+    driver.journaled_tools.restore(loaded)
+    if output_tool is not None:
+        _restore_answers(driver, loaded, output_tool)
+    try:
+        return await _carry_on(driver, loaded, timeout)
+    except BaseException as exc:
+        interrupt = keyboard_interrupt(exc)
+        if interrupt is not None and interrupt is not exc:
+            raise interrupt from None
+        raise
+    finally:
+        await driver.close()
+
+
+def _restore_answers(driver: _Driver[Any], loaded: Loaded, output_tool: Any) -> None:
+    """The typed answers the old process had accepted: the run's ``output`` is one of them."""
+    folded = fold(loaded.config, loaded.events)
+    for use in folded.state.acc.custom_tool_uses:
+        result = loaded.results.get(use.id or "")
+        if use.name == output_tool.name and result is not None and not result.is_error:
+            answer = output_tool.validate(use.input)
+            if isinstance(answer, Success):
+                driver.tools.answers[use.id] = answer.unwrap()
+
+
+async def _carry_on(driver: _Driver[Any], loaded: Loaded, timeout: float | None) -> Outcome_:
+    try:
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+            if loaded.snapshot is None:  # it never opened: open now, as the run would have
+                opened = await driver.open()
+                if isinstance(opened, Failure):
+                    return Failure(opened.failure())
+                await driver.serve()
+            else:
+                restored = await driver.provider.restore(driver.opts.open_request, loaded.snapshot)
+                if isinstance(restored, Failure):
+                    return Failure(restored.failure())
+                driver.conn = restored.unwrap()
+                driver._session_started(driver.conn, 0.0)
+                folded = fold(loaded.config, loaded.events)
+                driver.state = folded.state
+                if folded.outcome is not None:  # it ended as the old process stopped
+                    driver._report(folded.outcome, final=True)
+                else:
+                    await driver.serve(in_flight=folded.in_flight)
+        if driver.final is not None:
+            return driver.final
+        if scope.cancelled_caught:
+            await driver.feed(DeadlineReached(timeout_s=timeout))
+            return driver.final or Failure(Timeout(timeout_s=timeout))
+        return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
+    except Exception as exc:
+        log.exception("resumed session crashed", extra={"session_id": driver.info.session_id})
+        return Failure(_crash(exc))
+
+
+def approve(
+    journal: Any, key: str, tool_use_id: str, decision: Decision, reason: str | None = None
+) -> Result[None, SessionError]:
+    """Decide a call that waits for approval: ``"allow"`` runs it on ``resume``, ``"deny"``
+    answers the model with an error naming ``reason``. Written to the journal at once, from any
+    process; a call that does not wait there, or an unknown decision, is ``InvalidOpts``."""
+    if decision not in ("allow", "deny"):
+        return Failure(InvalidOpts("decision", f"must be 'allow' or 'deny', got {decision!r}"))
+    if reason is not None and not isinstance(reason, str):
+        return Failure(InvalidOpts("reason", f"must be a string or None, got {type(reason).__name__}"))
+    waiting = pending_approvals(journal, key)
+    if isinstance(waiting, Failure):
+        return Failure(waiting.failure())
+    if tool_use_id not in {p.tool_use_id for p in waiting.unwrap()}:
+        ids = ", ".join(p.tool_use_id for p in waiting.unwrap()) or "none"
+        return Failure(
+            InvalidOpts(
+                "tool_use_id", f"{tool_use_id!r} does not wait for approval in {key!r} (waiting: {ids})"
+            )
+        )
+    store = store_of(journal)
+    if isinstance(store, Failure):
+        return Failure(store.failure())
+    try:
+        store.unwrap().append(key, [approval_record(tool_use_id, decision, reason)])
+    except JournalStoreError as exc:
+        return Failure(InvalidOpts("journal", str(exc)))
+    return Success(None)
+
+
+def pending_approvals(journal: Any, key: str) -> Result[tuple[PendingApproval, ...], SessionError]:
+    """The calls of ``key`` that wait for a decision, with their inputs (empty: none wait)."""
+    checked = check_key(key)
+    if isinstance(checked, Failure):
+        return Failure(checked.failure())
+    store = store_of(journal)
+    if isinstance(store, Failure):
+        return Failure(store.failure())
+    try:
+        rows = store.unwrap().rows(key)
+    except JournalStoreError as exc:
+        return Failure(InvalidOpts("journal", str(exc)))
+    loaded = load(key, rows, _any_codec)
+    if isinstance(loaded, Failure):
+        return Failure(loaded.failure())
+    return Success(loaded.unwrap().waiting)
+
+
+def _any_codec(name: str) -> Any:
+    # Importing a provider codec module registers it by name (rma.provider.register_codec).
+    import rma.providers.bedrock_agentcore
+    import rma.providers.claude_managed_agents
+    import rma.providers.local
+    import rma.providers.scripted  # noqa: F401
+    from rma.provider import codec_for
+
+    return codec_for(name)

@@ -1,0 +1,225 @@
+"""Writing one session's journal as it runs, and running its tools against that journal.
+
+``SessionJournal`` is what the driver (``rma_shell.session``) writes through: the header, each
+event before the core takes it (with the provider's reattach snapshot when a poll, an open or
+a reconnect changed it), each tool call's start and result, a pause, the final outcome.
+``JournaledTools`` runs a batch of tool calls so that a journaled result is never run again,
+a call that started but left no result runs again with the same idempotency key (or, when it
+is at-most-once, is answered as interrupted), and a call that needs an approval waits for one.
+
+What this is not: the store (``rma_shell.journal.store``) or the resume (``rma_shell.journal.resume``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from rma import journal as fmt
+from rma.journal import Decision, Loaded, PendingApproval
+from rma.recording import encode
+from rma.session.events import Event
+from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
+from rma_shell.handler import HandlerAdapter
+from rma_shell.journal.store import JournalStore
+
+INTERRUPTED = (
+    "tool error: interrupted: {name} had started when the session's process stopped, and it is "
+    "at-most-once, so it was not run again; whether it took effect is unknown"
+)
+DENIED = "denied by the approver: {reason}"
+
+
+class SessionJournal:
+    """The journal of one session (``store`` under ``key``), written as the session goes."""
+
+    def __init__(self, store: JournalStore, key: str, loaded: Loaded | None = None) -> None:
+        self.store = store
+        self.key = key
+        snapshot = loaded.snapshot if loaded is not None else None
+        history = snapshot.get("history") if snapshot is not None else None
+        self._history = len(history) if isinstance(history, list | tuple) else 0
+        self._rest: str | None = None if snapshot is None else encode(_without_history(snapshot))
+
+    def begin(self, provider: str, config_json: str, request: Mapping[str, JSON]) -> None:
+        self.store.append(self.key, [fmt.header_record(self.key, provider, config_json, request)])
+
+    def event(self, event: Event, snapshot: Mapping[str, JSON] | None = None) -> None:
+        """The event, and with it ``snapshot`` when that changed: the history's new suffix only,
+        so a turn costs what it added, not the whole transcript again."""
+        records = [fmt.event_record(encode(event))]
+        if snapshot is not None:
+            rest = encode(_without_history(snapshot))
+            history = snapshot.get("history")
+            grew = isinstance(history, list | tuple) and len(history) != self._history
+            if rest != self._rest or grew:
+                self._rest = rest
+                part, start, self._history = fmt.history_suffix(snapshot, self._history)
+                records.append(fmt.conn_record(part, start))
+        self.store.append(self.key, records)
+
+    def tool_start(self, use: ToolUse, attempt: int) -> None:
+        if use.id is not None:
+            self.store.append(self.key, [fmt.tool_start_record(use.id, attempt)])
+
+    def tool_result(self, result: ToolResult, *, confirm: bool = False) -> None:
+        if result.tool_use_id is not None:
+            self.store.append(self.key, [fmt.tool_result_record(result, confirm=confirm)])
+
+    def waiting(self, waiting: Sequence[PendingApproval]) -> None:
+        self.store.append(self.key, [fmt.waiting_record(waiting)])
+
+    def end(self, outcome: object) -> None:
+        self.store.append(self.key, [fmt.end_record(encode(outcome))])
+
+
+@attrs.frozen
+class Paused:
+    """A batch that cannot finish until a person decides: the calls that wait."""
+
+    waiting: tuple[PendingApproval, ...]
+
+
+class JournaledTools:
+    """Runs tool batches through ``adapter`` against a journal (see the module docstring)."""
+
+    def __init__(
+        self, adapter: HandlerAdapter, journal: SessionJournal, handler: object, context: object
+    ) -> None:
+        self.adapter = adapter
+        self.journal = journal
+        self.handler = handler
+        self.context = context
+        self.results: dict[str, ToolResult] = {}
+        self.verdicts: dict[str, ToolResult] = {}
+        self.starts: dict[str, int] = {}
+        self.approvals: dict[str, tuple[Decision, str | None]] = {}
+        adapter.key_scope = journal.key
+        adapter.on_start = self._started
+        adapter.on_finish = self._finished
+        self._at_most_once = _at_most_once(handler)
+
+    def restore(self, loaded: Loaded) -> None:
+        """What an earlier process journaled: results, verdicts, starts and decisions."""
+        self.results.update(loaded.results)
+        self.verdicts.update(loaded.verdicts)
+        self.starts.update(loaded.starts)
+        self.approvals.update(loaded.approvals)
+        self.adapter.attempts.update({i: n + 1 for i, n in loaded.starts.items() if i not in loaded.results})
+
+    def approve(self, tool_use_id: str, decision: Decision, reason: str | None) -> None:
+        self.approvals[tool_use_id] = (decision, reason)
+
+    def _started(self, use: ToolUse, attempt: int) -> None:
+        self.journal.tool_start(use, attempt)
+        if use.id is not None:
+            self.starts[use.id] = attempt
+
+    def _finished(self, result: ToolResult) -> None:
+        if result.tool_use_id is not None and result.tool_use_id not in self.results:
+            self.journal.tool_result(result)
+            self.results[result.tool_use_id] = result
+
+    def _record(self, result: ToolResult) -> ToolResult:
+        self._finished(result)
+        return result
+
+    async def run(
+        self, uses: Sequence[ToolUse], confirmations: Sequence[ToolUse], info: SessionInfo
+    ) -> tuple[tuple[ToolResult, ...], tuple[ToolResult, ...]] | Paused:
+        waiting: list[PendingApproval] = []
+        verdicts = await self._verdicts(confirmations, info, waiting)
+        decided: dict[int, ToolResult] = {}
+        runnable: list[tuple[int, ToolUse]] = []
+        for i, use in enumerate(uses):
+            uid = use.id
+            if uid is None:
+                runnable.append((i, use))
+                continue
+            if uid in self.results:
+                decided[i] = self.results[uid]  # journaled: never run again
+                continue
+            decision = self.approvals.get(uid)
+            if decision is None and await self._needs_approval(use, info):
+                waiting.append(PendingApproval(uid, use.name, dict(use.input)))
+                continue
+            if decision is not None and decision[0] == "deny":
+                decided[i] = self._record(
+                    ToolResult(uid, DENIED.format(reason=decision[1] or "no reason given"), True)
+                )
+                continue
+            if uid in self.starts and use.name in self._at_most_once:
+                decided[i] = self._record(ToolResult(uid, INTERRUPTED.format(name=use.name), True))
+                continue
+            runnable.append((i, use))
+        if runnable:
+            ran = await self.adapter.run_batch([u for _, u in runnable], info)
+            decided.update({i: r for (i, _), r in zip(runnable, ran, strict=True)})
+        if waiting:
+            return Paused(tuple(waiting))
+        return tuple(decided[i] for i in range(len(uses))), verdicts
+
+    async def _verdicts(
+        self, confirmations: Sequence[ToolUse], info: SessionInfo, waiting: list[PendingApproval]
+    ) -> tuple[ToolResult, ...]:
+        verdicts: list[ToolResult] = []
+        asks = callable(getattr(self.handler, "confirm_tool_use", None))
+        for use in confirmations:
+            uid = use.id
+            if uid is not None and uid in self.verdicts:
+                verdicts.append(self.verdicts[uid])
+                continue
+            decision = self.approvals.get(uid) if uid is not None else None
+            if decision is not None:
+                allowed, reason = decision[0] == "allow", decision[1]
+                verdict = ToolResult(
+                    uid, "" if allowed else DENIED.format(reason=reason or "no reason given"), not allowed
+                )
+            elif asks or uid is None:
+                (verdict,) = await self.adapter.confirm_batch([use], info)
+            else:  # nobody here can decide: a person will (the host waits)
+                waiting.append(PendingApproval(uid, use.name, dict(use.input), host_confirmation=True))
+                continue
+            if uid is not None:
+                self.journal.tool_result(verdict, confirm=True)
+                self.verdicts[uid] = verdict
+            verdicts.append(verdict)
+        return tuple(verdicts)
+
+    async def _needs_approval(self, use: ToolUse, info: SessionInfo) -> bool:
+        fn = getattr(self.handler, "requires_approval", None)
+        if not callable(fn):
+            return False
+        args: tuple[Any, ...] = (use.name, dict(use.input), self.context)
+        try:
+            inspect.signature(fn).bind(*args, info)
+            args = (*args, info)
+        except (TypeError, ValueError):
+            pass
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+        return bool(value)
+
+
+def _without_history(snapshot: Mapping[str, JSON]) -> dict[str, JSON]:
+    return {k: v for k, v in snapshot.items() if k != "history"}
+
+
+def _at_most_once(handler: object) -> Collection[str]:
+    names = getattr(handler, "at_most_once", ())
+    if callable(names):
+        names = names()
+    return frozenset(str(n) for n in names) if isinstance(names, Collection) else frozenset()
+
+
+def declares_approvals(handler: object) -> bool:
+    """Whether ``handler`` may ask for approvals (and so needs a journal to wait in)."""
+    fn = getattr(handler, "requires_approval", None)
+    if not callable(fn):
+        return False
+    declared = getattr(handler, "approval_tools", None)
+    return bool(declared() if callable(declared) else True) if declared is not None else True
