@@ -341,8 +341,9 @@ class _Driver(Generic[C]):
                 listed = None
             if isinstance(listed, Success):
                 _conn, found = listed.unwrap()
-                seen = (*found.replay, *self.state.turn_events.to_tuple())
-                if landed(input, seen, tuple(u.id for u in found.pending)):
+                waiting = (d.event for d in self.state.deferred if isinstance(d, StreamEvent))
+                seen = (*found.replay, *self.state.turn_events.to_tuple(), *waiting)
+                if landed(input, seen):
                     self.post(PushFinished(Success(None)))
                     return
         await self._push(input)

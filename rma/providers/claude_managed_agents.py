@@ -923,6 +923,27 @@ class ClaudeManagedAgentsCodec(ProviderCodec):
     def interrupt_input(self, session_thread_id: str | None = None) -> Input:
         return [interrupt(session_thread_id)]
 
+    def input_landed(self, input: Input, events: Sequence[JSON]) -> bool:
+        """Whether ``input``, posted by a process that stopped before hearing back, reached the
+        host: every event of it has its echo among ``events`` (the history the host lists) —
+        a tool result or confirmation by the call it answers, any other event by its type.
+        Posting again only when one is missing means no result is posted twice (§2: a POST is
+        not idempotent)."""
+        answered = {e.get("custom_tool_use_id") for e in events if event_type(e) == USER_CUSTOM_TOOL_RESULT}
+        confirmed = {e.get("tool_use_id") for e in events if event_type(e) == USER_TOOL_CONFIRMATION}
+        kinds = {event_type(e) for e in events}
+        for posted in input if isinstance(input, list) else ():
+            kind = event_type(posted)
+            if kind == USER_CUSTOM_TOOL_RESULT:
+                if posted.get("custom_tool_use_id") not in answered:
+                    return False
+            elif kind == USER_TOOL_CONFIRMATION:
+                if posted.get("tool_use_id") not in confirmed:
+                    return False
+            elif kind not in kinds:
+                return False
+        return True
+
     def normalize(self, events: Sequence[JSON]) -> TurnResult:
         return normalize(events)
 
