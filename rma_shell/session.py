@@ -71,7 +71,6 @@ from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, HandlerAdapter
 from rma_shell.journal.setup import begin_journal, check_new, request_record
-from rma_shell.journal.store import JournalStoreError
 from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
 from rma_shell.options import check_run_options
@@ -462,7 +461,7 @@ class _Driver(Generic[C]):
         if self.journaled_tools is not None:
             try:
                 ran = await self.journaled_tools.run(uses, confirmations, self.info)
-            except JournalStoreError as exc:
+            except Exception as exc:  # the journal's store failed (a tool's own error is a result)
                 self._journal_failed(exc)
                 return
             if isinstance(ran, Paused):

@@ -13,6 +13,7 @@ What this is not: the store (``rma_shell.journal.store``) or the resume (``rma_s
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,8 @@ from rma.session.events import Event
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.handler import HandlerAdapter
 from rma_shell.journal.store import JournalStore
+
+log = logging.getLogger("rma.handler")
 
 INTERRUPTED = (
     "tool error: interrupted: {name} had started when the session's process stopped, and it is "
@@ -199,9 +202,13 @@ class JournaledTools:
             args = (*args, info)
         except (TypeError, ValueError):
             pass
-        value = fn(*args)
-        if inspect.isawaitable(value):
-            value = await value
+        try:
+            value = fn(*args)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:  # undecidable: a person decides, the call is not run unasked
+            log.warning("requires_approval raised %r; %s waits for approval", exc, use.name, exc_info=exc)
+            return True
         return bool(value)
 
 

@@ -63,13 +63,25 @@ class FunctionTool:
         description: str | None = None,
         strict: bool = False,
         timeout: float | None = None,
+        requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
+        at_most_once: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
         if timeout is not None and not (isinstance(timeout, int | float) and 0 < timeout < float("inf")):
             raise ValueError(f"tool timeout must be a positive number of seconds or None, got {timeout!r}")
+        if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+            raise TypeError(
+                f"requires_approval must be a bool or a function of the arguments, got {requires_approval!r}"
+            )
         self.fn = fn
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+        self.requires_approval = requires_approval
+        """True, or a function of the call's arguments returning True, when a call waits for a
+        person's approval (in a journal: ``approve``) before it runs."""
+        self.at_most_once = bool(at_most_once)
+        """A call that started and left no result (the process died) is never run again: the
+        model is told it was interrupted. Otherwise it runs again with the same idempotency key."""
         self.timeout = None if timeout is None else float(timeout)
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - an async __call__ counts
@@ -118,6 +130,10 @@ class FunctionTool:
             return Failure(f"invalid arguments for {self.name}: not a JSON object ({exc})")
         return Success({field: getattr(parsed, field) for field in type(parsed).model_fields})
 
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        rule = self.requires_approval
+        return bool(rule(dict(arguments))) if callable(rule) else bool(rule)
+
     def inject(self, kwargs: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         for param, what in self.injected.items():
             kwargs[param] = call.info if what == "info" else call
@@ -135,6 +151,8 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     timeout: float | None = None,
+    requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
+    at_most_once: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -146,17 +164,29 @@ def tool(
     description: str | None = None,
     strict: bool = False,
     timeout: float | None = None,
+    requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
+    at_most_once: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a typed function a tool: ``@tool`` or ``@tool(name=..., strict=True, timeout=5)``.
 
     ``strict=True`` asks hosts that support it (OpenAI-compatible servers) to hold the model
     to the schema; the schema is then made strict-compatible (every property required, optional
     ones nullable, no additional properties). ``timeout`` (seconds) bounds each call: past it
-    the call is cancelled and the model gets an error result.
+    the call is cancelled and the model gets an error result. ``requires_approval`` (True, or
+    a function of the arguments) makes a call wait for ``approve`` in the run's journal;
+    ``at_most_once`` keeps a call the process died in from running again (docs/durable.md).
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "strict": strict,
+        "timeout": timeout,
+        "requires_approval": requires_approval,
+        "at_most_once": at_most_once,
+    }
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description, strict=strict, timeout=timeout)
-    return lambda f: FunctionTool(f, name=name, description=description, strict=strict, timeout=timeout)
+        return FunctionTool(fn, **options)
+    return lambda f: FunctionTool(f, **options)
 
 
 def serialise(value: object) -> ToolOutput:

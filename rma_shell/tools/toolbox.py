@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -51,7 +51,13 @@ class Toolbox:
         *tools: FunctionTool | Callable[..., Any] | ToolSource,
         timeout: float | None = None,
         max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+        require_approval: Collection[str] = (),
+        at_most_once: Collection[str] = (),
     ) -> None:
+        if isinstance(require_approval, str) or isinstance(at_most_once, str):
+            raise ToolboxError("require_approval and at_most_once take collections of tool names, not a str")
+        self._approval_names = frozenset(require_approval)
+        self._once_names = frozenset(at_most_once)
         if timeout is not None and not (isinstance(timeout, int | float) and 0 < timeout < math.inf):
             raise ToolboxError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
         if max_result_chars is not None and (
@@ -124,6 +130,26 @@ class Toolbox:
 
     def names(self) -> list[str]:
         return [spec.name for spec in self.tools()]
+
+    # ── durability: which calls wait for a person, which never run twice (docs/durable.md) ──
+
+    def approval_tools(self) -> frozenset[str]:
+        """The tools whose calls may wait for an approval: ``@tool(requires_approval=...)``
+        functions and the names given as ``require_approval=``."""
+        flagged = {n for n, fn in self._functions.items() if fn.requires_approval is not False}
+        return frozenset(flagged | self._approval_names)
+
+    def requires_approval(self, name: str, input: Mapping[str, Any], ctx: object, info: SessionInfo) -> bool:
+        fn = self._functions.get(name)
+        if fn is not None:
+            return fn.needs_approval(input) or name in self._approval_names
+        return name in self._approval_names
+
+    @property
+    def at_most_once(self) -> frozenset[str]:
+        """Tools never run a second time after a crash: ``@tool(at_most_once=True)`` functions
+        and the names given as ``at_most_once=``."""
+        return frozenset({n for n, fn in self._functions.items() if fn.at_most_once} | self._once_names)
 
     def _require_started(self) -> None:
         if not self._started:
