@@ -261,7 +261,12 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         extra = {
             k: v for k, v in request.extra.items() if k not in ("title", "session_metadata", "resources")
         }
-        return await self.open(attrs.evolve(request, session_id=session_id, extra=extra, budget=None))
+        opened = await self.open(attrs.evolve(request, session_id=session_id, extra=extra, budget=None))
+        if isinstance(opened, Success):
+            # The journal knows what this client processed: its reconnects consolidate from
+            # that position (the machine's seen ids), not as a first attach.
+            opened.unwrap().attached = True
+        return opened
 
     async def _open(
         self, request: OpenRequest, run_client: CMAClient | None
