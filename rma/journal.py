@@ -326,7 +326,7 @@ def load(
                 decoded = decode_result(record["outcome"])
                 if not isinstance(decoded, Success | Failure):
                     raise ValueError("end record without an outcome")
-                outcome = decoded
+                outcome = _tuple_transcript(decoded)
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -357,6 +357,17 @@ def load(
             last_chain=previous,
         )
     )
+
+
+def _tuple_transcript(outcome: Result[SessionResult, SessionError]) -> Result[SessionResult, SessionError]:
+    """JSON has no tuples: give the result's transcript back the tuple the run returned."""
+    result = outcome.unwrap() if isinstance(outcome, Success) else outcome.failure().result
+    if result is None or not isinstance(result.transcript, list):
+        return outcome
+    fixed = attrs.evolve(result, transcript=tuple(result.transcript))
+    if isinstance(outcome, Success):
+        return Success(fixed)
+    return Failure(attrs.evolve(outcome.failure(), result=fixed))
 
 
 # ── folding ──────────────────────────────────────────────────────────────────────────

@@ -222,3 +222,18 @@ async def test_a_journal_that_cannot_be_written_stops_the_run_with_its_progress(
 async def test_a_bad_key_names_journal_key(bad: Any) -> None:
     outcome = await resume(MemoryJournal(), bad, provider=_loop(), handler=_Crashing())
     assert isinstance(outcome, Failure) and outcome.failure().option == "journal_key"
+
+
+async def test_a_finished_local_session_resumes_to_an_equal_result_transcript_included() -> None:
+    from rma_shell.providers.local import Local
+    from rma_shell.testing import OpenAIEmulator
+
+    with OpenAIEmulator([{"content": "hello"}]) as emu:
+        provider = Local(base_url=emu.base_url, model="m")
+        journal = MemoryJournal()
+        try:
+            first = await run(provider, handler=_Crashing(), prompt="hi", journal=journal, journal_key="k")
+            again = await resume(journal, "k", provider=provider, handler=_Crashing())
+        finally:
+            await provider.close()
+    assert isinstance(first, Success) and first.unwrap().transcript and again == first
