@@ -324,7 +324,9 @@ class _Driver(Generic[C]):
             self._spawn(self._timer, 0)
         elif flight.reconnect is not None:
             self._spawn(self._reconnect, flight.reconnect.gen, flight.reconnect.seen)
-        elif self.state.phase not in (Phase.BACKOFF, Phase.RECONNECTING, Phase.IDLE, Phase.DONE):
+        elif self.state.phase not in (Phase.BACKOFF, Phase.RECONNECTING, Phase.DONE) and (
+            self.config.live or self.state.phase is not Phase.IDLE
+        ):
             # The old process's stream died with it: to the core that is a dropped stream, and
             # its reconnect — subscribe, list, dedupe, recover unanswered calls — reattaches.
             self.post(StreamFailed(self.state.gen, StreamDropped(detail=RESUMED_STREAM)))
@@ -1043,11 +1045,14 @@ async def open_session(
 
 
 async def _serve_reporting(
-    driver: _Driver[Any], task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    driver: _Driver[Any],
+    in_flight: InFlight | None = None,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a live session; a crash is reported to its results, never a silent death (S-66)."""
     try:
-        await driver.serve(task_status=task_status)
+        await driver.serve(task_status=task_status, in_flight=in_flight)
     except Exception as exc:
         log.exception("live session crashed", extra={"session_id": driver.info.session_id})
         driver._report(Failure(_crash(exc)), final=True)

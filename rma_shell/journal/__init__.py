@@ -27,12 +27,13 @@ __all__ = [
     "approve",
     "pending_approvals",
     "resume",
+    "resume_session",
 ]
 
 
 def __getattr__(name: str) -> object:
     # resume imports rma_shell.session, which imports this package: load it on first use.
-    if name in ("resume", "approve", "pending_approvals"):
+    if name in ("resume", "resume_session", "approve", "pending_approvals"):
         import importlib
 
         module = importlib.import_module("rma_shell.journal.resuming")

@@ -18,16 +18,26 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from returns.result import Failure, Result, Success
 
-from rma.errors import Crashed, InvalidOpts, SessionError, Timeout
-from rma.journal import Decision, JournalMismatch, Loaded, PendingApproval, approval_record, fold, load
+from rma.errors import Closed, Crashed, InvalidOpts, SessionError, Timeout
+from rma.journal import (
+    Decision,
+    InFlight,
+    JournalMismatch,
+    Loaded,
+    PendingApproval,
+    approval_record,
+    fold,
+    load,
+)
 from rma.session.events import DeadlineReached
-from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S
+from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S, handler_shape
 from rma.vocabulary import SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.journal.setup import check_key, request_from, resumable, store_of
@@ -36,11 +46,13 @@ from rma_shell.journal.writer import SessionJournal
 from rma_shell.providers.base import Provider
 from rma_shell.session import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
+    LiveSession,
     Outcome_,
     _crash,
     _Driver,
     _Options,
     _output_tool,
+    _serve_reporting,
     _tool_limits,
 )
 from rma_shell.telemetry import Telemetry
@@ -68,6 +80,77 @@ def _loaded(store: JournalStore, key: str, provider: Provider[Any]) -> Result[Lo
     return loaded
 
 
+def _resumed_driver(
+    journal: Any,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
+    max_concurrency: int,
+    telemetry: Telemetry | None,
+    output_type: Any,
+    tool_timeout: float | None,
+    max_tool_result_chars: int | None,
+    model_config: Mapping[str, Any] | None,
+    live: bool,
+) -> Result[tuple[_Driver[Any], Loaded], SessionError]:
+    """The driver that carries the journaled session on (its outcome, when it ended), or why not."""
+    checked = check_key(key)
+    if isinstance(checked, Failure):
+        return Failure(checked.failure())
+    if not resumable(provider):
+        return Failure(InvalidOpts("provider", f"{type(provider).__name__} sessions cannot be resumed"))
+    store = store_of(journal)
+    if isinstance(store, Failure):
+        return Failure(store.failure())
+    loaded_ = _loaded(store.unwrap(), key, provider)
+    if isinstance(loaded_, Failure):
+        return Failure(loaded_.failure())
+    loaded = loaded_.unwrap()
+    config = loaded.config
+    if config.live != live:
+        how = "open_session (resume it with resume_session)" if config.live else "run (resume it with resume)"
+        return Failure(InvalidOpts("journal_key", f"{key!r} holds a session started with {how}"))
+    if config.has_turn_guard and turn_guard is None:
+        return Failure(InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too"))
+    if not config.has_turn_guard and turn_guard is not None:
+        return Failure(InvalidOpts("turn_guard", "the journaled run had no turn guard"))
+    limits = _tool_limits(tool_timeout, max_tool_result_chars)
+    if isinstance(limits, Failure):
+        return Failure(limits.failure())
+    output = _output_tool(output_type, None)
+    if isinstance(output, Failure):
+        return Failure(output.failure())
+    output_tool = output.unwrap()
+    if config.output_tool != (output_tool is not None):
+        need = "had an output_type: pass it again" if config.output_tool else "had no output_type"
+        return Failure(InvalidOpts("output_type", f"the journaled run {need}"))
+    opts = _Options(
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry or default_telemetry,
+        record=None,
+        open_request=request_from(loaded.request, model_config),
+        output=output_tool,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        journal=SessionJournal(store.unwrap(), key, loaded),
+    )
+    if handler_shape(handler) is None:
+        return Failure(InvalidOpts("handler", f"{type(handler).__name__} is not a handler"))
+    driver = _Driver(provider, config, opts)
+    driver.config = config  # the journaled config: the one its events were folded with
+    assert driver.journaled_tools is not None
+    driver.journaled_tools.restore(loaded)
+    if output_tool is not None:
+        _restore_answers(driver, loaded, output_tool)
+    return Success((driver, loaded))
+
+
 async def resume(
     journal: Any,
     key: str,
@@ -84,65 +167,33 @@ async def resume(
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     model_config: Mapping[str, Any] | None = None,
 ) -> Result[SessionResult, SessionError]:
-    """Carry on the session journaled under ``key`` and return its one result, like ``run``.
+    """Carry on the ``run`` journaled under ``key`` and return its one result, like ``run``.
 
     Safe to call again after any failure or crash, and on a session that already ended (its
     outcome comes back, nothing is sent). A paused session (``AwaitingApproval``) carries on
-    once ``approve`` has decided its calls; undecided ones pause it again.
+    once ``approve`` has decided its calls; undecided ones pause it again. ``timeout`` bounds
+    this call, as ``run``'s bounds a run.
     """
-    checked = check_key(key)
-    if isinstance(checked, Failure):
-        return Failure(checked.failure())
-    if not resumable(provider):
-        return Failure(InvalidOpts("provider", f"{type(provider).__name__} sessions cannot be resumed"))
-    store = store_of(journal)
-    if isinstance(store, Failure):
-        return Failure(store.failure())
-    loaded_ = _loaded(store.unwrap(), key, provider)
-    if isinstance(loaded_, Failure):
-        return Failure(loaded_.failure())
-    loaded = loaded_.unwrap()
-    if loaded.outcome is not None:
-        return loaded.outcome  # it ended: the outcome, as it was returned
-    config = loaded.config
-    if config.has_turn_guard and turn_guard is None:
-        return Failure(InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too"))
-    if not config.has_turn_guard and turn_guard is not None:
-        return Failure(InvalidOpts("turn_guard", "the journaled run had no turn guard"))
-    limits = _tool_limits(tool_timeout, max_tool_result_chars)
-    if isinstance(limits, Failure):
-        return Failure(limits.failure())
-    output = _output_tool(output_type, None)
-    if isinstance(output, Failure):
-        return Failure(output.failure())
-    output_tool = output.unwrap()
-    if config.output_tool != (output_tool is not None):
-        need = "had an output_type: pass it again" if config.output_tool else "had no output_type"
-        return Failure(InvalidOpts("output_type", f"the journaled run {need}"))
-    request = request_from(loaded.request, model_config)
-    journal_ = SessionJournal(store.unwrap(), key, loaded)
-    opts = _Options(
+    built = _resumed_driver(
+        journal,
+        key,
+        provider=provider,
         handler=handler,
         context=context,
         turn_guard=turn_guard,
         max_concurrency=max_concurrency,
-        telemetry=telemetry or default_telemetry,
-        record=None,
-        open_request=request,
-        output=output_tool,
+        telemetry=telemetry,
+        output_type=output_type,
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
-        journal=journal_,
+        model_config=model_config,
+        live=False,
     )
-    try:
-        driver = _Driver(provider, config, opts)
-    except TypeError as exc:  # not a handler
-        return Failure(InvalidOpts("handler", str(exc)))
-    driver.config = config  # the journaled config: the one its events were folded with
-    assert driver.journaled_tools is not None
-    driver.journaled_tools.restore(loaded)
-    if output_tool is not None:
-        _restore_answers(driver, loaded, output_tool)
+    if isinstance(built, Failure):
+        return Failure(built.failure())
+    driver, loaded = built.unwrap()
+    if loaded.outcome is not None:
+        return loaded.outcome  # it ended: the outcome, as it was returned
     try:
         return await _carry_on(driver, loaded, timeout)
     except BaseException as exc:
@@ -152,6 +203,85 @@ async def resume(
         raise
     finally:
         await driver.close()
+
+
+@asynccontextmanager
+async def resume_session(
+    journal: Any,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object = None,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    telemetry: Telemetry | None = None,
+    output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    model_config: Mapping[str, Any] | None = None,
+) -> AsyncIterator[LiveSession]:
+    """Reopen the live session (``open_session``) journaled under ``key``, where it was.
+
+    Like ``open_session``, a failure to start raises the ``SessionError`` (a damaged journal,
+    a host that refuses the reattach); once open, every request's outcome is a value. A
+    request the old process had open carries on and its result is the session's next one.
+    """
+    built = _resumed_driver(
+        journal,
+        key,
+        provider=provider,
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry,
+        output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        model_config=model_config,
+        live=True,
+    )
+    if isinstance(built, Failure):
+        raise built.failure().with_traceback(None)
+    driver, loaded = built.unwrap()
+    try:
+        if loaded.outcome is not None:
+            raise Closed().with_traceback(None)  # it ended for good (a pause, a journal failure)
+        in_flight = await _reattach(driver, loaded)
+        if isinstance(in_flight, Failure):
+            raise in_flight.failure().with_traceback(None)
+        async with anyio.create_task_group() as nursery:
+            await nursery.start(_serve_reporting, driver, in_flight.unwrap())
+            try:
+                yield LiveSession(driver)
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseException as exc:
+        interrupt = keyboard_interrupt(exc)
+        if interrupt is not None and interrupt is not exc:
+            raise interrupt from None
+        raise
+    finally:
+        await driver.close()
+
+
+async def _reattach(driver: _Driver[Any], loaded: Loaded) -> Result[InFlight | None, SessionError]:
+    """Reconnect ``driver`` to the host and bring it to the journal's state; what was in flight
+    (None: it never opened, and has now been opened afresh)."""
+    if loaded.snapshot is None:  # it never opened: open now, as the run would have
+        opened = await driver.open()
+        return Failure(opened.failure()) if isinstance(opened, Failure) else Success(None)
+    restored = await driver.provider.restore(driver.opts.open_request, loaded.snapshot)
+    if isinstance(restored, Failure):
+        return Failure(restored.failure())
+    driver.conn = restored.unwrap()
+    driver._session_started(driver.conn, 0.0)
+    folded = fold(loaded.config, loaded.events)
+    driver.state = folded.state
+    if folded.outcome is not None:  # it ended as the old process stopped
+        driver._report(folded.outcome, final=True)
+    return Success(folded.in_flight)
 
 
 def _restore_answers(driver: _Driver[Any], loaded: Loaded, output_tool: Any) -> None:
@@ -168,23 +298,11 @@ def _restore_answers(driver: _Driver[Any], loaded: Loaded, output_tool: Any) -> 
 async def _carry_on(driver: _Driver[Any], loaded: Loaded, timeout: float | None) -> Outcome_:
     try:
         with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
-            if loaded.snapshot is None:  # it never opened: open now, as the run would have
-                opened = await driver.open()
-                if isinstance(opened, Failure):
-                    return Failure(opened.failure())
-                await driver.serve()
-            else:
-                restored = await driver.provider.restore(driver.opts.open_request, loaded.snapshot)
-                if isinstance(restored, Failure):
-                    return Failure(restored.failure())
-                driver.conn = restored.unwrap()
-                driver._session_started(driver.conn, 0.0)
-                folded = fold(loaded.config, loaded.events)
-                driver.state = folded.state
-                if folded.outcome is not None:  # it ended as the old process stopped
-                    driver._report(folded.outcome, final=True)
-                else:
-                    await driver.serve(in_flight=folded.in_flight)
+            in_flight = await _reattach(driver, loaded)
+            if isinstance(in_flight, Failure):
+                return Failure(in_flight.failure())
+            if driver.final is None:
+                await driver.serve(in_flight=in_flight.unwrap())
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:

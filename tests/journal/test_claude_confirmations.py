@@ -25,7 +25,9 @@ def _tools(name: str, input: dict[str, Any], ctx: object) -> str:
 
 
 def _posted(emu: CMAEmulator) -> list[dict[str, Any]]:
-    return [e for q in emu.requests if q.method == "POST" and q.path.endswith("/events") for e in q.body["events"]]
+    return [
+        e for q in emu.requests if q.method == "POST" and q.path.endswith("/events") for e in q.body["events"]
+    ]
 
 
 async def test_a_host_permission_ask_waits_for_approve_and_then_is_allowed() -> None:
@@ -38,11 +40,17 @@ async def test_a_host_permission_ask_waits_for_approve_and_then_is_allowed() -> 
         provider = _provider(emu)
         journal = MemoryJournal()
         try:
-            paused = await run(provider, handler=_tools, prompt="go", timeout=20, journal=journal, journal_key="c1")
+            paused = await run(
+                provider, handler=_tools, prompt="go", timeout=20, journal=journal, journal_key="c1"
+            )
             error = paused.failure()
             assert isinstance(error, AwaitingApproval)
             [waiting] = error.waiting
-            assert waiting.name == "bash" and waiting.host_confirmation and dict(waiting.input) == {"command": "ls"}
+            assert (
+                waiting.name == "bash"
+                and waiting.host_confirmation
+                and dict(waiting.input) == {"command": "ls"}
+            )
             assert not any(e["type"] == "user.tool_confirmation" for e in _posted(emu))  # the host waits
             approve(journal, "c1", waiting.tool_use_id, "allow")
             resumed = await resume(journal, "c1", provider=provider, handler=_tools, timeout=20)
@@ -64,7 +72,9 @@ async def test_a_resumed_claude_tool_loop_posts_each_result_once() -> None:
             return "looked up"
 
         try:
-            first = await run(provider, handler=tools, prompt="go", timeout=20, journal=journal, journal_key="c2")
+            first = await run(
+                provider, handler=tools, prompt="go", timeout=20, journal=journal, journal_key="c2"
+            )
             again = await resume(journal, "c2", provider=provider, handler=tools, timeout=20)
             assert isinstance(first, Success) and again == first and runs == [1]
             results = [e for e in _posted(emu) if e["type"] == "user.custom_tool_result"]

@@ -237,3 +237,32 @@ async def test_a_finished_local_session_resumes_to_an_equal_result_transcript_in
         finally:
             await provider.close()
     assert isinstance(first, Success) and first.unwrap().transcript and again == first
+
+
+# ── live sessions ───────────────────────────────────────────────────────────────────
+
+
+async def test_a_live_session_resumes_where_it_was_and_delivers_the_open_requests_result() -> None:
+    from rma_shell import open_session, resume_session
+
+    journal, provider = MemoryJournal(), _loop()
+    handler = _Crashing(crash_in="b")
+    with anyio.CancelScope() as scope:
+        handler.scope = scope
+        async with open_session(provider, handler=handler, prompt="go", journal=journal, journal_key="live"):
+            await anyio.sleep_forever()
+    async with resume_session(journal, "live", provider=provider, handler=handler) as session:
+        with anyio.fail_after(5):
+            outcome = await session.next_result()
+    assert isinstance(outcome, Success) and outcome.unwrap().text == "fin"
+    assert handler.runs[-1] == ("b", "live:t2", 2)
+
+
+async def test_resume_and_resume_session_each_refuse_the_others_journal() -> None:
+    from rma_shell import resume_session
+
+    journal = MemoryJournal()
+    await run(_loop(), handler=_Crashing(), prompt="go", journal=journal, journal_key="k")
+    with pytest.raises(InvalidOpts, match="resume it with resume"):
+        async with resume_session(journal, "k", provider=_loop(), handler=_Crashing()):
+            pass
