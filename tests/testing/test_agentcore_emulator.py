@@ -664,17 +664,19 @@ def test_a_signature_over_a_single_encoded_path_fails(monkeypatch: pytest.Monkey
         ({"secret": "not-the-secret"}, "InvalidSignatureException", "does not match"),
         ({"access_key": "AKIDUNKNOWN"}, "UnrecognizedClientException", "security token"),
         (
-            {"when": datetime.now(UTC) - timedelta(minutes=10)},
+            {"when": timedelta(minutes=-10)},
             "InvalidSignatureException",
             "Signature expired",
         ),
-        ({"when": datetime.now(UTC) + timedelta(minutes=10)}, "InvalidSignatureException", "not yet current"),
+        ({"when": timedelta(minutes=10)}, "InvalidSignatureException", "not yet current"),
         ({"token": "unexpected"}, "UnrecognizedClientException", "security token"),
     ],
 )
 def test_bad_credentials_are_refused_with_403(
     monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any], code: str, text: str
 ) -> None:
+    if "when" in kwargs:  # an offset from the moment of signing, not from collection time
+        kwargs = {**kwargs, "when": datetime.now(UTC) + kwargs["when"]}
     with AgentCoreEmulator(script=[text_turn("x")]) as emu:
         body = b'{"messages": [{"role": "user", "content": [{"text": "hi"}]}]}'
         response = signed_post(monkeypatch, emu, invoke_url(emu), body, headers=JSON_SESSION, **kwargs)
