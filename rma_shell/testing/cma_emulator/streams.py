@@ -16,6 +16,7 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rma_shell.testing._loopback import LoopbackHandler
@@ -402,18 +403,21 @@ class _Events(_Core):
             h.end_headers()
             if self._ping_interval is None:
                 self._hangups.watch(sub)
-            self._pump(h, sub)
+            self._pump(h, sub, lambda: self._detach(session_id, sub))
         except OSError:
             h.close_connection = True
         finally:
-            with self._lock:
-                session_now = self._sessions.get(session_id)
-                if session_now is not None and sub in session_now.subscribers:
-                    session_now.subscribers.remove(sub)
-                    self._changed.notify_all()
+            self._detach(session_id, sub)
             self._hangups.unwatch(sub)
 
-    def _pump(self, h: LoopbackHandler, sub: _Subscriber) -> None:
+    def _detach(self, session_id: str, sub: _Subscriber) -> None:
+        with self._lock:
+            session_now = self._sessions.get(session_id)
+            if session_now is not None and sub in session_now.subscribers:
+                session_now.subscribers.remove(sub)
+                self._changed.notify_all()
+
+    def _pump(self, h: LoopbackHandler, sub: _Subscriber, detach: Callable[[], None]) -> None:
         def write(data: bytes) -> None:
             h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
@@ -432,6 +436,9 @@ class _Events(_Core):
                 write(b"")
                 return
             if sub.drop_after is not None and sent >= sub.drop_after:
+                # Off the session before the client sees the cut, so a test that counts
+                # subscribers right after it finds none.
+                detach()
                 self._hangups.unwatch(sub)  # the watcher must not wake up for our own hang-up
                 self._abort(h)
                 return
