@@ -107,18 +107,26 @@ with exit code -1. A client that goes away, or the emulator closing, kills the c
 too. A missing session header starts a fresh session (botocore always fills one in).
 Every directory is removed on ``close``.
 
-**Faults** (``faults=`` or ``inject``; global or for one session; each for ``times``
-requests; ``operation`` narrows them to ``"InvokeHarness"``, ``"InvokeAgentRuntimeCommand"``
-or a control operation — there only the status faults apply): ``throttle_once`` (429 ``ThrottlingException``),
-``server_error_once`` (``InternalServerException``), ``error_once`` (any status and code),
-and, inside a 200 stream after ``n`` frames: ``drop_after`` (close the connection),
-``truncate_frame_after`` (half a frame, then close), ``bad_crc_after`` (that frame with a
-corrupted message CRC, the stream then goes on), ``exception_frame`` (an exception frame,
-then the stream ends cleanly) and ``stall`` (silence for a while, then the stream goes on;
-it never holds up ``close``). A stream fault asked for past the last frame happens at the
-end of the stream (truncate and bad CRC then use a filler event). Note that
-``throttlingException`` is not a member of the ``InvokeHarness`` stream union: botocore
-raises ``EventStreamError`` with an empty code for it there.
+**StopRuntimeSession** (``POST /runtimes/{agentRuntimeArn}/stopruntimesession``, checked
+like the others against botocore's model: the session header, ``qualifier``, ``clientToken``)
+cuts the session's ``InvokeHarness`` still in flight (its connection closed, the turn not
+consumed) and answers 200; ``stops`` records every one (``RuntimeStop``). A session never
+seen is a 404; the conversation is kept (both modeled: undocumented). ``hang_stop`` holds a
+stop unanswered (a stop that hangs); ``error_once(…, operation="StopRuntimeSession")`` fails
+one (``RetryableConflictException`` …).
+
+**Faults** (``faults=`` or ``inject``; global or for one session; each for ``times`` requests;
+``operation`` narrows them to ``"InvokeHarness"``, ``"InvokeAgentRuntimeCommand"``,
+``"StopRuntimeSession"`` or a control operation — there only the status faults apply):
+``throttle_once`` (429 ``ThrottlingException``), ``server_error_once``
+(``InternalServerException``), ``error_once`` (any status and code), and, inside a 200 stream
+after ``n`` frames: ``drop_after`` (close the connection), ``truncate_frame_after`` (half a
+frame, then close), ``bad_crc_after`` (that frame with a corrupted message CRC, the stream then
+goes on), ``exception_frame`` (an exception frame, then the stream ends cleanly) and ``stall``
+(silence for a while, then the stream goes on; it never holds up ``close``). A stream fault
+asked for past the last frame happens at the end of the stream (truncate and bad CRC then use a
+filler event). Note that ``throttlingException`` is not a member of the ``InvokeHarness``
+stream union: botocore raises ``EventStreamError`` with an empty code for it there.
 
 **The control plane** (botocore's ``bedrock-agentcore-control`` 2023-06-05) is served on the
 same ``base_url`` (AWS uses another host; both sign as ``bedrock-agentcore``): CreateHarness
@@ -175,11 +183,11 @@ says why.
 It is not a model, not a microVM and not the rest of the control plane: no harness versions
 listing, no endpoint updates, no memory, no credential providers, no costs, no TLS.
 
-The package, one concern a module: ``server`` (``AgentCoreEmulator``: start-up, test
-controls, routing), ``invoke`` (InvokeHarness), ``commands`` (InvokeAgentRuntimeCommand),
-``stream`` (the 200 event stream and its faults), ``conversation`` (what a session keeps,
-Bedrock's rules), ``control`` and ``harnesses`` (the control plane), ``sigv4`` and
-``validation`` (the request checks), ``frames`` (the script), ``faults`` and ``state``.
+The package, one concern a module: ``server`` (``AgentCoreEmulator``: start-up, test controls,
+routing), ``invoke`` (InvokeHarness), ``commands`` (InvokeAgentRuntimeCommand), ``stop``
+(StopRuntimeSession), ``stream`` (the 200 event stream and its faults), ``conversation`` (what
+a session keeps, Bedrock's rules), ``control`` and ``harnesses`` (the control plane), ``sigv4``
+and ``validation`` (the request checks), ``frames`` (the script), ``faults`` and ``state``.
 Every public name is importable from here.
 """
 
@@ -205,6 +213,7 @@ from rma_shell.testing.agentcore_emulator.faults import (
     drop_after,
     error_once,
     exception_frame,
+    hang_stop,
     server_error_once,
     stall,
     throttle_once,
@@ -246,6 +255,7 @@ from rma_shell.testing.agentcore_emulator.frames import ToolCall as ToolCall
 from rma_shell.testing.agentcore_emulator.frames import TurnFunction as TurnFunction
 from rma_shell.testing.agentcore_emulator.harnesses import ControlCall, HarnessView
 from rma_shell.testing.agentcore_emulator.server import AgentCoreEmulator
+from rma_shell.testing.agentcore_emulator.state import RuntimeStop
 
 __all__ = [
     "CONTROL_SERVICE",
@@ -264,6 +274,7 @@ __all__ = [
     "ControlPlane",
     "Frame",
     "HarnessView",
+    "RuntimeStop",
     "SessionView",
     "Turn",
     "bad_crc_after",
@@ -272,6 +283,7 @@ __all__ = [
     "error_once",
     "exception_frame",
     "frame",
+    "hang_stop",
     "hook_event",
     "message_start",
     "message_stop",

@@ -8,6 +8,7 @@ where they take effect (``stream``, ``invoke``, ``commands``, ``control``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from rma_shell.testing.agentcore_emulator._common import _AwsError
 # Faults
 # --------------------------------------------------------------------------------------------
 
-FaultKind = Literal["status", "drop", "truncate", "bad_crc", "exception", "stall"]
+FaultKind = Literal["status", "drop", "truncate", "bad_crc", "exception", "stall", "hang"]
 ControlOperation = Literal[
     "CreateHarness",
     "GetHarness",
@@ -35,6 +36,7 @@ ControlOperation = Literal[
 Operation = Literal[
     "InvokeHarness",
     "InvokeAgentRuntimeCommand",
+    "StopRuntimeSession",
     "CreateHarness",
     "GetHarness",
     "ListHarnesses",
@@ -173,6 +175,16 @@ def stall(
     """After ``after`` frames, go silent for ``seconds`` (the connection stays open), then go
     on. Ends early when the client goes away or the emulator closes."""
     return AgentCoreFault("stall", times=times, operation=operation, after=max(0, after), seconds=seconds)
+
+
+def hang_stop(seconds: float = math.inf, *, times: int = 1) -> AgentCoreFault:
+    """Hold the next ``StopRuntimeSession`` request(s) unanswered and unprocessed for
+    ``seconds`` (``math.inf``: until the client gives up or the emulator closes), then serve it
+    as usual: a stop that hangs. A client that gives up meanwhile gets nothing, and nothing
+    is stopped. (Fail a stop with ``error_once(…, operation="StopRuntimeSession")``.)"""
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"hang_stop needs a non-negative number of seconds, got {seconds!r}")
+    return AgentCoreFault("hang", times=times, operation="StopRuntimeSession", seconds=seconds)
 
 
 @attrs.define

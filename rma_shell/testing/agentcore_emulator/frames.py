@@ -107,6 +107,8 @@ class SessionView:
     """The directory ``mount_path`` is rewritten to."""
     user_id: str | None
     """The last ``X-Amzn-Bedrock-AgentCore-Runtime-User-Id`` received."""
+    stops: int = 0
+    """``StopRuntimeSession`` requests served for this session (``AgentCoreEmulator.stops``)."""
 
 
 TurnFunction = Callable[[SessionView, JSONDict], Iterable[FrameItem]]

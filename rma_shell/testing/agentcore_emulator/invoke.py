@@ -10,6 +10,7 @@ client can see the stream end. Not the stream's bytes and faults (``stream``).
 from __future__ import annotations
 
 import copy
+import threading
 
 from rma_shell.testing._loopback import LoopbackHandler
 from rma_shell.testing.agentcore_emulator._common import JSONDict, _AwsError, _StreamEnded
@@ -73,9 +74,10 @@ class _Invoke(_Core):
             combined = [*session.conversation, *messages]
             view = session.view(combined)
             session.busy = request_id
+            cut = session.cut = threading.Event()
         played = {"all": False}
         assembler = _Assembler()
-        stream = _Stream(self, h, stream_faults, filler=metadata())
+        stream = _Stream(self, h, stream_faults, filler=metadata(), cut=cut)
 
         def end() -> None:
             # Runs just before the client can see the stream end (last chunk, exception or
@@ -94,6 +96,7 @@ class _Invoke(_Core):
                         session.pending = outcome[1]
                 if session.busy == request_id:
                     session.busy = None
+                    session.cut = None
 
         stream.before_end = end
         try:

@@ -41,7 +41,8 @@ from rma_shell.testing.agentcore_emulator.faults import AgentCoreFault, _Armed
 from rma_shell.testing.agentcore_emulator.frames import SessionView, Turn
 from rma_shell.testing.agentcore_emulator.invoke import _Invoke
 from rma_shell.testing.agentcore_emulator.sigv4 import _verify_signature
-from rma_shell.testing.agentcore_emulator.state import _Session
+from rma_shell.testing.agentcore_emulator.state import RuntimeStop, _Session
+from rma_shell.testing.agentcore_emulator.stop import _Stop
 from rma_shell.testing.openai_emulator import RecordedRequest
 
 
@@ -58,7 +59,7 @@ class _Handler(LoopbackHandler):
             self.close_connection = True
 
 
-class AgentCoreEmulator(_Invoke, _Commands):
+class AgentCoreEmulator(_Invoke, _Commands, _Stop):
     """The emulator; use as a context manager (``with AgentCoreEmulator(script=…) as emu``)."""
 
     handler_class = _Handler
@@ -126,6 +127,7 @@ class AgentCoreEmulator(_Invoke, _Commands):
         self._faults: list[_Armed] = [_Armed(f, f.times, None) for f in faults]
         self._sessions: dict[str, _Session] = {}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._stops: list[RuntimeStop] = []
         self._root: Path | None = None
         self.requests: list[RecordedRequest] = []
         self.harness_name = harness_name
@@ -220,6 +222,12 @@ class AgentCoreEmulator(_Invoke, _Commands):
         with self._lock:
             return {sid: s.view() for sid, s in self._sessions.items()}
 
+    @property
+    def stops(self) -> tuple[RuntimeStop, ...]:
+        """Every ``StopRuntimeSession`` served, in arrival order."""
+        with self._lock:
+            return tuple(self._stops)
+
     def storage_dir(self, session_id: str) -> Path:
         """The session's storage directory (what ``mount_path`` maps to), created if needed,
         so a test can put files there before a command runs or read them after."""
@@ -290,6 +298,10 @@ class AgentCoreEmulator(_Invoke, _Commands):
         match = re.fullmatch(r"/runtimes/([^/]+)/commands", path)
         if h.command == "POST" and match:
             self._invoke_command(h, match.group(1), query, raw, request_id)
+            return
+        match = re.fullmatch(r"/runtimes/([^/]+)/stopruntimesession", path)
+        if h.command == "POST" and match:
+            self._stop_runtime_session(h, match.group(1), query, raw, request_id)
             return
         control = _control_route(h.command, path)
         if control is not None:

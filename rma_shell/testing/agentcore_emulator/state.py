@@ -44,6 +44,9 @@ class _Session:
     user_id: str | None = None
     workdir: Path | None = None
     storage: Path | None = None
+    stops: int = 0
+    cut: threading.Event | None = None
+    """Set by ``StopRuntimeSession`` to end the invoke in flight (None while none is)."""
 
     def view(self, messages: Sequence[JSONDict] | None = None) -> SessionView:
         return SessionView(
@@ -57,7 +60,21 @@ class _Session:
             workdir=str(self.workdir) if self.workdir else None,
             storage_dir=str(self.storage) if self.storage else None,
             user_id=self.user_id,
+            stops=self.stops,
         )
+
+
+@attrs.frozen
+class RuntimeStop:
+    """One ``StopRuntimeSession`` the emulator served (``AgentCoreEmulator.stops``)."""
+
+    runtime_session_id: str
+    target: str
+    """The ``agentRuntimeArn`` path label as sent (a harness or runtime ARN, or an id)."""
+    qualifier: str | None
+    client_token: str | None
+    interrupted: bool
+    """An ``InvokeHarness`` of the session was in flight: its stream was ended."""
 
 
 class _Core(LoopbackEmulator):
@@ -73,6 +90,7 @@ class _Core(LoopbackEmulator):
     _faults: list[_Armed]
     _sessions: dict[str, _Session]
     _procs: dict[int, subprocess.Popen[bytes]]
+    _stops: list[RuntimeStop]
     _root: Path | None
 
     def _session(self, session_id: str) -> _Session:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -30,8 +31,17 @@ if TYPE_CHECKING:
 
 
 class _Stream:
-    def __init__(self, emulator: _Core, h: LoopbackHandler, faults: Sequence[AgentCoreFault], filler: Frame):
+    def __init__(
+        self,
+        emulator: _Core,
+        h: LoopbackHandler,
+        faults: Sequence[AgentCoreFault],
+        filler: Frame,
+        cut: threading.Event | None = None,
+    ):
         self.emulator = emulator
+        self.cut = cut
+        """Set when ``StopRuntimeSession`` stops the session: the stream is cut there."""
         self.h = h
         self.faults = sorted(faults, key=lambda f: f.after)
         self.filler = filler
@@ -74,8 +84,11 @@ class _Stream:
     def wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
-            if self.emulator._stopping.wait(min(0.05, left)) or _client_gone(self.h.connection):
+            if self.emulator._stopping.wait(min(0.05, left)) or self._stopped():
                 self._abort()
+
+    def _stopped(self) -> bool:
+        return (self.cut is not None and self.cut.is_set()) or _client_gone(self.h.connection)
 
     def _due(self, data: bytes | None) -> bytes | None:
         """Fire the faults due before frame number ``self.sent`` (every one left when ``data``
@@ -105,6 +118,8 @@ class _Stream:
         return data
 
     def send_frame(self, item: Frame) -> None:
+        if self.cut is not None and self.cut.is_set():
+            self._abort()  # the runtime session was stopped: nothing more goes out
         data = self._due(item.encode())
         if data is None:
             return

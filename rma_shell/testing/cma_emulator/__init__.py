@@ -26,10 +26,13 @@ helpers below: ``agent_message``, ``custom_tool_use``, ``model_request_end``,
 first turn (``script_session`` gives one session its own). A turn starts when the client sends
 a ``user.message`` or ``user.define_outcome``, or answers the last pending tool use
 (``user.custom_tool_result``, ``user.tool_confirmation``, ``user.tool_result``); answering only
-some re-emits a ``requires_action`` idle listing the rest; ``user.interrupt`` emits an
-``end_turn`` idle. Input events are echoed into the history (and to live streams) before the
-turn they trigger. Running out of turns answers the triggering POST with a 400 of type
-``emulator_script_exhausted``.
+some re-emits a ``requires_action`` idle listing the rest. A turn may ``pause`` (the host
+still at work, the session ``running``): the rest of it comes after the pause's seconds, or
+never when a ``user.interrupt`` arrives first. ``user.interrupt`` stops the agent: whatever
+its turn had left is dropped and an ``end_turn`` idle emitted (the session reads ``idle``);
+``interrupts(session_id)`` lists the interrupts received. Input events are echoed into the
+history (and to live streams) before the turn they trigger. Running out of turns answers the
+triggering POST with a 400 of type ``emulator_script_exhausted``.
 
 The emulator fills what the server fills: event ``id`` (``sevt_…``) and ``processed_at``;
 ``event_ids`` of a ``requires_action`` idle (the tool uses still waiting); ``model_request_start_id``
@@ -78,6 +81,7 @@ from rma_shell.testing.cma_emulator.events import (
     outcome_evaluation_end,
     outcome_evaluation_ongoing,
     outcome_evaluation_start,
+    pause,
     session_error,
     session_usage,
     status_idle,
@@ -130,6 +134,7 @@ __all__ = [
     "outcome_evaluation_end",
     "outcome_evaluation_ongoing",
     "outcome_evaluation_start",
+    "pause",
     "requires_action_from_earlier_batch",
     "session_error",
     "session_usage",

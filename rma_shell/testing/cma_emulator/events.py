@@ -9,6 +9,7 @@ linkage ids) when it emits them. Not the emulator itself, and not faults (``faul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -285,6 +286,19 @@ def outcome_evaluation_end(
     if outcome_evaluation_start_id is not None:
         event["outcome_evaluation_start_id"] = outcome_evaluation_start_id
     return event
+
+
+PAUSE_TYPE = "emulator.pause"
+"""The ``type`` of ``pause``'s marker: never emitted, never stored."""
+
+
+def pause(seconds: float = math.inf) -> JSONDict:
+    """Not an event: the host goes on working on this turn for ``seconds`` (``math.inf``: until
+    interrupted) before the rest of the turn is emitted. The session stays ``running`` (when
+    the turn said so) meanwhile; a ``user.interrupt`` drops the rest of the turn."""
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"pause needs a non-negative number of seconds, got {seconds!r}")
+    return {"type": PAUSE_TYPE, "seconds": seconds}
 
 
 def text_turn(text: str | Sequence[str], *, usage: Mapping[str, Any] | None = None) -> list[JSONDict]:

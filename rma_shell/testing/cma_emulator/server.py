@@ -141,6 +141,13 @@ class CMAEmulator(_Resources):
         with self._lock:
             return copy.deepcopy([e for _, e in self._session(session_id).history])
 
+    def interrupts(self, session_id: str) -> list[JSONDict]:
+        """The session's ``user.interrupt`` events as stored, oldest first (what a client sent to
+        stop the agent: rma does when a run times out or is cancelled mid-request)."""
+        with self._lock:
+            events = [e for _, e in self._session(session_id).history if e["type"] == "user.interrupt"]
+            return copy.deepcopy(events)
+
     def session(self, session_id: str) -> JSONDict:
         """A copy of the session object."""
         with self._lock:

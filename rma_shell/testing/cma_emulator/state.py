@@ -140,6 +140,9 @@ class _Session:
     subscribers: list[_Subscriber] = attrs.Factory(list)
     deferred: list[JSONDict] = attrs.Factory(list)
     deferred_token: int = 0
+    paused: list[JSONDict] = attrs.Factory(list)
+    """The rest of a turn waiting behind a ``pause`` (the host still working on it)."""
+    paused_token: int = 0
     open_model_request: str | None = None
     last_outcome_id: str | None = None
     outcome_iterations: dict[str, int] = attrs.Factory(dict)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import math
 import queue
 import socket
 import threading
@@ -21,6 +22,7 @@ from typing import Any
 
 from rma_shell.testing._loopback import LoopbackHandler
 from rma_shell.testing.cma_emulator.events import (
+    PAUSE_TYPE,
     ServerEvent,
     SessionView,
     idle_end_turn,
@@ -101,6 +103,10 @@ class _Events(_Core):
             )
         echoes = [self._echo(session, e) for e in events]
         if interrupts:
+            # The agent pauses (wire §8.2): a turn still at work stops, what it had left is
+            # dropped, and the session goes idle.
+            session.paused = []
+            session.paused_token += 1
             self._emit(session, idle_end_turn())
         if turn_due:
             self._play_turn(session, echoes)
@@ -224,17 +230,47 @@ class _Events(_Core):
         else:
             events = [dict(e) for e in turn]
         sid = session.data["id"]
-        ra_index = next((i for i, e in enumerate(events) if _is_requires_action(e)), None)
-        end_index = next((i for i, e in enumerate(events) if _is_terminal(e)), None)
+        # The faults apply to what the turn emits before its first pause.
+        first = next((i for i, e in enumerate(events) if e.get("type") == PAUSE_TYPE), len(events))
+        ra_index = next((i for i, e in enumerate(events[:first]) if _is_requires_action(e)), None)
+        end_index = next((i for i, e in enumerate(events[:first]) if _is_terminal(e)), None)
         earlier = self._take("earlier_batch", sid) if ra_index is not None else None
         disconnect = self._take("terminal_disconnected", sid) if end_index is not None else None
         for i, event in enumerate(events):
+            if i == first:
+                self._pause(session, float(event["seconds"]), events[i + 1 :])
+                return
             if earlier is not None and i == ra_index:
                 self._defer(session, events[i:], earlier)
                 return
             if disconnect is not None and i == end_index:
                 self._drop_subscribers(session)
             self._emit(session, event)
+
+    def _emit_until_paused(self, session: _Session, events: list[JSONDict]) -> None:
+        for i, event in enumerate(events):
+            if event.get("type") == PAUSE_TYPE:
+                self._pause(session, float(event["seconds"]), events[i + 1 :])
+                return
+            self._emit(session, event)
+
+    def _pause(self, session: _Session, seconds: float, rest: list[JSONDict]) -> None:
+        session.paused = rest
+        session.paused_token += 1
+        if math.isinf(seconds):
+            return  # until an interrupt (or the emulator closing)
+        timer = threading.Timer(seconds, self._resume, args=(session.data["id"], session.paused_token))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def _resume(self, session_id: str, token: int) -> None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None or session.paused_token != token or self._stopping.is_set():
+                return
+            rest, session.paused = session.paused, []
+            self._emit_until_paused(session, rest)
 
     def _defer(self, session: _Session, events: list[JSONDict], fault: CMAFault) -> None:
         if fault.drop_stream:
@@ -258,8 +294,7 @@ class _Events(_Core):
     def _flush_deferred(self, session: _Session) -> None:
         events, session.deferred = session.deferred, []
         session.deferred_token += 1
-        for event in events:
-            self._emit(session, event)
+        self._emit_until_paused(session, events)
 
     def _drop_subscribers(self, session: _Session) -> None:
         for sub in session.subscribers:
