@@ -20,7 +20,7 @@ import trio.testing
 from returns.result import Failure, Success
 
 from rma.errors import Timeout
-from rma_shell import Telemetry, open_session, run
+from rma_shell import MemoryJournal, Telemetry, open_session, run
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
@@ -182,6 +182,25 @@ async def test_a_session_left_idle_or_a_run_that_ended_asks_the_host_nothing(mad
             assert isinstance(await live.next_result(), Success)
         assert all(emu.interrupts(s) == [] for s in emu.session_ids)
     assert stops.events == []
+
+
+async def test_a_journaled_run_cancelled_leaves_its_host_to_resume_but_a_timeout_stops_it(
+    made: list[Any],
+) -> None:
+    with CMAEmulator([CMA_WORKING, CMA_WORKING], api_key=KEY) as emu:
+        provider = claude(emu, made)
+        journal = MemoryJournal()
+        with anyio.move_on_after(1.0):
+            await run(provider, handler=Quiet(), prompt="go", journal=journal, journal_key="cancelled")
+        [cancelled] = emu.session_ids
+        assert emu.interrupts(cancelled) == []  # resume carries it on: the host keeps working
+        assert emu.session(cancelled)["status"] == "running"
+        got = await run(
+            provider, handler=Quiet(), prompt="go", timeout=1.0, journal=journal, journal_key="timed_out"
+        )
+        assert got.failure().remote_stop == "confirmed"  # type: ignore[attr-defined]
+        timed_out = next(s for s in emu.session_ids if s != cancelled)
+        assert len(emu.interrupts(timed_out)) == 1
 
 
 async def test_a_refused_interrupt_says_failed(made: list[Any]) -> None:
