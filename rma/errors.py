@@ -21,7 +21,7 @@ identity), picklable, and ``str(err)`` is one line: ``kind: message``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import attrs
 
@@ -95,6 +95,22 @@ class SessionError(Exception):
         return (_rebuild, (type(self), fields))
 
 
+RemoteStop = Literal["confirmed", "unconfirmed", "failed", "not_needed"]
+"""What became of stopping the host's loop after a run's deadline or cancellation (issue #15):
+``confirmed`` (the host said it stopped: an interrupted Claude session reads idle, AgentCore's
+``StopRuntimeSession`` answered 200), ``unconfirmed`` (asked, but no confirmation within the
+stop's own deadline), ``failed`` (the host refused or could not be reached: its loop may still
+run, and bill) or ``not_needed`` (nothing was running on a host: Local's loop is in this
+process, or no request was in flight)."""
+
+_REMOTE_STOP_TEXT: dict[str, str] = {
+    "confirmed": "the host's loop was stopped (confirmed)",
+    "unconfirmed": "the host was asked to stop its loop, without confirmation",
+    "failed": "stopping the host's loop failed: it may still be running",
+    "not_needed": "no host loop to stop",
+}
+
+
 @attrs.frozen
 class Timeout(SessionError):
     """The run's deadline elapsed; in-flight tools and streams were cancelled (X-8)."""
@@ -104,12 +120,18 @@ class Timeout(SessionError):
     operation: str = "run"
     """What timed out: ``run`` (the whole session), ``send_event`` (waiting for its reply) or
     ``delete_session`` (the cleanup of an unconfirmed budget, ``BudgetNotConfirmed``)."""
+    remote_stop: RemoteStop | None = None
+    """For a ``run``: whether the host's loop was stopped too (``RemoteStop``; ``not_needed``
+    when no request was in flight). None for the other operations."""
 
     @property
     def message(self) -> str:
-        if self.timeout_s is None:
-            return f"{self.operation} timed out"
-        return f"{self.operation} timed out after {self.timeout_s}s"
+        text = f"{self.operation} timed out"
+        if self.timeout_s is not None:
+            text += f" after {self.timeout_s}s"
+        if self.remote_stop is not None:
+            text += f"; {_REMOTE_STOP_TEXT.get(self.remote_stop, self.remote_stop)}"
+        return text
 
 
 @attrs.frozen

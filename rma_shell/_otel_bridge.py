@@ -9,7 +9,8 @@ events into a span tree::
     └── execute_tool {tool}        INTERNAL  rma.tool.start → rma.tool.stop / .exception
 
 with HTTP attempts (``rma.request``) and the event stream's lifecycle (``rma.stream.connected``,
-``.done``, ``.error``) as span events on the turn (or request) they served, plus the
+``.done``, ``.error``) as span events on the turn (or request) they served, the host's stop
+after a timeout or cancellation (``rma.session.remote_stop``) as an event on the request, plus the
 ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration`` histograms, recorded
 once per turn. Span timings come from this process's clock (the core has none).
 Nothing here may break a session: every callback is wrapped, failures are logged on
@@ -261,6 +262,8 @@ class Bridge:
                 self._request(name, md)
             case "rma.stream.connected" | "rma.stream.done" | "rma.stream.error":
                 self._stream(name, md)
+            case "rma.session.remote_stop":
+                self._remote_stop(m, md)
 
     def shutdown(self) -> None:
         """Uninstrumented: end whatever is still open and forget every session."""
@@ -578,6 +581,20 @@ class Bridge:
             return
         attributes = {"rma.stream.generation": _int(md.get("gen")), "error.type": _str(md.get("reason"))}
         span.add_event(name, {k: v for k, v in attributes.items() if v is not None})
+
+    def _remote_stop(self, m: Mapping[str, Any], md: Mapping[str, Any]) -> None:
+        """Issue #15: the host's stop, on the request it ended (it comes before the terminal)."""
+        st = self.sessions.get(md.get("session_id"))
+        if st is None or st.invoke is None:
+            return
+        duration = m.get("duration")
+        attributes = {
+            "rma.remote_stop.outcome": _str(md.get("outcome")),
+            "rma.remote_stop.reason": _str(md.get("reason")),
+            "rma.remote_stop.duration": float(duration) if isinstance(duration, int | float) else None,
+            "error.type": _str(md.get("error")),
+        }
+        st.invoke.add_event("rma.remote_stop", {k: v for k, v in attributes.items() if v is not None})
 
 
 def _histogram(meter: Any, name: str, unit: str, description: str, buckets: list[Any]) -> Any:

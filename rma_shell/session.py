@@ -76,6 +76,7 @@ from rma_shell.logging import log_fields
 from rma_shell.options import check_run_options
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.recording import Recordable, Recorder, open_recorder
+from rma_shell.remote_stop import stop_host, with_remote_stop
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 from rma_shell.updates import UpdateHub, UpdateStream
@@ -816,7 +817,8 @@ async def run(
     Never raises for expected failures: invalid options, provider errors, timeouts and
     handler failures all come back as ``Failure(SessionError)``. ``timeout`` (seconds,
     None for none) bounds the whole run; on expiry every tool call, poll and stream of
-    the session is cancelled and ``Failure(Timeout)`` returned.
+    the session is cancelled, the host's loop is stopped (best effort, issue #15) and
+    ``Failure(Timeout)`` returned — its ``remote_stop`` says whether the host confirmed.
 
     Args:
         provider: where the loop runs (``Local``, ``ClaudeManagedAgents``, ``BedrockAgentCore``).
@@ -878,6 +880,7 @@ async def run(
             raise interrupt from None  # Ctrl-C reaches the caller as itself, not in a group
         raise
     finally:
+        await stop_host(driver, stopped or "ended")  # issue #15: a host still running is stopped
         driver.end_recording(ended, stopped)
         await driver.close()
 
@@ -892,8 +895,9 @@ async def _run_to_end(driver: _Driver[Any], timeout: float | None) -> Outcome_:
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:
+            stop = await stop_host(driver, "timeout")  # issue #15: the host's loop too
             await driver.feed(DeadlineReached(timeout_s=timeout))
-            return driver.final or Failure(Timeout(timeout_s=timeout))
+            return with_remote_stop(driver, driver.final or Failure(Timeout(timeout_s=timeout)), stop)
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
     except Exception as exc:
         log.exception("session crashed", extra={"session_id": driver.info.session_id})
@@ -987,7 +991,7 @@ async def open_session(
     ``SessionError`` that ``run`` would have returned in a ``Failure`` — the same typed value,
     so ``except SessionError as err`` / ``match err`` handle both. Once open, every request's
     outcome is a value again (``next_result``). Leaving the block cancels everything the
-    session runs and closes its connections.
+    session runs, stops the host's loop if a request is in flight, and closes its connections.
     """
     prepared = _prepare(
         provider,
@@ -1040,6 +1044,7 @@ async def open_session(
                 raise interrupt from None  # Ctrl-C reaches the caller as itself, not in a group
         raise
     finally:
+        await stop_host(driver, stopped or "closed")  # issue #15: a request in flight is stopped
         driver.end_recording(ended, stopped, live=True)
         await driver.close()
 

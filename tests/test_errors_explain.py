@@ -96,9 +96,24 @@ def test_unwrapping_a_failure_chains_the_error_as_the_cause() -> None:
     assert "timeout: run timed out after 2.0s" in "".join(traceback.format_exception(caught.value))
 
 
+@pytest.mark.parametrize(
+    ("remote_stop", "says"),
+    [
+        (None, ""),
+        ("confirmed", "; the host's loop was stopped (confirmed)"),
+        ("unconfirmed", "; the host was asked to stop its loop, without confirmation"),
+        ("failed", "; stopping the host's loop failed: it may still be running"),
+        ("not_needed", "; no host loop to stop"),
+    ],
+)
+def test_a_timeout_says_what_became_of_the_hosts_loop(remote_stop: Any, says: str) -> None:
+    assert str(Timeout(timeout_s=2.0, remote_stop=remote_stop)) == "timeout: run timed out after 2.0s" + says
+
+
 def test_errors_compare_hash_pickle_and_json_round_trip_as_values() -> None:
     samples: list[SessionError] = [
         Timeout(timeout_s=1.5),
+        Timeout(timeout_s=1.5, remote_stop="unconfirmed"),
         HttpError(status=429, body={"error": {"type": "rate_limit_error"}}, host="h:8", request_id="r"),
         TransportError(detail="refused", error_type="econnrefused", host="127.0.0.1", port=0),
         StreamException(detail="boom", error_type="internalServerException", request_id="abc"),

@@ -278,6 +278,20 @@ async def test_a_tool_cancelled_by_the_timeout_is_an_error_span(
     assert attrs_of(o.root())["gen_ai.provider.name"] == "scripted"  # unknown hosts: their own name
 
 
+async def test_the_hosts_stop_after_a_timeout_is_an_event_on_the_request_span(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    o = OTel()
+    provider = ScriptedProvider([end()], turn_delay=100)
+    outcome = await run(provider, handler=weather, prompt="go", timeout=1, telemetry=o.telemetry)
+    assert outcome.failure().remote_stop == "not_needed"  # type: ignore[attr-defined]
+    [event] = [e for e in o.root().events if e.name == "rma.remote_stop"]
+    attributes = dict(event.attributes or {})
+    assert isinstance(attributes.pop("rma.remote_stop.duration"), float)
+    assert attributes == {"rma.remote_stop.outcome": "not_needed", "rma.remote_stop.reason": "timeout"}
+    assert attrs_of(o.root())["error.type"] == "timeout"
+
+
 # ── content capture ────────────────────────────────────────────────────────────────
 
 

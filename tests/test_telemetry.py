@@ -297,7 +297,7 @@ async def test_M7_Better_terminal_fires_on_timeout(autojump_clock: trio.testing.
     outcome = await run(
         ScriptedProvider([end()], turn_delay=100), handler=Recorder(), prompt="go", telemetry=tel, timeout=1
     )
-    assert outcome == Failure(Timeout(timeout_s=1))
+    assert outcome == Failure(Timeout(timeout_s=1, remote_stop="not_needed"))
     assert [_sans_session_id(md) for _, _, md in c.events] == [{"terminal": "error", "error": "timeout"}]
 
 

@@ -229,6 +229,21 @@ def invoke_url(base_url: str, harness_arn: str, endpoint_name: str | None) -> st
     return f"{base_url.rstrip('/')}/harnesses/invoke?{query}"
 
 
+def stop_runtime_session_url(base_url: str, runtime_arn: str, endpoint_name: str | None) -> str:
+    """Issue #15: ``POST {data}/runtimes/{agentRuntimeArn}/stopruntimesession[?qualifier=<endpoint>]``
+    (botocore's ``StopRuntimeSession``: the ARN a path label, the session in its header)."""
+    url = f"{base_url.rstrip('/')}/runtimes/{quote_value(runtime_arn)}/stopruntimesession"
+    if endpoint_name is not None:
+        url += f"?qualifier={quote_value(endpoint_name)}"
+    return url
+
+
+def stop_runtime_session_body(client_token: str) -> bytes:
+    """The JSON body: only ``clientToken`` (33–256 characters; botocore fills a uuid4), so a
+    retried stop is the same request."""
+    return json.dumps({"clientToken": client_token}, separators=(",", ":")).encode()
+
+
 # --- inputs -----------------------------------------------------------------------------
 
 

@@ -1,3 +1,4 @@
+# Over 800 lines on purpose: readers, builders, normalization and merge share one event vocabulary.
 """Claude Managed Agents (CMA): the pure codec — wire vocabulary, normalization, consolidation.
 
 What this module is: how CMA inputs look (``user.message``, ``user.custom_tool_result``,

@@ -44,6 +44,7 @@ from rma_shell.journal.setup import check_key, request_from, resumable, store_of
 from rma_shell.journal.store import JournalStore, JournalStoreError
 from rma_shell.journal.writer import SessionJournal
 from rma_shell.providers.base import Provider
+from rma_shell.remote_stop import stop_host, with_remote_stop
 from rma_shell.session import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
     LiveSession,
@@ -306,8 +307,9 @@ async def _carry_on(driver: _Driver[Any], loaded: Loaded, timeout: float | None)
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:
+            stop = await stop_host(driver, "timeout")  # issue #15: the host's loop too, as run's
             await driver.feed(DeadlineReached(timeout_s=timeout))
-            return driver.final or Failure(Timeout(timeout_s=timeout))
+            return with_remote_stop(driver, driver.final or Failure(Timeout(timeout_s=timeout)), stop)
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
     except Exception as exc:
         log.exception("resumed session crashed", extra={"session_id": driver.info.session_id})

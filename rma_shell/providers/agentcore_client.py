@@ -4,8 +4,9 @@
 store: one ``InvokeHarness`` attempt (``invoke_harness``: every decoded event handed to
 ``on_event`` as it arrives, silence beyond ``idle_timeout_s`` fails the attempt, B-28/B-29),
 ``InvokeAgentRuntimeCommand`` (``run_command``: stdout/stderr streamed to ``on_output``,
-retried before any stream byte on throttling, transient 5xx and ``RetryableConflictException``)
-and signed JSON requests for the control plane (``request_json``). Credentials come from a
+retried before any stream byte on throttling, transient 5xx and ``RetryableConflictException``),
+``StopRuntimeSession`` (``stop_runtime_session``, issue #15) and signed JSON requests for the
+control plane (``request_json``). Credentials come from a
 ``CredentialSource`` asked before every request, so refreshing credentials (roles, SSO) work.
 
 What it is not: it makes no loop decisions and never retries an invoke itself — whether a
@@ -20,6 +21,7 @@ import json
 import logging
 import random
 import socket
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -54,6 +56,8 @@ from rma.providers.bedrock_agentcore import (
     invoke_url,
     is_retryable,
     quote_value,
+    stop_runtime_session_body,
+    stop_runtime_session_url,
 )
 from rma.redact import redact_error
 from rma.retry import is_transient_error, next_delay_s
@@ -509,6 +513,47 @@ class AgentCoreClient:
             return finished, None
         finally:
             await response.aclose()
+
+    # -- StopRuntimeSession ----------------------------------------------------------------------
+
+    async def stop_runtime_session(
+        self,
+        *,
+        runtime_arn: str,
+        runtime_session_id: str,
+        endpoint_name: str | None = None,
+    ) -> Result[int, SessionError]:
+        """Issue #15: stop a runtime session's work (``StopRuntimeSession``); the HTTP status
+        on success. One ``clientToken`` for every attempt, so retries — throttling, transient
+        5xx, ``RetryableConflictException``, connection failures — are the same request."""
+        url = stop_runtime_session_url(self.data_url, runtime_arn, endpoint_name)
+        headers = {"Content-Type": "application/json", SESSION_HEADER: runtime_session_id}
+        body = stop_runtime_session_body(str(uuid.uuid4()))
+        attempt = 0
+        while True:
+            outcome, retry_headers = await self._json_attempt(
+                "POST",
+                url,
+                headers,
+                body,
+                operation="StopRuntimeSession",
+                path="/runtimes/{arn}/stopruntimesession",
+                receive_timeout_s=None,
+            )
+            if isinstance(outcome, Success):
+                return Success(outcome.unwrap()[0])
+            if retry_headers is None or attempt >= self.max_retries:
+                return Failure(self.redact_error(outcome.failure()))
+            delay = next_delay_s(
+                attempt,
+                headers=retry_headers,
+                now_epoch_s=self._now().timestamp(),
+                jitter=min(1.0, max(0.0, self._rand())),
+                base_s=self.backoff_base_s,
+                cap_s=self.backoff_cap_s,
+            )
+            await self._sleep(delay)
+            attempt += 1
 
     # -- control plane ---------------------------------------------------------------------------
 

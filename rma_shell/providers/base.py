@@ -17,7 +17,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import SessionError, Unsupported
+from rma.errors import RemoteStop, SessionError, Unsupported
 from rma.provider import Input, ProviderCodec
 from rma.session.events import Reconnected
 from rma.vocabulary import JSON, Budget, Outcome
@@ -83,6 +83,15 @@ class PollOutcome(Generic[C]):
 
     result: Result[tuple[JSON, ...], SessionError]
     conn: C
+
+
+@attrs.frozen
+class StopReport:
+    """What ``Provider.stop_remote`` found: whether the host confirmed its loop stopped."""
+
+    outcome: RemoteStop
+    detail: str | None = None
+    """Why it is not confirmed, for logs and telemetry (never credentials)."""
 
 
 LiveSink = Callable[[JSON], Awaitable[None]]
@@ -161,6 +170,16 @@ class Provider(Generic[C]):
         """Reattach to the session ``snapshot`` describes (``rma_shell.journal.resume``): the
         connection, as ``open`` would have left it by then. Nothing is sent to the model."""
         return Failure(Unsupported(operation="resume from a journal"))
+
+    async def stop_remote(self, conn: C) -> Result[StopReport, SessionError]:
+        """Stop the host's loop of this session (issue #15): called when a run times out or is
+        cancelled, or a live session is left, while a request was in flight — before
+        ``aclose``, shielded, under ``rma_shell.remote_stop.REMOTE_STOP_TIMEOUT_S``; the runner
+        reports ``unconfirmed`` when that deadline cuts it short. A Failure means the host
+        refused or could not be reached (``failed``). Default: ``not_needed`` — the loop runs
+        in this process (Local, the scripted provider), and cancelling it stopped it."""
+        await anyio.lowlevel.checkpoint()
+        return Success(StopReport("not_needed"))
 
     async def aclose(self, conn: C) -> None:
         """Release what ``open`` acquired (connections). Never raises."""

@@ -11,8 +11,10 @@ Retries (B-9…B-12 Better): a turn is re-sent, with backoff, only when that is 
 throttled or transient-5xx answer, a connection failure, or a stream that ended before its
 ``messageStop`` (B-10, default 2 retries; then ``early_termination``). Never after any other
 4xx, and never after an exception frame inside a 200 (the server said the turn failed).
-The run's timeout cancels the request client-side; the harness keeps running (and billing)
-up to its own ``timeoutSeconds`` (wire §5.4) — set ``timeout_seconds`` to bound it.
+A run's timeout (or its cancellation) cancels the request client-side and then stops the
+runtime session with ``StopRuntimeSession`` (``stop_remote``, issue #15), so the harness does
+not run on (and bill) up to its own ``timeoutSeconds`` (wire §5.4); ``timeout_seconds`` still
+bounds each invocation on the server.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ from rma_shell.providers.agentcore_client import (
     AgentCoreClient,
     OnOutput,
 )
-from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
+from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider, StopReport
 from rma_shell.telemetry import Telemetry
 
 logger = logging.getLogger("rma.providers.bedrock_agentcore")
@@ -550,6 +552,24 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             )
             await self._sleep(delay)
             attempt += 1
+
+    async def stop_remote(self, conn: AgentCoreConn) -> Result[StopReport, SessionError]:
+        """Issue #15: ``StopRuntimeSession`` for this run's runtime session, on the harness ARN
+        (the target ``run_command`` uses) and its endpoint; a 200 is the confirmation."""
+        client = conn.client
+        if client is None:
+            return Failure(ProviderError(detail="the AgentCore connection has no client"))
+        stopped = await client.stop_runtime_session(
+            runtime_arn=conn.harness_arn,
+            runtime_session_id=conn.runtime_session_id,
+            endpoint_name=conn.endpoint_name,
+        )
+        if isinstance(stopped, Failure):
+            return Failure(stopped.failure())
+        status = stopped.unwrap()
+        if status != 200:  # the model's answer is 200; another 2xx confirms nothing documented
+            return Success(StopReport("unconfirmed", f"StopRuntimeSession answered {status}"))
+        return Success(StopReport("confirmed"))
 
     # -- runtime commands ----------------------------------------------------------------
 

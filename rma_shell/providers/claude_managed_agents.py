@@ -6,7 +6,8 @@ environment (or reattaches with ``session_id=``), confirming a budget against th
 response before any prompt goes out; ``stream`` holds the SSE stream (``event: error``
 frames fail it, pings are skipped, silence beyond ``stream_idle_timeout_s`` fails it);
 ``push_input`` posts events; ``reconnect`` lists the history and consolidates it against
-what the session machine saw (the driver subscribes the new stream first).
+what the session machine saw (the driver subscribes the new stream first); ``stop_remote``
+interrupts a session rma stops driving mid-request (issue #15) and waits for it to read idle.
 """
 
 from __future__ import annotations
@@ -43,12 +44,18 @@ from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
 from rma_shell.http import same_origin
 from rma_shell.options import refuses_unknown_options
-from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.providers.base import OpenRequest, Provider, StopReport
 from rma_shell.providers.cma_client import CMAClient
 from rma_shell.telemetry import Telemetry
 
 OUTPUTS_DIR = "/mnt/session/outputs/"
 """Only files the agent writes here become downloadable session artifacts (wire §13)."""
+
+
+STOP_POLL_INTERVAL_S = 0.25
+"""How often ``stop_remote`` reads the session's status after its interrupt was accepted."""
+
+_STOPPED_STATUSES = frozenset({"idle", "terminated"})
 
 
 def output_path(name: str) -> str:
@@ -479,6 +486,27 @@ class ClaudeManagedAgents(Provider[CMAConn]):
 
     async def interrupt(self, conn: CMAConn) -> Result[None, SessionError]:
         return await self.push_input(conn, self.codec.interrupt_input())
+
+    async def stop_remote(self, conn: CMAConn) -> Result[StopReport, SessionError]:
+        """Issue #15: ``user.interrupt`` (wire §8.2: the agent pauses, control returns to the
+        user), then the session's status read until it is idle (or terminated): confirmed. The
+        runner's deadline cuts the wait short (unconfirmed); a refused interrupt is a Failure."""
+        built = self._client_of(conn)
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        client = built.unwrap()
+        sent = await client.send_events(conn.session_id, self.codec.interrupt_input())
+        if isinstance(sent, Failure):
+            return Failure(sent.failure())
+        while True:
+            got = await client.get_session(conn.session_id)
+            if isinstance(got, Failure):
+                return Success(StopReport("unconfirmed", f"interrupt accepted; {got.failure().kind}"))
+            session = got.unwrap()
+            status = session.get("status") if isinstance(session, dict) else None
+            if status in _STOPPED_STATUSES:
+                return Success(StopReport("confirmed"))
+            await anyio.sleep(STOP_POLL_INTERVAL_S)
 
 
 def _agent_summary(session: JSON) -> JSON:

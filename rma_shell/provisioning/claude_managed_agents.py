@@ -1,3 +1,4 @@
+# Over 800 lines on purpose: ensure, tag, prune and provision share one build-if-absent core.
 """Claude Managed Agents provisioning: agents and environments as content-addressed resources.
 
 What this is: the control-plane flows over ``CMAClient`` and a store (``rma_shell.stores``):

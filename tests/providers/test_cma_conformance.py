@@ -618,6 +618,7 @@ NOT_EVENT_BUILDERS = {
     "SessionView",
     "Turn",
     "model_usage",  # a usage object, checked inside model_request_end / outcome_evaluation_end
+    "pause",  # a script marker (the host still at work), never an event on the wire
     "close_idle_connection",
     "drop_stream_after",
     "error_frame",

@@ -62,7 +62,7 @@ async def test_S81_S84_timeout_cancels_a_hung_async_tool(
     start = anyio.current_time()
     outcome = await run(provider, handler=hang, prompt="go", timeout=5, telemetry=tel)
     error = outcome.failure()
-    assert error == Timeout(timeout_s=5, result=error.result)
+    assert error == Timeout(timeout_s=5, remote_stop="not_needed", result=error.result)
     # The turn that asked for the tools completed: the timeout keeps it (issue #12).
     assert error.result is not None and error.result.turns == 1 and error.result.reason == "timeout"
     assert anyio.current_time() - start == pytest.approx(5)
@@ -80,7 +80,7 @@ async def test_S81_S83_timeout_tears_down_a_hung_stream(autojump_clock: trio.tes
     before = _task_count()
     provider = ScriptedProvider([[text("partial, never finishes")]], streaming=True)
     outcome = await run(provider, handler=lambda n, i, c: "ok", prompt="go", timeout=3)
-    assert outcome == Failure(Timeout(timeout_s=3))
+    assert outcome == Failure(Timeout(timeout_s=3, remote_stop="not_needed"))
     assert provider.streams_opened == 1
     assert provider.active_streams == 0  # the stream task is gone
     assert provider.closed == 1
@@ -92,7 +92,7 @@ async def test_S81_S83_timeout_cancels_a_hung_poll(autojump_clock: trio.testing.
     provider = ScriptedProvider([end()], turn_delay=1_000)
     start = anyio.current_time()
     outcome = await run(provider, handler=lambda n, i, c: "ok", prompt="go", timeout=2)
-    assert outcome == Failure(Timeout(timeout_s=2))
+    assert outcome == Failure(Timeout(timeout_s=2, remote_stop="not_needed"))
     assert anyio.current_time() - start == pytest.approx(2)  # did not wait for the poll
     assert provider.turns  # the poll never completed: its turn is still scripted
     assert provider.closed == 1
@@ -118,7 +118,7 @@ async def test_S84_a_blocking_sync_tool_does_not_prevent_the_timeout(
     finally:
         gate.set()  # release the abandoned worker thread
     error = outcome.failure()
-    assert error == Timeout(timeout_s=1, result=error.result)
+    assert error == Timeout(timeout_s=1, remote_stop="not_needed", result=error.result)
     assert error.result is not None and error.result.turns == 1
     assert provider.closed == 1
     assert len(provider.inputs) == 1  # the late result is never sent
@@ -314,7 +314,7 @@ async def test_S81_default_timeout_is_600_seconds(autojump_clock: trio.testing.M
     provider = ScriptedProvider([end()], turn_delay=10_000)
     start = anyio.current_time()
     outcome = await run(provider, handler=lambda n, i, c: "ok", prompt="go")
-    assert outcome == Failure(Timeout(timeout_s=600.0))
+    assert outcome == Failure(Timeout(timeout_s=600.0, remote_stop="not_needed"))
     assert anyio.current_time() - start == pytest.approx(600)
 
 

@@ -1,0 +1,143 @@
+"""Stopping the host's loop when rma stops driving a session (issue #15).
+
+Cancelling rma's side of a session — a run's deadline, a cancelled run, a live session left
+while a request is in flight — does not stop a managed host: Claude Managed Agents keeps the
+session running (and billing) until it is sent ``user.interrupt``, and an AgentCore harness
+runs its invocation up to its own ``timeoutSeconds`` unless ``StopRuntimeSession`` stops the
+runtime session. ``stop_host`` asks the provider to stop it (``Provider.stop_remote``) when a
+request was in flight — best effort, shielded from the caller's cancellation and bounded by
+``REMOTE_STOP_TIMEOUT_S`` — and reports what became of it: the telemetry event
+``rma.session.remote_stop``, a line on the ``rma.session`` log, and, for a timed-out run, the
+``Timeout``'s ``remote_stop`` field (``with_remote_stop``).
+
+What it is not: the stop requests themselves (each provider's ``stop_remote``), and no loop
+decision — the session machine has ended (or been abandoned) by the time this runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+from returns.result import Failure, Result, Success
+
+from rma.errors import RemoteStop, SessionError, Timeout
+from rma.session.machine import Phase
+from rma.vocabulary import SessionResult
+from rma_shell.logging import log_fields
+
+if TYPE_CHECKING:
+    from rma_shell.session import _Driver
+
+log = logging.getLogger("rma.session")
+
+REMOTE_STOP_TIMEOUT_S = 5.0
+"""Seconds the host's stop may take in all (its retries and, on Claude Managed Agents, the
+wait for the session to read idle); past them it is reported ``unconfirmed``. A timed-out run
+therefore returns at most this long after its ``timeout``."""
+
+_SETTLED = (Phase.IDLE, Phase.DONE)
+_DETAIL_CHARS = 500
+
+
+async def stop_host(driver: _Driver[Any], reason: str) -> RemoteStop:
+    """Stop the host's loop if a request may still be running there; say what came of it.
+
+    ``reason`` says why rma stopped driving the session (``timeout``, ``cancelled``,
+    ``KeyboardInterrupt``, ``closed``, ``ended``). Nothing is asked — and ``not_needed``
+    returned — when no provider connection exists or the session machine is idle or done;
+    nor, but for a timeout, when the session ended with an outcome of its own (a pause awaiting
+    approval, a crash) or is journaled and not ended: ``rma_shell.journal`` resumes it where it
+    was, so its host is left to carry on.
+    """
+    conn = driver.conn
+    if conn is None or driver.state.phase in _SETTLED:
+        return "not_needed"
+    if reason != "timeout" and (driver.final is not None or driver.journal is not None):
+        return "not_needed"
+    t0 = time.perf_counter()
+    outcome: RemoteStop = "unconfirmed"
+    detail: str | None = None
+    error: str | None = None
+    # Shielded: a cancelled run must still reach the host; bounded: never a hang of its own.
+    with anyio.CancelScope(shield=True):
+        with anyio.move_on_after(REMOTE_STOP_TIMEOUT_S) as deadline:
+            try:
+                stopped = await driver.provider.stop_remote(conn)
+            except Exception as exc:  # a provider bug costs the stop, never the run's result
+                outcome, error = "failed", "provider_error"
+                detail = f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS]
+            else:
+                outcome, detail, error = _read(stopped)
+        if deadline.cancelled_caught:
+            outcome, detail = "unconfirmed", f"no confirmation within {REMOTE_STOP_TIMEOUT_S}s"
+    _report(driver, reason, outcome, detail, error, time.perf_counter() - t0)
+    return outcome
+
+
+def with_remote_stop(
+    driver: _Driver[Any], outcome: Result[SessionResult, SessionError], stop: RemoteStop
+) -> Result[SessionResult, SessionError]:
+    """A run's ``Timeout`` saying what became of the host's loop (the driver's final too)."""
+    if not isinstance(outcome, Failure):
+        return outcome
+    error = outcome.failure()
+    if not isinstance(error, Timeout) or error.operation != "run":
+        return outcome
+    stamped: Result[SessionResult, SessionError] = Failure(attrs.evolve(error, remote_stop=stop))
+    if driver.final is outcome:
+        driver.final = stamped
+    return stamped
+
+
+def _read(stopped: Result[Any, SessionError]) -> tuple[RemoteStop, str | None, str | None]:
+    if isinstance(stopped, Success):
+        report = stopped.unwrap()
+        return report.outcome, report.detail, None
+    failure = stopped.failure()
+    return "failed", str(failure)[:_DETAIL_CHARS], failure.kind
+
+
+def _report(
+    driver: _Driver[Any],
+    reason: str,
+    outcome: RemoteStop,
+    detail: str | None,
+    error: str | None,
+    duration: float,
+) -> None:
+    session_id = driver.state.session_id or driver.info.session_id
+    provider = driver.config.provider_name
+    level = logging.INFO if outcome in ("confirmed", "not_needed") else logging.WARNING
+    log.log(
+        level,
+        "stopping the host's loop (%s): %s%s",
+        reason,
+        outcome,
+        f" ({detail})" if detail else "",
+        extra=log_fields(
+            session_id=session_id,
+            provider=provider,
+            reason=reason,
+            remote_stop=outcome,
+            error=error,
+            duration_s=round(duration, 3),
+        ),
+    )
+    if not driver.telemetry.listening():
+        return
+    meta: dict[str, Any] = {
+        **driver.config.metadata,
+        "session_id": session_id,
+        "provider": provider,
+        "outcome": outcome,
+        "reason": reason,
+    }
+    if detail is not None:
+        meta["detail"] = detail
+    if error is not None:
+        meta["error"] = error
+    driver.telemetry.emit("rma.session.remote_stop", {"duration": duration}, meta)
