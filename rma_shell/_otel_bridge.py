@@ -41,13 +41,13 @@ INSTRUMENTATION_SCOPE = "rma"
 PROVIDER_NAMES = {
     "local": "openai",
     "claude_managed_agents": "anthropic",
-    "bedrock_agent_core": "aws.bedrock",
+    "bedrock_agentcore": "aws.bedrock",
 }
 # Hosts that run the agent loop themselves: a turn there is a remote agent invocation.
-MANAGED = frozenset({"claude_managed_agents", "bedrock_agent_core"})
+MANAGED = frozenset({"claude_managed_agents", "bedrock_agentcore"})
 # Hosts whose input_tokens exclude cached tokens (Anthropic's and Bedrock's usage shape);
 # the conventions want gen_ai.usage.input_tokens to include them.
-CACHE_EXCLUSIVE = frozenset({"claude_managed_agents", "bedrock_agent_core"})
+CACHE_EXCLUSIVE = frozenset({"claude_managed_agents", "bedrock_agentcore"})
 
 TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]

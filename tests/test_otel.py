@@ -589,3 +589,14 @@ def test_turns_nobody_drove_a_closed_live_session_and_uninstrument_end_their_spa
     assert otel.uninstrument(ot.handle) == Success(None)
     [dangling] = [s for s in ot.spans() if attrs_of(s).get("gen_ai.conversation.id") == "s2"]
     assert attrs_of(dangling)["rma.incomplete"] is True
+
+
+def test_the_bridge_names_every_bundled_host_by_its_codecs_name() -> None:
+    # A typo here sent AgentCore turns down the chat branch and undercounted its cached tokens.
+    from rma.providers.bedrock_agentcore import BedrockAgentCoreCodec
+    from rma.providers.claude_managed_agents import ClaudeManagedAgentsCodec
+    from rma.providers.local import LocalCodec
+    from rma_shell._otel_bridge import CACHE_EXCLUSIVE, MANAGED, PROVIDER_NAMES
+
+    assert set(PROVIDER_NAMES) == {LocalCodec.name, ClaudeManagedAgentsCodec.name, BedrockAgentCoreCodec.name}
+    assert MANAGED == CACHE_EXCLUSIVE == {ClaudeManagedAgentsCodec.name, BedrockAgentCoreCodec.name}
