@@ -13,12 +13,12 @@ import uuid
 from typing import Any, Literal
 
 from returns.result import Failure, Result, Success
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError
 
 from rma.codec_json import decode_result
-from rma.errors import Closed, Crashed, SessionError
+from rma.errors import Closed, Crashed, InvalidOpts, SessionError
 from rma.session.machine import carries_result, with_transcript
 from rma.vocabulary import SessionResult
 from rma_shell.temporal.spec import SessionSpec, spec_problem
@@ -72,11 +72,18 @@ class SessionHandle:
 
     async def message(self, text: str) -> Outcome:
         """Send a live session a follow-up; returns that request's result."""
-        return _decoded(await self.handle.execute_update("message", text))
+        return _decoded(await self._update("message", [text], "text"))
 
     async def approve(self, tool_use_id: str, verdict: Literal["allow", "deny"], reason: str | None = None) -> None:
         """Run (``"allow"``) or refuse (``"deny"``, the model reads ``reason``) a waiting call."""
-        await self.handle.execute_update("approve", args=[tool_use_id, verdict, reason])
+        await self._update("approve", [tool_use_id, verdict, reason], "tool_use_id")
+
+    async def _update(self, name: str, args: list[Any], option: str) -> Any:
+        """An update; one its validator refused raises ``InvalidOpts`` saying why."""
+        try:
+            return await self.handle.execute_update(name, args=args)
+        except WorkflowUpdateFailedError as exc:
+            raise InvalidOpts(option, str(exc.cause or exc)) from None
 
     async def close(self) -> None:
         """End a live session; ``result()`` then returns its last result."""

@@ -80,12 +80,15 @@ def _lost(what: str, exc: BaseException) -> ProviderError:
 class SessionWorkflow:
     """One rma session (``SessionSpec`` in, the encoded ``Result[SessionResult, SessionError]`` out)."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, spec_json: dict[str, Any]) -> None:
+        # The spec is read here, not in ``run``: an update can reach the workflow in the very
+        # first task, before ``run`` starts, and its validator needs to know the session.
+        self._spec_json = spec_json
+        self._spec = SessionSpec.from_json(spec_json)
+        self._timeouts = self._spec.timeouts
         self._inbox: list[Event] = []
         self._state: State | None = None
-        self._spec: SessionSpec | None = None
-        self._spec_json: dict[str, Any] = {}
-        self._timeouts = Timeouts()
         self._snap: JSON = None
         self._version = 0
         self._gen = 0
@@ -93,7 +96,9 @@ class SessionWorkflow:
         self._has_transcript = False
         self._final: Outcome | None = None
         self._results: list[Any] = []
-        self._expected = 0
+        # Results come in request order: the kickoff's (when there is one), then each follow-up's.
+        spec = self._spec
+        self._expected = 1 if not spec.live or spec.prompt is not None or spec.outcome is not None else 0
         self._closing = False
         self._ended = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -106,11 +111,8 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, spec_json: dict[str, Any]) -> dict[str, Any]:
-        self._spec_json = spec_json
-        self._spec = spec = SessionSpec.from_json(spec_json)
-        self._timeouts = spec.timeouts
         try:
-            return await self._serve(spec)
+            return await self._serve(self._spec)
         except asyncio.CancelledError:
             await self._stop_tasks()
             # Best effort: ask the host to stop its loop (Claude Managed Agents' interrupt).
@@ -131,8 +133,6 @@ class SessionWorkflow:
         config = load_config({"config": body["config"]}, codec_for)
         self._snap, self._has_transcript = body["snap"], body["has_transcript"]
         self._state = initial_state(config)
-        wants_kickoff = not spec.live or spec.prompt is not None or spec.outcome is not None
-        self._expected = 1 if wants_kickoff else 0
         self._post(Opened(body["session_id"], body["resumed"]))
         if body["streaming"] and not body["resumed"]:
             # The turn activity subscribes before it posts, so the kickoff may go at once.
@@ -163,10 +163,13 @@ class SessionWorkflow:
             await self._activity("rma.close", {}, self._timeouts.guard_s, attempts=1)
         except Exception:  # the other workers' caches age the conn out anyway
             workflow.logger.info("closing the session's conn failed", exc_info=True)
-        final = self._final
-        if final is None:
-            final = Failure(Closed()) if spec.live else Failure(Crashed(error_type="SessionEnded", detail="no result"))
-        return {"result": to_jsonable(final), "results": list(self._results)}
+        if self._final is not None:
+            final = to_jsonable(self._final)
+        elif spec.live:  # closed: its last request's result (Closed when there was none)
+            final = self._results[-1] if self._results else to_jsonable(Failure(Closed()))
+        else:
+            final = to_jsonable(Failure(Crashed(error_type="SessionEnded", detail="no result")))
+        return {"result": final, "results": list(self._results)}
 
     def _done(self) -> bool:
         return self._final is not None or self._closing
@@ -350,7 +353,6 @@ class SessionWorkflow:
         self._post(from_jsonable(out["verdict"]))
 
     async def _run_tools(self, batch: int, uses: tuple[ToolUse, ...], confirmations: tuple[ToolUse, ...]) -> None:
-        assert self._spec is not None
         verdicts: list[ToolResult] = []
         if confirmations:
             t = self._timeouts
@@ -457,7 +459,7 @@ class SessionWorkflow:
 
     @message.validator
     def _check_message(self, text: str) -> None:
-        if self._spec is None or not self._spec.live:
+        if not self._spec.live:
             raise ValueError("message: only a live session (SessionSpec(live=True)) takes follow-ups")
         if not isinstance(text, str):
             raise ValueError(f"message text must be a str, got {type(text).__name__}")
@@ -479,7 +481,7 @@ class SessionWorkflow:
     @workflow.signal(name="close")
     def close(self) -> None:
         """End a live session (a run to completion ignores it: cancel that workflow instead)."""
-        if self._spec is not None and self._spec.live:
+        if self._spec.live:
             self._closing = True
 
 
