@@ -268,7 +268,12 @@ class Activities:
         async with _heartbeating(self._beat_every(inp)) as beat:
             try:
                 pushed, read, conn = await streaming.exchange(
-                    p.provider, conn, from_jsonable(inp["input"]), inp.get("after"), retried=retried, beat=beat
+                    p.provider,
+                    conn,
+                    from_jsonable(inp["input"]),
+                    inp.get("after"),
+                    retried=retried,
+                    beat=beat,
                 )
             except Exception as exc:
                 pushed, read = Failure(_error(exc)), streaming.Read((), None)

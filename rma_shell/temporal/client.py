@@ -74,7 +74,9 @@ class SessionHandle:
         """Send a live session a follow-up; returns that request's result."""
         return _decoded(await self._update("message", [text], "text"))
 
-    async def approve(self, tool_use_id: str, verdict: Literal["allow", "deny"], reason: str | None = None) -> None:
+    async def approve(
+        self, tool_use_id: str, verdict: Literal["allow", "deny"], reason: str | None = None
+    ) -> None:
         """Run (``"allow"``) or refuse (``"deny"``, the model reads ``reason``) a waiting call."""
         await self._update("approve", [tool_use_id, verdict, reason], "tool_use_id")
 

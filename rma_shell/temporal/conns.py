@@ -12,8 +12,9 @@ What a snapshot holds, per host:
 
 - Claude Managed Agents: the session id and the reattach flags (the session lives remotely).
 - Bedrock AgentCore: the runtime session id (the harness keeps the conversation).
-- Local: the whole conversation (``transcript``, which is also the result's transcript) — its messages and the request-scoped loop-guard state —
-  because Local keeps no session anywhere else. It grows with the conversation.
+- Local: the whole conversation — its messages (``transcript``, which is also the result's
+  transcript) and the request-scoped loop-guard state — because Local keeps no session
+  anywhere else. It grows with the conversation.
 - Any other provider: ``temporal_snapshot(conn) -> JSON`` and
   ``async temporal_restore(request, snapshot) -> Result[conn, SessionError]`` when it has
   them, else the session id alone (reattached with ``open(session_id=…)``).
@@ -31,7 +32,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma._persistent import AppendLog, GrowOnlySet
+from rma._persistent import GrowOnlySet
 from rma.errors import SessionError
 from rma.vocabulary import JSON
 from rma_shell.providers.base import OpenRequest, Provider
@@ -176,9 +177,4 @@ async def _close(entry: _Entry) -> None:
             log.exception("provider aclose failed")
 
 
-def local_fields() -> tuple[str, ...]:
-    """The Conversation fields a Local snapshot carries besides its history (for tests)."""
-    return (*_LOCAL_SCOPED, "seen_calls", "pending_calls")
-
-
-__all__ = ["AppendLog", "ConnCache", "local_fields", "restore", "snapshot"]
+__all__ = ["ConnCache", "restore", "snapshot"]

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from temporalio.client import Client
 
@@ -63,7 +64,7 @@ class DevServer:
             db_path = Path(self._tmp.name) / "temporal.db"
         self.db_path = Path(db_path)
         self._process: subprocess.Popen[bytes] | None = None
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     @property
     def address(self) -> str:

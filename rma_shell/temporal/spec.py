@@ -12,7 +12,7 @@ retry limits. This module only builds and encodes values: it does no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -129,15 +129,3 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
         except (TypeError, ValueError) as exc:
             return InvalidOpts(field.name, f"a Temporal workflow input must be JSON: {exc}")
     return None
-
-
-def names_of(tools: Sequence[object]) -> tuple[str, ...]:
-    """Tool names from names, declarations (dicts with ``name``) or objects with ``.name``."""
-    out: list[str] = []
-    for tool in tools:
-        name = tool if isinstance(tool, str) else tool.get("name") if isinstance(tool, Mapping) else None
-        if name is None:
-            name = getattr(tool, "name", None)
-        if isinstance(name, str):
-            out.append(name)
-    return tuple(out)

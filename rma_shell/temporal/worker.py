@@ -48,7 +48,9 @@ def session_worker(
     for the worker that last ran it before any worker may take it (lower it when workers come
     and go often). Other keyword arguments go to ``Worker`` as they are.
     """
-    registry = Registry(providers=dict(providers), handlers=dict(handlers), turn_guards=dict(turn_guards or {}))
+    registry = Registry(
+        providers=dict(providers), handlers=dict(handlers), turn_guards=dict(turn_guards or {})
+    )
     activities = Activities(registry, cache_size=conn_cache_size)
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)

@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from rma.session.machine import State, carries_result, initial_state, step, with_transcript
     from rma.vocabulary import JSON, ToolResult, ToolUse
-    from rma_shell.temporal.spec import SessionSpec, Timeouts
+    from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
 
@@ -125,7 +125,9 @@ class SessionWorkflow:
             raise
 
     async def _serve(self, spec: SessionSpec) -> dict[str, Any]:
-        opened = await self._activity("rma.open", {}, self._timeouts.open_s, attempts=self._timeouts.open_attempts)
+        opened = await self._activity(
+            "rma.open", {}, self._timeouts.open_s, attempts=self._timeouts.open_attempts
+        )
         outcome = decode_result(opened["outcome"])
         if isinstance(outcome, Failure):
             return {"result": to_jsonable(outcome), "results": [to_jsonable(outcome)]}
@@ -143,9 +145,10 @@ class SessionWorkflow:
             remaining = None if deadline is None else (deadline - workflow.now()).total_seconds()
             try:
                 await workflow.wait_condition(
-                    lambda: bool(self._inbox) or self._done(), timeout=None if remaining is None else max(remaining, 0.001)
+                    lambda: bool(self._inbox) or self._done(),
+                    timeout=None if remaining is None else max(remaining, 0.001),
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self._stop_tasks()
                 self._inbox.clear()
                 self._feed(DeadlineReached(timeout_s=timeout))
@@ -301,7 +304,9 @@ class SessionWorkflow:
     async def _exchange(self, input: JSON) -> None:
         gen = self._gen
         try:
-            out = await self._turn_activity("rma.exchange", {"input": to_jsonable(input), "after": self._last_boundary})
+            out = await self._turn_activity(
+                "rma.exchange", {"input": to_jsonable(input), "after": self._last_boundary}
+            )
         except ActivityError as exc:
             self._post(PushFinished(Failure(_lost("the turn's workers were lost", exc))))
             return
@@ -317,7 +322,9 @@ class SessionWorkflow:
                 self._last_boundary = raw["id"]
         if end is not None:
             ended = decode_result(end)
-            self._post(StreamClosed(gen) if isinstance(ended, Success) else StreamFailed(gen, ended.failure()))
+            self._post(
+                StreamClosed(gen) if isinstance(ended, Success) else StreamFailed(gen, ended.failure())
+            )
 
     async def _push(self, input: JSON) -> None:
         try:
@@ -346,23 +353,33 @@ class SessionWorkflow:
     async def _guard(self, payload: Any) -> None:
         t = self._timeouts
         try:
-            out = await self._activity("rma.guard", {"payload": to_jsonable(payload)}, t.guard_s, attempts=t.tool_attempts)
+            out = await self._activity(
+                "rma.guard", {"payload": to_jsonable(payload)}, t.guard_s, attempts=t.tool_attempts
+            )
         except ActivityError as exc:
             self._post(GuardVerdict("failed", error_type="WorkerLost", detail=str(exc)[:2000]))
             return
         self._post(from_jsonable(out["verdict"]))
 
-    async def _run_tools(self, batch: int, uses: tuple[ToolUse, ...], confirmations: tuple[ToolUse, ...]) -> None:
+    async def _run_tools(
+        self, batch: int, uses: tuple[ToolUse, ...], confirmations: tuple[ToolUse, ...]
+    ) -> None:
         verdicts: list[ToolResult] = []
         if confirmations:
             t = self._timeouts
             try:
                 out = await self._activity(
-                    "rma.confirm", {"uses": to_jsonable(list(confirmations))}, t.tool_s, attempts=t.tool_attempts
+                    "rma.confirm",
+                    {"uses": to_jsonable(list(confirmations))},
+                    t.tool_s,
+                    attempts=t.tool_attempts,
                 )
                 verdicts = from_jsonable(out["verdicts"])
             except ActivityError as exc:
-                verdicts = [ToolResult(u.id, f"denied: {_lost('confirmation lost', exc).detail}", True) for u in confirmations]
+                verdicts = [
+                    ToolResult(u.id, f"denied: {_lost('confirmation lost', exc).detail}", True)
+                    for u in confirmations
+                ]
         limit = asyncio.Semaphore(self._spec.max_concurrency)
         results = await asyncio.gather(*(self._one_tool(use, limit) for use in uses))
         self._post(ToolsFinished(batch, tuple(results), tuple(verdicts)))
@@ -399,7 +416,9 @@ class SessionWorkflow:
                 heartbeat=True,
             )
         except ActivityError as exc:
-            return ToolResult(use.id, f"tool error: {_lost(f'{use.name} could not complete', exc).detail}", True)
+            return ToolResult(
+                use.id, f"tool error: {_lost(f'{use.name} could not complete', exc).detail}", True
+            )
         if out.get("needs_approval"):
             return None
         result: ToolResult = from_jsonable(out["result"])
@@ -422,7 +441,9 @@ class SessionWorkflow:
             return list(self._snap["transcript"])  # the snapshot carries it: no activity needed
         if not self._has_transcript:
             return None
-        out = await self._activity("rma.transcript", {}, self._timeouts.guard_s, attempts=self._timeouts.turn_attempts)
+        out = await self._activity(
+            "rma.transcript", {}, self._timeouts.guard_s, attempts=self._timeouts.turn_attempts
+        )
         value = out.get("transcript")
         return None if value is None else list(value)
 

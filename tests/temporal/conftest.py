@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("temporalio")
 
-from rma_shell.temporal import DevServer  # noqa: E402
-from rma_shell.temporal.dev_server import temporal_cli  # noqa: E402
+from rma_shell.temporal import DevServer
+from rma_shell.temporal.dev_server import temporal_cli
 
 
 @pytest.fixture(scope="session")

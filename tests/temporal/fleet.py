@@ -141,7 +141,10 @@ def agentcore_turn(gate: Gate | None = None) -> Callable[[Any, dict[str, Any]], 
 
     def turn(view: Any, body: dict[str, Any]) -> list[Any]:
         answered = sum(
-            1 for m in view.messages for b in m.get("content", []) if isinstance(b, dict) and "toolResult" in b
+            1
+            for m in view.messages
+            for b in m.get("content", [])
+            if isinstance(b, dict) and "toolResult" in b
         )
         call = _step(answered, gate)
         if call is None:

@@ -47,7 +47,9 @@ def host(name: str, gate: fleet.Gate) -> Iterator[tuple[dict[str, Any], Any, Any
             yield config, lambda: {"runtime_session_id": new_runtime_session_id()}, emu
 
 
-def worker(tmp: Path, server: DevServer, queue: str, config: dict[str, Any], name: str) -> fleet.WorkerProcess:
+def worker(
+    tmp: Path, server: DevServer, queue: str, config: dict[str, Any], name: str
+) -> fleet.WorkerProcess:
     body = {
         "address": server.address,
         "task_queue": queue,
@@ -71,7 +73,11 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> N
 
             def spec() -> SessionSpec:
                 return SessionSpec(
-                    provider=host_name, handler="ledger", prompt="Charge 1, then 2.", provider_opts=opts(), timeouts=FAST
+                    provider=host_name,
+                    handler="ledger",
+                    prompt="Charge 1, then 2.",
+                    provider_opts=opts(),
+                    timeouts=FAST,
                 )
 
             reference = await run_session(client, spec(), task_queue=queue, id=f"ref-{queue}")
@@ -84,7 +90,9 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> N
             wf = f"crashed-{queue}"
             handle = await start_session(client, spec(), task_queue=queue, id=wf)
             if moment == "mid_tool":  # the second call is running (held) on A
-                await asyncio.to_thread(fleet.wait_for, lambda: len(fleet.rows(db, "starts", wf)) == 2, 60, "c2")
+                await asyncio.to_thread(
+                    fleet.wait_for, lambda: len(fleet.rows(db, "starts", wf)) == 2, 60, "c2"
+                )
             else:  # the last turn's request is at the host, A waiting for it
                 assert await asyncio.to_thread(gate.reached.wait, 60)
             a.kill()
@@ -128,12 +136,15 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> N
 def _final_inputs(host_name: str, emu: Any, session_id: str) -> int:
     """How many times the host received the input answering the second call."""
     if host_name == "local":
-        return sum(
-            1
-            for r in emu.requests
-            if r.path.endswith("/chat/completions")
-            and sum(1 for m in r.body["messages"] if m.get("role") == "tool") == 2
-        ) - 1  # one emulator served both runs: the reference run's own request
+        return (
+            sum(
+                1
+                for r in emu.requests
+                if r.path.endswith("/chat/completions")
+                and sum(1 for m in r.body["messages"] if m.get("role") == "tool") == 2
+            )
+            - 1
+        )  # one emulator served both runs: the reference run's own request
     if host_name == "cma":
         return sum(1 for e in emu.history(session_id) if e["type"] == "user.custom_tool_result") - 1
     return sum(

@@ -66,7 +66,9 @@ async def worker(
 ) -> AsyncIterator[tuple[Client, str]]:
     client = await connect(server.address)
     queue = f"q-{uuid.uuid4().hex[:8]}"
-    async with session_worker(client, task_queue=queue, providers=providers, handlers=handlers, turn_guards=guards):
+    async with session_worker(
+        client, task_queue=queue, providers=providers, handlers=handlers, turn_guards=guards
+    ):
         yield client, queue
 
 
@@ -95,11 +97,15 @@ def test_a_session_has_the_result_run_gives(temporal_server: DevServer, host_nam
                 ids = cma_agent_and_environment(emu, "k")
                 opts = lambda: dict(ids)  # noqa: E731
             else:
-                provider = BedrockAgentCore(harness_arn=emu.harness_arn, tools=[fleet.CHARGE], env=emu.credentials_env())
+                provider = BedrockAgentCore(
+                    harness_arn=emu.harness_arn, tools=[fleet.CHARGE], env=emu.credentials_env()
+                )
                 opts = lambda: {"runtime_session_id": new_runtime_session_id()}  # noqa: E731
             plain = await run(provider, handler=tools, prompt="Charge 1, then 2.", timeout=30, **opts())
             async with worker(temporal_server, {host_name: provider}, {"tools": tools}) as (client, queue):
-                durable = await run_session(client, spec(host_name, provider_opts=opts()), task_queue=queue, id=f"s-{queue}")
+                durable = await run_session(
+                    client, spec(host_name, provider_opts=opts()), task_queue=queue, id=f"s-{queue}"
+                )
             await provider.close()
         assert durable.unwrap().text == fleet.FINAL_TEXT
         assert fleet.normalized(to_jsonable(durable)) == fleet.normalized(to_jsonable(plain))
@@ -148,7 +154,9 @@ def test_an_approved_call_runs(temporal_server: DevServer) -> None:
             async with worker(temporal_server, {"local": provider}, {"tools": tools}) as (client, queue):
                 handle = await start_session(client, spec(approval_required=["charge"]), task_queue=queue)
                 for call in ("call_c1", "call_c2"):
-                    await _until(handle, lambda s, c=call: [w for w in s["awaiting_approval"] if w["tool_use_id"] == c])
+                    await _until(
+                        handle, lambda s, c=call: [w for w in s["awaiting_approval"] if w["tool_use_id"] == c]
+                    )
                     await handle.approve(call, "allow")
                 outcome = await handle.result()
             await provider.close()
@@ -184,7 +192,10 @@ def test_the_turn_guard_and_typed_errors_are_run_s(temporal_server: DevServer) -
         with OpenAIEmulator([fleet.openai_reply()] * 20) as emu:
             provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
             guards = {"stop": lambda payload: Halt({"turns": payload["turns"]})}
-            async with worker(temporal_server, {"local": provider}, {"tools": Tools()}, guards) as (client, queue):
+            async with worker(temporal_server, {"local": provider}, {"tools": Tools()}, guards) as (
+                client,
+                queue,
+            ):
                 halted = await run_session(client, spec(turn_guard="stop"), task_queue=queue)
                 unknown = await run_session(client, spec(provider="nowhere"), task_queue=queue)
                 bad = await run_session(client, spec(max_turns=0), task_queue=queue)
@@ -236,13 +247,17 @@ def test_a_recorded_history_replays_deterministically(temporal_server: DevServer
         runner = SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
         )
-        replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner).replay_workflow(history)
+        replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner).replay_workflow(
+            history
+        )
         assert replayed.replay_failure is None
 
     asyncio.run(main())
 
 
-async def _until(handle: Any, predicate: Callable[[dict[str, Any]], Any], timeout_s: float = 30) -> dict[str, Any]:
+async def _until(
+    handle: Any, predicate: Callable[[dict[str, Any]], Any], timeout_s: float = 30
+) -> dict[str, Any]:
     async def poll() -> dict[str, Any]:
         while True:
             status: dict[str, Any] = await handle.status()
