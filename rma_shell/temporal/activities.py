@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,6 +38,7 @@ from rma.session.events import GuardVerdict
 from rma.session.options import SessionConfig, interpret_guard
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.handler import HandlerAdapter
+from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
@@ -167,6 +168,7 @@ class Activities:
             provider_opts=dict(spec.provider_opts),
             tool_timeout=spec.tool_timeout,
             max_tool_result_chars=spec.max_tool_result_chars,
+            approvals_elsewhere=True,  # a call waiting for a person waits in the workflow
         )
         if isinstance(prepared, Failure):
             return Failure(prepared.failure())
@@ -333,25 +335,29 @@ class Activities:
         )
         if not inp.get("approved") and await self._needs_approval(p, use, info):
             return {"needs_approval": True}
+        attempt = activity.info().attempt  # a retry after a lost worker: 2, 3, …
+        if attempt > 1 and use.name in _at_most_once(p.handler):
+            # An earlier attempt may have started the body: an at-most-once tool is not run again.
+            return {"result": _encode(ToolResult(use.id, INTERRUPTED.format(name=use.name), True))}
         if use.id is not None:
-            p.adapter.attempts[use.id] = activity.info().attempt  # a retry after a crash: 2, 3, …
+            p.adapter.attempts[use.id] = attempt
         async with _heartbeating(self._beat_every(inp)):
             result = await p.adapter.run_one(use, info)
         return {"result": _encode(result)}
 
     async def _needs_approval(self, p: _Prepared, use: ToolUse, info: SessionInfo) -> bool:
-        if use.name in p.spec.approval_required:
-            return True
+        """The handler's ``requires_approval(name, input, ctx[, info])`` — what a ``Toolbox``
+        or a ``@tool(requires_approval=…)`` answers — as a journaled run asks it."""
         ask = getattr(p.handler, "requires_approval", None)
         if ask is None or not callable(ask):
             return False
+        args: tuple[Any, ...] = (use.name, dict(use.input), None)
         try:
-            args: tuple[Any, ...] = (use.name, dict(use.input), None)
             value = ask(*args, info) if _takes(ask, 4) else ask(*args)
             if inspect.isawaitable(value):
                 value = await value
-        except Exception:  # an approval check that breaks asks a person rather than skipping one
-            log.exception("requires_approval raised; asking for approval", extra={"tool": use.name})
+        except Exception:  # undecidable: a person decides, the call is not run unasked
+            log.exception("requires_approval raised; %s waits for approval", use.name)
             return True
         return bool(value)
 
@@ -364,6 +370,8 @@ class Activities:
             denied = [ToolResult(u.id, f"denied: {prepared.failure().message}", True) for u in uses]
             return {"verdicts": _encode(denied)}
         p = prepared.unwrap()
+        if not callable(getattr(p.handler, "confirm_tool_use", None)):
+            return {"needs_approval": True}  # nobody here decides: a person will (the host waits)
         info = SessionInfo(
             provider=p.config.provider_name, metadata=p.config.metadata, session_id=inp.get("session_id")
         )
@@ -423,6 +431,14 @@ class Activities:
                 outcome = Failure(_error(exc))
         await self.close(inp)
         return {"outcome": _encode(outcome)}
+
+
+def _at_most_once(handler: object) -> Collection[str]:
+    """The tools a ``Toolbox(at_most_once=…)`` (or any handler's ``at_most_once``) names."""
+    names = getattr(handler, "at_most_once", ())
+    if callable(names):
+        names = names()
+    return frozenset(str(n) for n in names) if isinstance(names, Collection) else frozenset()
 
 
 def _takes(fn: Callable[..., Any], n: int) -> bool:

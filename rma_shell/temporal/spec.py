@@ -66,9 +66,9 @@ class SessionSpec:
     ``provider``, ``handler`` and ``turn_guard`` name what the worker registered. The rest
     are ``run()``'s options with their defaults; ``provider_opts`` are its provider keywords
     (``agent_id=``, ``runtime_session_id=`` …). ``live`` keeps the session open for
-    follow-ups (``SessionHandle.message``) until ``close``. ``approval_required`` names tools
-    whose every call waits for ``approve(tool_use_id, "allow"|"deny", reason)`` (a handler
-    may also ask per call, with ``requires_approval``).
+    follow-ups (``SessionHandle.message``) until ``close``. A tool call the handler says
+    requires approval (``@tool(requires_approval=…)``, ``Toolbox(require_approval=…)``, a
+    handler's ``requires_approval``) waits for ``SessionHandle.approve``.
     """
 
     provider: str
@@ -90,13 +90,11 @@ class SessionSpec:
     tool_timeout: float | None = None
     max_tool_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS
     provider_opts: Mapping[str, JSON] = attrs.field(factory=dict)
-    approval_required: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     timeouts: Timeouts = attrs.field(factory=Timeouts)
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
         out["timeouts"] = self.timeouts.to_json()
-        out["approval_required"] = list(self.approval_required)
         out["provider_opts"] = dict(self.provider_opts)
         return out
 
@@ -119,8 +117,6 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
         return InvalidOpts("handler", "name the handler the worker registered (a non-empty str)")
     if spec.turn_guard is not None and not isinstance(spec.turn_guard, str):
         return InvalidOpts("turn_guard", "name the turn guard the worker registered (a str)")
-    if not all(isinstance(name, str) for name in spec.approval_required):
-        return InvalidOpts("approval_required", "expected tool names (str)")
     for field in attrs.fields(SessionSpec):
         if field.name == "timeouts":
             continue

@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from rma.session.machine import State, carries_result, initial_state, step, with_transcript
     from rma.vocabulary import JSON, ToolResult, ToolUse
+    from rma_shell.journal.writer import DENIED
     from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
@@ -374,12 +375,17 @@ class SessionWorkflow:
                     t.tool_s,
                     attempts=t.tool_attempts,
                 )
-                verdicts = from_jsonable(out["verdicts"])
             except ActivityError as exc:
-                verdicts = [
-                    ToolResult(u.id, f"denied: {_lost('confirmation lost', exc).detail}", True)
-                    for u in confirmations
-                ]
+                lost = _lost("confirmation lost", exc).detail
+                out = {
+                    "verdicts": to_jsonable(
+                        [ToolResult(u.id, f"denied: {lost}", True) for u in confirmations]
+                    )
+                }
+            if out.get("needs_approval"):  # the handler cannot decide: a person does, durably
+                verdicts = list(await asyncio.gather(*(self._host_confirmation(u) for u in confirmations)))
+            else:
+                verdicts = from_jsonable(out["verdicts"])
         limit = asyncio.Semaphore(self._spec.max_concurrency)
         results = await asyncio.gather(*(self._one_tool(use, limit) for use in uses))
         self._post(ToolsFinished(batch, tuple(results), tuple(verdicts)))
@@ -390,20 +396,37 @@ class SessionWorkflow:
         async with limit:
             result = await self._call_tool(use, approved=False)
         if result is None:  # it waits for a person: the slot goes to the other calls meanwhile
-            assert use.id is not None
-            self._awaiting[use.id] = {"tool_use_id": use.id, "name": use.name, "input": dict(use.input)}
-            await workflow.wait_condition(lambda: use.id in self._approvals)
-            verdict, reason = self._approvals.pop(use.id)
-            self._awaiting.pop(use.id, None)
+            verdict, reason = await self._decision(use, host_confirmation=False)
             if verdict == "allow":
                 async with limit:
                     result = await self._call_tool(use, approved=True)
             else:
-                result = ToolResult(use.id, f"denied: {reason or f'{use.name} was not approved'}", True)
+                result = ToolResult(use.id, DENIED.format(reason=reason or "no reason given"), True)
             assert result is not None
         if use.id is not None:
             self._recorded[use.id] = result
         return result
+
+    async def _decision(self, use: ToolUse, *, host_confirmation: bool) -> tuple[str, str | None]:
+        """Wait, durably, for ``approve(use.id, …)``: as long as it takes, on any worker."""
+        uid = use.id
+        assert uid is not None
+        self._awaiting[uid] = {
+            "tool_use_id": uid,
+            "name": use.name,
+            "input": dict(use.input),
+            "host_confirmation": host_confirmation,
+        }
+        await workflow.wait_condition(lambda: uid in self._approvals)
+        self._awaiting.pop(uid, None)
+        return self._approvals.pop(uid)
+
+    async def _host_confirmation(self, use: ToolUse) -> ToolResult:
+        """A host-run call's permission ask, decided by a person (the host waits, idle)."""
+        verdict, reason = await self._decision(use, host_confirmation=True)
+        if verdict == "allow":
+            return ToolResult(use.id, "", False)
+        return ToolResult(use.id, DENIED.format(reason=reason or "no reason given"), True)
 
     async def _call_tool(self, use: ToolUse, *, approved: bool) -> ToolResult | None:
         t = self._timeouts
@@ -437,8 +460,6 @@ class SessionWorkflow:
             self._reporting -= 1
 
     async def _transcript(self) -> list[JSON] | None:
-        if isinstance(self._snap, dict) and "transcript" in self._snap:
-            return list(self._snap["transcript"])  # the snapshot carries it: no activity needed
         if not self._has_transcript:
             return None
         out = await self._activity(
