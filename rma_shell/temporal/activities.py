@@ -19,10 +19,11 @@ and a call cut short by a crash is retried with the same ``idempotency_key``
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -94,6 +95,21 @@ async def _heartbeating(every_s: float) -> AsyncIterator[Callable[[], None]]:
             yield beat
         finally:
             tasks.cancel_scope.cancel()
+
+
+Act = Callable[[Any, dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def _beating(fn: Act) -> Act:
+    """Run the activity under a heartbeat ticker (``Timeouts.heartbeat_s`` / 4)."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, inp: dict[str, Any]) -> dict[str, Any]:
+        every = max(0.05, float(inp["spec"].get("timeouts", {}).get("heartbeat_s", 10.0)) / 4)
+        async with _heartbeating(every):
+            return await fn(self, inp)
+
+    return wrapper
 
 
 class Activities:
@@ -215,12 +231,10 @@ class Activities:
         await self.conns.put(inp["key"], inp["version"] + 1, p.provider, conn)
         return snap
 
-    def _beat_every(self, inp: Mapping[str, Any]) -> float:
-        return max(0.05, float(inp["spec"].get("timeouts", {}).get("heartbeat_s", 10.0)) / 4)
-
     # ── activities ──
 
     @activity.defn(name="rma.open")
+    @_beating
     async def open(self, inp: dict[str, Any]) -> dict[str, Any]:
         """Validate the run's options (as ``run()`` does) and open the provider's session."""
         prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
@@ -246,20 +260,21 @@ class Activities:
         return {"outcome": {"$ok": None}, "opened": body}
 
     @activity.defn(name="rma.poll")
+    @_beating
     async def poll(self, inp: dict[str, Any]) -> dict[str, Any]:
         """One request/response turn (``PollTurn``): the turn's events, or its error."""
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"result": _encode(Failure(session.failure())), "snap": None}
         p, conn = session.unwrap()
-        async with _heartbeating(self._beat_every(inp)):
-            try:
-                polled = await p.provider.poll_turn(conn, from_jsonable(inp["input"]), None)
-            except Exception as exc:  # S-22: a raising poll is a provider error
-                return {"result": _encode(Failure(_error(exc))), "snap": None}
+        try:
+            polled = await p.provider.poll_turn(conn, from_jsonable(inp["input"]), None)
+        except Exception as exc:  # S-22: a raising poll is a provider error
+            return {"result": _encode(Failure(_error(exc))), "snap": None}
         return {"result": _encode(polled.result), "snap": await self._changed(inp, p, polled.conn)}
 
     @activity.defn(name="rma.exchange")
+    @_beating
     async def exchange(self, inp: dict[str, Any]) -> dict[str, Any]:
         """One streaming turn (``PushInput``): post, read to the turn boundary."""
         session = await self._session(inp)
@@ -267,18 +282,18 @@ class Activities:
             return {"push": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
         p, conn = session.unwrap()
         retried = activity.info().attempt > 1
-        async with _heartbeating(self._beat_every(inp)) as beat:
-            try:
-                pushed, read, conn = await streaming.exchange(
-                    p.provider,
-                    conn,
-                    from_jsonable(inp["input"]),
-                    inp.get("after"),
-                    retried=retried,
-                    beat=beat,
-                )
-            except Exception as exc:
-                pushed, read = Failure(_error(exc)), streaming.Read((), None)
+        beat = activity.heartbeat
+        try:
+            pushed, read, conn = await streaming.exchange(
+                p.provider,
+                conn,
+                from_jsonable(inp["input"]),
+                inp.get("after"),
+                retried=retried,
+                beat=beat,
+            )
+        except Exception as exc:
+            pushed, read = Failure(_error(exc)), streaming.Read((), None)
         return {
             "push": _encode(pushed),
             "events": _encode(list(read.events)),
@@ -287,6 +302,7 @@ class Activities:
         }
 
     @activity.defn(name="rma.push")
+    @_beating
     async def push(self, inp: dict[str, Any]) -> dict[str, Any]:
         """A push that starts no turn: ``send_event``'s raw events."""
         session = await self._session(inp)
@@ -300,6 +316,7 @@ class Activities:
         return {"outcome": _encode(pushed)}
 
     @activity.defn(name="rma.resync")
+    @_beating
     async def resync(self, inp: dict[str, Any]) -> dict[str, Any]:
         """The machine's ``Reconnect``: consolidate (and read on, for a running remote turn)."""
         session = await self._session(inp)
@@ -307,13 +324,13 @@ class Activities:
             return {"outcome": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
         p, conn = session.unwrap()
         streaming_mode = p.config.codec.mode is Mode.STREAMING
-        async with _heartbeating(self._beat_every(inp)) as beat:
-            try:
-                found, read, conn = await streaming.resync(
-                    p.provider, conn, tuple(inp["seen"]), streaming=streaming_mode, beat=beat
-                )
-            except Exception as exc:
-                found, read = Failure(_error(exc)), streaming.Read((), None)
+        beat = activity.heartbeat
+        try:
+            found, read, conn = await streaming.resync(
+                p.provider, conn, tuple(inp["seen"]), streaming=streaming_mode, beat=beat
+            )
+        except Exception as exc:
+            found, read = Failure(_error(exc)), streaming.Read((), None)
         return {
             "outcome": _encode(found),
             "events": _encode(list(read.events)),
@@ -322,6 +339,7 @@ class Activities:
         }
 
     @activity.defn(name="rma.tool")
+    @_beating
     async def tool(self, inp: dict[str, Any]) -> dict[str, Any]:
         """One tool call, through the same ``HandlerAdapter`` as ``run()`` (results alike)."""
         prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
@@ -341,8 +359,7 @@ class Activities:
             return {"result": _encode(ToolResult(use.id, INTERRUPTED.format(name=use.name), True))}
         if use.id is not None:
             p.adapter.attempts[use.id] = attempt
-        async with _heartbeating(self._beat_every(inp)):
-            result = await p.adapter.run_one(use, info)
+        result = await p.adapter.run_one(use, info)
         return {"result": _encode(result)}
 
     async def _needs_approval(self, p: _Prepared, use: ToolUse, info: SessionInfo) -> bool:
@@ -362,6 +379,7 @@ class Activities:
         return bool(value)
 
     @activity.defn(name="rma.confirm")
+    @_beating
     async def confirm(self, inp: dict[str, Any]) -> dict[str, Any]:
         """Host-run calls awaiting allow/deny: the handler's ``confirm_tool_use``."""
         prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
@@ -379,6 +397,7 @@ class Activities:
         return {"verdicts": _encode(list(verdicts))}
 
     @activity.defn(name="rma.guard")
+    @_beating
     async def guard(self, inp: dict[str, Any]) -> dict[str, Any]:
         """The turn guard (``CallGuard``): its verdict, a raising guard a typed failure (S-43)."""
         prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
@@ -399,6 +418,7 @@ class Activities:
         return {"verdict": _encode(verdict)}
 
     @activity.defn(name="rma.transcript")
+    @_beating
     async def transcript(self, inp: dict[str, Any]) -> dict[str, Any]:
         """The provider's transcript of the session (``SessionResult.transcript``)."""
         session = await self._session(inp)
@@ -409,6 +429,7 @@ class Activities:
         return {"transcript": None if value is None else list(value)}
 
     @activity.defn(name="rma.close")
+    @_beating
     async def close(self, inp: dict[str, Any]) -> dict[str, Any]:
         """The session ended: release this worker's conn (the others age out of their caches)."""
         await self.conns.drop(inp["key"])
@@ -416,6 +437,7 @@ class Activities:
         return {}
 
     @activity.defn(name="rma.interrupt")
+    @_beating
     async def interrupt(self, inp: dict[str, Any]) -> dict[str, Any]:
         """Best effort: ask the host to stop its loop (a cancelled workflow)."""
         session = await self._session(inp)

@@ -164,7 +164,7 @@ class SessionWorkflow:
         self._ended = True
         await self._stop_tasks()
         try:
-            await self._activity("rma.close", {}, self._timeouts.guard_s, attempts=1)
+            await self._local("rma.close", self._timeouts.guard_s)
         except Exception:  # the other workers' caches age the conn out anyway
             workflow.logger.info("closing the session's conn failed", exc_info=True)
         if self._final is not None:
@@ -257,7 +257,6 @@ class SessionWorkflow:
         timeout_s: float,
         *,
         attempts: int,
-        heartbeat: bool = False,
     ) -> dict[str, Any]:
         t = self._timeouts
         info = workflow.info()
@@ -274,7 +273,9 @@ class SessionWorkflow:
             name,
             arg,
             start_to_close_timeout=timedelta(seconds=timeout_s),
-            heartbeat_timeout=timedelta(seconds=t.heartbeat_s) if heartbeat else None,
+            # Every activity heartbeats: a worker that dies is noticed in seconds whatever it ran,
+            # even an activity Temporal dispatched to it eagerly, before any worker polled.
+            heartbeat_timeout=timedelta(seconds=t.heartbeat_s),
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(seconds=t.retry_initial_s),
                 maximum_interval=timedelta(seconds=t.retry_max_s),
@@ -286,9 +287,34 @@ class SessionWorkflow:
             self._version += 1
         return out
 
+    async def _local(self, name: str, timeout_s: float) -> dict[str, Any]:
+        """A short activity run by the worker that runs the workflow task (no extra round trip
+        to the server): what reads or drops this worker's conn and sends nothing remote."""
+        t = self._timeouts
+        info = workflow.info()
+        arg = {
+            "key": f"{info.workflow_id}/{info.run_id}",
+            "scope": info.workflow_id,
+            "spec": self._spec_json,
+            "snap": self._snap,
+            "version": self._version,
+            "session_id": None if self._state is None else self._state.session_id,
+        }
+        out: dict[str, Any] = await workflow.execute_local_activity(
+            name,
+            arg,
+            start_to_close_timeout=timedelta(seconds=timeout_s),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=t.retry_initial_s),
+                maximum_interval=timedelta(seconds=t.retry_max_s),
+                maximum_attempts=t.turn_attempts,
+            ),
+        )
+        return out
+
     async def _turn_activity(self, name: str, fields: dict[str, Any]) -> dict[str, Any]:
         t = self._timeouts
-        return await self._activity(name, fields, t.turn_s, attempts=t.turn_attempts, heartbeat=True)
+        return await self._activity(name, fields, t.turn_s, attempts=t.turn_attempts)
 
     async def _poll(self, input: JSON) -> None:
         try:
@@ -436,7 +462,6 @@ class SessionWorkflow:
                 {"use": to_jsonable(use), "approved": approved},
                 t.tool_s,
                 attempts=t.tool_attempts,
-                heartbeat=True,
             )
         except ActivityError as exc:
             return ToolResult(
@@ -462,9 +487,7 @@ class SessionWorkflow:
     async def _transcript(self) -> list[JSON] | None:
         if not self._has_transcript:
             return None
-        out = await self._activity(
-            "rma.transcript", {}, self._timeouts.guard_s, attempts=self._timeouts.turn_attempts
-        )
+        out = await self._local("rma.transcript", self._timeouts.guard_s)
         value = out.get("transcript")
         return None if value is None else list(value)
 
