@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,13 @@ async def scale(server: DevServer, workers: int, concurrent: int, kill: bool, tm
             )
             t0 = time.perf_counter()
             handles = await asyncio.gather(
-                *(start_session(client, spec, task_queue=queue, id=f"{queue}-{i}") for i in range(concurrent))
+                *(
+                    # A workflow task the killed worker held is handed on after task_timeout.
+                    start_session(
+                        client, spec, task_queue=queue, id=f"{queue}-{i}", task_timeout=timedelta(seconds=3)
+                    )
+                    for i in range(concurrent)
+                )
             )
             latencies: list[float] = []
             killed_at: float | None = None

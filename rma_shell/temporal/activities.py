@@ -105,6 +105,8 @@ def _beating(fn: Act) -> Act:
 
     @functools.wraps(fn)
     async def wrapper(self: Any, inp: dict[str, Any]) -> dict[str, Any]:
+        if activity.info().is_local:  # a local activity's worker is the workflow task's: no beat
+            return await fn(self, inp)
         every = max(0.05, float(inp["spec"].get("timeouts", {}).get("heartbeat_s", 10.0)) / 4)
         async with _heartbeating(every):
             return await fn(self, inp)
