@@ -18,7 +18,7 @@ two tool calls), and the rma workers.
    re-entered after the kill and how many completed twice (possible only for a call whose
    worker died between its body's end and Temporal recording it: the key absorbs it).
 
-    python bench/temporal_overhead.py           # full: 20 sessions; 300 concurrent on 1, 2, 4 workers
+    python bench/temporal_overhead.py           # full: 20 sessions; 200 concurrent on 1, 2, 4 workers
     python bench/temporal_overhead.py --quick   # CI smoke: 3 sessions; 20 concurrent on 1 and 2 workers
 """
 
@@ -55,7 +55,10 @@ from rma_shell.testing import OpenAIEmulator  # noqa: E402
 from tests.temporal import fleet  # noqa: E402  (the crash tests' ledger, hosts and worker processes)
 
 TURNS = 3
-TIMEOUTS = Timeouts(heartbeat_s=2.0, retry_initial_s=0.2, retry_max_s=2.0)
+TIMEOUTS = Timeouts(heartbeat_s=5.0, retry_initial_s=0.2, retry_max_s=2.0)
+"""A lost worker is noticed in 5 s. Shorter is not safe here: a worker running hundreds of
+sessions on a loaded 2-core machine can stall its event loop for seconds, and an activity whose
+heartbeat is late is taken as lost and retried (at 2 s, a single worker retried some)."""
 
 
 class Tools:
@@ -205,7 +208,7 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="CI smoke run: tiny, no figures to quote")
     parser.add_argument("--sessions", type=int, default=20)
-    parser.add_argument("--concurrent", type=int, default=300)
+    parser.add_argument("--concurrent", type=int, default=200)
     parser.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     args = parser.parse_args()
     if args.quick:

@@ -31,6 +31,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
             "agentcore: ada@example.com is on pro, invoiced 87\n"
             "claude: ada@example.com is on pro, invoiced 87",
         ),
+        (
+            "temporal_scale_out.py",
+            "12 sessions done on 3 workers (one killed mid-run); 24 charges, each applied once",
+        ),
     ],
 )
 def test_example_runs(script: str, expected: str) -> None:

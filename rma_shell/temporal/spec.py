@@ -26,6 +26,7 @@ from rma.session.options import (
 )
 from rma.vocabulary import JSON
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS
+from rma_shell.providers.base import SECRET_OPTION_KEYS
 
 
 @attrs.frozen
@@ -117,6 +118,13 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
         return InvalidOpts("handler", "name the handler the worker registered (a non-empty str)")
     if spec.turn_guard is not None and not isinstance(spec.turn_guard, str):
         return InvalidOpts("turn_guard", "name the turn guard the worker registered (a str)")
+    for where, value in (("model_config", spec.model_config), ("provider_opts", spec.provider_opts)):
+        secret = _secret_in(value)
+        if secret is not None:
+            return InvalidOpts(
+                f"{where}.{secret}",
+                "a workflow's input is kept in its history: credentials stay in the worker's provider",
+            )
     for field in attrs.fields(SessionSpec):
         if field.name == "timeouts":
             continue
@@ -124,4 +132,16 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
             json.dumps(getattr(spec, field.name), allow_nan=False)
         except (TypeError, ValueError) as exc:
             return InvalidOpts(field.name, f"a Temporal workflow input must be JSON: {exc}")
+    return None
+
+
+def _secret_in(value: object) -> str | None:
+    """The first credential-named key in ``value`` (at any depth), or None."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and k.lower() in SECRET_OPTION_KEYS:
+                return k
+            inner = _secret_in(v)
+            if inner is not None:
+                return f"{k}.{inner}"
     return None

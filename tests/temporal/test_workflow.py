@@ -216,6 +216,8 @@ def test_the_turn_guard_and_typed_errors_are_run_s(temporal_server: DevServer) -
         assert isinstance(unknown.failure(), InvalidOpts) and unknown.failure().option == "provider"
         assert isinstance(bad.failure(), InvalidOpts) and bad.failure().option == "max_turns"
         assert isinstance(typo.failure(), InvalidOpts) and "histroy" in typo.failure().message
+        with pytest.raises(InvalidOpts, match=r"model_config\.api_key"):
+            await start_session(Client.__new__(Client), spec(model_config={"api_key": "sk"}), task_queue="x")  # type: ignore[arg-type]
         with pytest.raises(InvalidOpts, match="prompt"):
             await start_session(Client.__new__(Client), spec(prompt=object()), task_queue="x")  # type: ignore[arg-type]
 
