@@ -61,6 +61,9 @@ sessions on a loaded 2-core machine can stall its event loop for seconds, and an
 heartbeat is late is taken as lost and retried (at 2 s, a single worker retried some)."""
 
 
+DEADLINE_S = 600
+
+
 class Tools:
     async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
         return f"charged {input['amount']}"
@@ -138,9 +141,9 @@ async def scale(server: DevServer, workers: int, concurrent: int, kill: bool, tm
             t0 = time.perf_counter()
             handles = await asyncio.gather(
                 *(
-                    # A workflow task the killed worker held is handed on after task_timeout.
+                    # A workflow task the killed worker held is handed on after task_timeout (Temporal: 10 s).
                     start_session(
-                        client, spec, task_queue=queue, id=f"{queue}-{i}", task_timeout=timedelta(seconds=3)
+                        client, spec, task_queue=queue, id=f"{queue}-{i}", task_timeout=timedelta(seconds=5)
                     )
                     for i in range(concurrent)
                 )
@@ -157,7 +160,12 @@ async def scale(server: DevServer, workers: int, concurrent: int, kill: bool, tm
                     procs[0].kill()
                 return out
 
-            outcomes = await asyncio.gather(*(one(h) for h in handles))
+            try:  # bounded: a session that never ends is a finding, not a hang
+                outcomes = await asyncio.wait_for(asyncio.gather(*(one(h) for h in handles)), DEADLINE_S)
+            except TimeoutError:
+                raise SystemExit(
+                    f"{workers} workers: {len(latencies)} of {concurrent} done in {DEADLINE_S} s"
+                ) from None
             wall = time.perf_counter() - t0
             load = os.getloadavg()
         finally:

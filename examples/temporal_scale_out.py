@@ -110,7 +110,7 @@ async def main() -> None:
                 timeouts=Timeouts(heartbeat_s=2, retry_initial_s=0.2),  # a dead worker is noticed in 2 s
             )
             handles = [
-                await start_session(client, spec, task_queue=QUEUE, task_timeout=timedelta(seconds=3))
+                await start_session(client, spec, task_queue=QUEUE, task_timeout=timedelta(seconds=5))
                 for _ in range(SESSIONS)
             ]
             done = 0

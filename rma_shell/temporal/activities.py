@@ -105,8 +105,6 @@ def _beating(fn: Act) -> Act:
 
     @functools.wraps(fn)
     async def wrapper(self: Any, inp: dict[str, Any]) -> dict[str, Any]:
-        if activity.info().is_local:  # a local activity's worker is the workflow task's: no beat
-            return await fn(self, inp)
         every = max(0.05, float(inp["spec"].get("timeouts", {}).get("heartbeat_s", 10.0)) / 4)
         async with _heartbeating(every):
             return await fn(self, inp)
@@ -135,7 +133,6 @@ class Activities:
             self.confirm,
             self.guard,
             self.transcript,
-            self.close,
             self.interrupt,
         ]
 
@@ -430,14 +427,6 @@ class Activities:
         value = p.provider.transcript(conn)
         return {"transcript": None if value is None else list(value)}
 
-    @activity.defn(name="rma.close")
-    @_beating
-    async def close(self, inp: dict[str, Any]) -> dict[str, Any]:
-        """The session ended: release this worker's conn (the others age out of their caches)."""
-        await self.conns.drop(inp["key"])
-        self._prepared.pop(inp["key"], None)
-        return {}
-
     @activity.defn(name="rma.interrupt")
     @_beating
     async def interrupt(self, inp: dict[str, Any]) -> dict[str, Any]:
@@ -453,7 +442,8 @@ class Activities:
                 outcome = await stop(conn)
             except Exception as exc:
                 outcome = Failure(_error(exc))
-        await self.close(inp)
+        await self.conns.drop(inp["key"])
+        self._prepared.pop(inp["key"], None)
         return {"outcome": _encode(outcome)}
 
 

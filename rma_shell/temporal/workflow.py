@@ -67,6 +67,10 @@ with workflow.unsafe.imports_passed_through():
 
 WORKFLOW_NAME = "rma.session"
 
+_NEED_CONN = frozenset(
+    {"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.interrupt"}
+)
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 Outcome = Result[Any, SessionError]
@@ -162,11 +166,8 @@ class SessionWorkflow:
             if self._final is not None:
                 await self._settle()
         self._ended = True
+        # No goodbye activity: a conn left in a worker's cache is closed when the cache drops it.
         await self._stop_tasks()
-        try:
-            await self._local("rma.close", self._timeouts.guard_s)
-        except Exception:  # the other workers' caches age the conn out anyway
-            workflow.logger.info("closing the session's conn failed", exc_info=True)
         if self._final is not None:
             final = to_jsonable(self._final)
         elif spec.live:  # closed: its last request's result (Closed when there was none)
@@ -264,11 +265,11 @@ class SessionWorkflow:
             "key": f"{info.workflow_id}/{info.run_id}",
             "scope": info.workflow_id,
             "spec": self._spec_json,
-            "snap": self._snap,
-            "version": self._version,
             "session_id": None if self._state is None else self._state.session_id,
             **fields,
         }
+        if name in _NEED_CONN:  # the snapshot (Local: the conversation) only where a conn is used
+            arg["snap"], arg["version"] = self._snap, self._version
         out: dict[str, Any] = await workflow.execute_activity(
             name,
             arg,
@@ -285,31 +286,6 @@ class SessionWorkflow:
         if out.get("snap") is not None:
             self._snap = out["snap"]
             self._version += 1
-        return out
-
-    async def _local(self, name: str, timeout_s: float) -> dict[str, Any]:
-        """A short activity run by the worker that runs the workflow task (no extra round trip
-        to the server): what reads or drops this worker's conn and sends nothing remote."""
-        t = self._timeouts
-        info = workflow.info()
-        arg = {
-            "key": f"{info.workflow_id}/{info.run_id}",
-            "scope": info.workflow_id,
-            "spec": self._spec_json,
-            "snap": self._snap,
-            "version": self._version,
-            "session_id": None if self._state is None else self._state.session_id,
-        }
-        out: dict[str, Any] = await workflow.execute_local_activity(
-            name,
-            arg,
-            start_to_close_timeout=timedelta(seconds=timeout_s),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=t.retry_initial_s),
-                maximum_interval=timedelta(seconds=t.retry_max_s),
-                maximum_attempts=t.turn_attempts,
-            ),
-        )
         return out
 
     async def _turn_activity(self, name: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -487,7 +463,8 @@ class SessionWorkflow:
     async def _transcript(self) -> list[JSON] | None:
         if not self._has_transcript:
             return None
-        out = await self._local("rma.transcript", self._timeouts.guard_s)
+        t = self._timeouts
+        out = await self._activity("rma.transcript", {}, t.guard_s, attempts=t.turn_attempts)
         value = out.get("transcript")
         return None if value is None else list(value)
 
