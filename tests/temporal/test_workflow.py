@@ -299,3 +299,41 @@ def test_a_local_snapshot_rebuilds_the_very_conversation() -> None:
         assert isinstance(polled.result, Success)
 
     asyncio.run(main())
+
+
+def test_a_dropped_claude_stream_reconnects_as_run_does(temporal_server: DevServer) -> None:
+    """The machine's own reconnect (a real drop mid-turn): backoff as a durable timer, then a
+    consolidation activity that lists the history and reads the turn on to its boundary."""
+    from rma_shell.testing import drop_stream_after
+
+    async def main() -> None:
+        outcomes = []
+        for durable in (False, True):
+            with CMAEmulator([fleet.cma_turn()] * 3, api_key="k", faults=[drop_stream_after(3)]) as emu:
+                provider = ClaudeManagedAgents(api_key="k", base_url=emu.base_url)
+                ids = cma_agent_and_environment(emu, "k")
+                tools = Tools()
+                if durable:
+                    async with worker(temporal_server, {"cma": provider}, {"tools": tools}) as (
+                        client,
+                        queue,
+                    ):
+                        handle = await start_session(client, spec("cma", provider_opts=ids), task_queue=queue)
+                        outcomes.append(await handle.result())
+                        history = await handle.handle.fetch_history()
+                else:
+                    outcomes.append(
+                        await run(provider, handler=tools, prompt="Charge 1, then 2.", timeout=30, **ids)
+                    )
+                await provider.close()
+                posted = [
+                    e for e in emu.history(outcomes[-1].unwrap().session_id) if e["type"].startswith("user.")
+                ]
+            assert len(posted) == 3  # the prompt and two results, each posted once
+        plain, temporal = outcomes
+        assert temporal.unwrap().text == fleet.FINAL_TEXT
+        assert fleet.normalized(to_jsonable(temporal)) == fleet.normalized(to_jsonable(plain))
+        kinds = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events]
+        assert "rma.resync" in kinds  # the drop went through the machine's reconnect
+
+    asyncio.run(main())
