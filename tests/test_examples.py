@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,5 +45,8 @@ def test_example_runs(script: str, expected: str) -> None:
         text=True,
         timeout=60,
         check=True,
+        # The tree under test, not whatever an editable install points at (the Temporal
+        # example's worker processes inherit it).
+        env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
     )
     assert expected in out.stdout
