@@ -33,7 +33,7 @@ from returns.result import Failure, Result, Success
 from temporalio import activity
 
 from rma.codec_json import from_jsonable, to_jsonable
-from rma.errors import InvalidOpts, ProviderError, SessionError
+from rma.errors import InvalidOpts, ProviderError, RemoteStop, SessionError
 from rma.provider import Mode
 from rma.session.events import GuardVerdict
 from rma.session.options import SessionConfig, interpret_guard
@@ -41,6 +41,7 @@ from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.handler import HandlerAdapter
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.remote_stop import REMOTE_STOP_TIMEOUT_S
 from rma_shell.temporal import streaming
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
 from rma_shell.temporal.spec import SessionSpec
@@ -133,7 +134,7 @@ class Activities:
             self.confirm,
             self.guard,
             self.transcript,
-            self.interrupt,
+            self.stop,
         ]
 
     # ── the session's settings and connection on this worker ──
@@ -427,24 +428,30 @@ class Activities:
         value = p.provider.transcript(conn)
         return {"transcript": None if value is None else list(value)}
 
-    @activity.defn(name="rma.interrupt")
+    @activity.defn(name="rma.stop")
     @_beating
-    async def interrupt(self, inp: dict[str, Any]) -> dict[str, Any]:
-        """Best effort: ask the host to stop its loop (a cancelled workflow)."""
+    async def stop(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """Stop the host's loop (``Provider.stop_remote``), as ``run()`` does when it times out
+        or is cancelled mid-request: bounded by ``REMOTE_STOP_TIMEOUT_S``; what came of it."""
         session = await self._session(inp)
         if isinstance(session, Failure):
-            return {"outcome": _encode(Failure(session.failure()))}
+            return {"remote_stop": "failed", "detail": session.failure().message[:500]}
         p, conn = session.unwrap()
-        stop = getattr(p.provider, "interrupt", None)
-        outcome: Result[None, SessionError] = Success(None)
-        if callable(stop):
+        outcome: RemoteStop = "unconfirmed"
+        detail: str | None = f"no confirmation within {REMOTE_STOP_TIMEOUT_S}s"
+        with anyio.move_on_after(REMOTE_STOP_TIMEOUT_S):
             try:
-                outcome = await stop(conn)
-            except Exception as exc:
-                outcome = Failure(_error(exc))
-        await self.conns.drop(inp["key"])
-        self._prepared.pop(inp["key"], None)
-        return {"outcome": _encode(outcome)}
+                stopped = await p.provider.stop_remote(conn)
+            except Exception as exc:  # a provider bug costs the stop, never the session's result
+                outcome, detail = "failed", f"{type(exc).__name__}: {exc}"[:500]
+            else:
+                if isinstance(stopped, Success):
+                    outcome, detail = stopped.unwrap().outcome, stopped.unwrap().detail
+                else:
+                    outcome, detail = "failed", stopped.failure().message[:500]
+        level = logging.INFO if outcome in ("confirmed", "not_needed") else logging.WARNING
+        log.log(level, "stopping the host's loop: %s%s", outcome, f" ({detail})" if detail else "")
+        return {"remote_stop": outcome, "detail": detail}
 
 
 def _at_most_once(handler: object) -> Collection[str]:

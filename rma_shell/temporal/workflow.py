@@ -36,10 +36,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    import attrs
     from returns.result import Failure, Result, Success
 
     from rma.codec_json import decode_result, from_jsonable, to_jsonable
-    from rma.errors import Closed, Crashed, ProviderError, SessionError, Timeout
+    from rma.errors import Closed, Crashed, ProviderError, RemoteStop, SessionError, Timeout
     from rma.provider import Mode, codec_for
     from rma.replay import load_config
     from rma.session import commands as cmd
@@ -60,16 +61,14 @@ with workflow.unsafe.imports_passed_through():
         TurnPolled,
         UserMessage,
     )
-    from rma.session.machine import State, carries_result, initial_state, step, with_transcript
+    from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
     from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
 
-_NEED_CONN = frozenset(
-    {"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.interrupt"}
-)
+_NEED_CONN = frozenset({"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.stop"})
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -120,14 +119,22 @@ class SessionWorkflow:
             return await self._serve(self._spec)
         except asyncio.CancelledError:
             await self._stop_tasks()
-            # Best effort: ask the host to stop its loop (Claude Managed Agents' interrupt).
-            # TODO: use the providers' cancellation hook once main has one.
-            if self._state is not None:
-                try:
-                    await self._activity("rma.interrupt", {}, self._timeouts.guard_s, attempts=1)
-                except Exception:
-                    workflow.logger.warning("interrupting the host failed", exc_info=True)
+            await self._stop_host()  # a cancelled session's host must not run (and bill) on
             raise
+
+    async def _stop_host(self) -> RemoteStop:
+        """``Provider.stop_remote`` when a request may still run on the host, as ``run()`` does
+        on its timeout or cancellation: best effort, one attempt, and what came of it."""
+        s = self._state
+        if s is None or s.phase in (Phase.IDLE, Phase.DONE):
+            return "not_needed"
+        try:
+            out = await self._activity("rma.stop", {}, self._timeouts.guard_s, attempts=1)
+        except ActivityError:
+            workflow.logger.warning("stopping the host's loop failed", exc_info=True)
+            return "failed"
+        stopped: RemoteStop = out["remote_stop"]
+        return stopped
 
     async def _serve(self, spec: SessionSpec) -> dict[str, Any]:
         opened = await self._activity(
@@ -155,11 +162,15 @@ class SessionWorkflow:
                 )
             except TimeoutError:
                 await self._stop_tasks()
+                stopped = await self._stop_host()  # before the terminal, as run() orders it
                 self._inbox.clear()
                 self._feed(DeadlineReached(timeout_s=timeout))
                 await self._settle()
-                if self._final is None:
-                    self._final = Failure(Timeout(timeout_s=timeout))
+                final = self._final or Failure(Timeout(timeout_s=timeout))
+                error = final.failure() if isinstance(final, Failure) else None
+                if isinstance(error, Timeout) and error.operation == "run":
+                    final = Failure(attrs.evolve(error, remote_stop=stopped))
+                self._final = final
                 break
             while self._inbox and not self._done():
                 self._feed(self._inbox.pop(0))

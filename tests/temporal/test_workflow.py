@@ -241,6 +241,7 @@ def test_timeout_and_cancellation_end_a_session_typed(temporal_server: DevServer
                 hold.unlink()
             await provider.close()
         assert isinstance(timed.failure(), Timeout) and timed.failure().timeout_s == 1.5
+        assert timed.failure().remote_stop == "not_needed"  # Local's loop was the workflow's own
         assert isinstance(cancelled.failure(), Closed)
 
     asyncio.run(main())
@@ -335,5 +336,31 @@ def test_a_dropped_claude_stream_reconnects_as_run_does(temporal_server: DevServ
         assert fleet.normalized(to_jsonable(temporal)) == fleet.normalized(to_jsonable(plain))
         kinds = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events]
         assert "rma.resync" in kinds  # the drop went through the machine's reconnect
+
+    asyncio.run(main())
+
+
+def test_cancelling_a_session_mid_turn_stops_the_host_s_loop(temporal_server: DevServer) -> None:
+    from rma_shell.testing import cma
+
+    async def main() -> None:
+        turn = [cma.status_running(), cma.pause(), *cma.text_turn("never")]  # still working
+        with CMAEmulator([turn], api_key="k") as emu:
+            provider = ClaudeManagedAgents(api_key="k", base_url=emu.base_url)
+            ids = cma_agent_and_environment(emu, "k")
+            async with worker(temporal_server, {"cma": provider}, {"tools": Tools()}) as (client, queue):
+                handle = await start_session(client, spec("cma", provider_opts=ids), task_queue=queue)
+                # A streamed turn is one activity: the machine reads "pushing" until it returns.
+                status = await _until(handle, lambda s: s["phase"] == "pushing")
+                while not any(
+                    e["type"] == "session.status_running" for e in emu.history(status["session_id"])
+                ):
+                    await asyncio.sleep(0.05)  # the host is working on the turn
+                await handle.cancel()
+                cancelled = await handle.result()
+            await provider.close()
+            interrupts = emu.interrupts(status["session_id"])
+        assert isinstance(cancelled.failure(), Closed)
+        assert len(interrupts) == 1  # Provider.stop_remote: the host's loop was stopped
 
     asyncio.run(main())
