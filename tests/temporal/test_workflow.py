@@ -352,10 +352,12 @@ def test_cancelling_a_session_mid_turn_stops_the_host_s_loop(temporal_server: De
                 handle = await start_session(client, spec("cma", provider_opts=ids), task_queue=queue)
                 # A streamed turn is one activity: the machine reads "pushing" until it returns.
                 status = await _until(handle, lambda s: s["phase"] == "pushing")
-                while not any(
-                    e["type"] == "session.status_running" for e in emu.history(status["session_id"])
-                ):
-                    await asyncio.sleep(0.05)  # the host is working on the turn
+                sid = status["session_id"]
+
+                def running() -> bool:  # the host is working on the turn
+                    return any(e["type"] == "session.status_running" for e in emu.history(sid))
+
+                await asyncio.to_thread(fleet.wait_for, running, 30, "the host working on the turn")
                 await handle.cancel()
                 cancelled = await handle.result()
             await provider.close()
