@@ -32,6 +32,7 @@ BENCHMARKS = (
     "bench/long_session.py",
     "bench/scale.py",
     "bench/stream_latency.py",
+    "bench/temporal_overhead.py",
 )
 
 

@@ -691,6 +691,7 @@ def _prepare(
     max_tool_result_chars: int | None = None,
     journal: object = None,
     journal_key: object = None,
+    approvals_elsewhere: bool = False,
 ) -> Result[_Driver[Any], SessionError]:
     codec = getattr(provider, "codec", None)
     if codec is None:
@@ -747,7 +748,8 @@ def _prepare(
         metadata=config.metadata,
         extra=extra,
     )
-    journaled = check_new(journal, journal_key, provider, handler)
+    # ``approvals_elsewhere``: a Temporal workflow waits for approvals in its own history.
+    journaled = check_new(journal, journal_key, provider, None if approvals_elsewhere else handler)
     if isinstance(journaled, Failure):
         return Failure(journaled.failure())
     session_journal: SessionJournal | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
             "agentcore: ada@example.com is on pro, invoiced 87\n"
             "claude: ada@example.com is on pro, invoiced 87",
         ),
+        (
+            "temporal_scale_out.py",
+            "12 sessions done on 3 workers (one killed mid-run); 24 charges, each applied once",
+        ),
     ],
 )
 def test_example_runs(script: str, expected: str) -> None:
@@ -40,5 +45,8 @@ def test_example_runs(script: str, expected: str) -> None:
         text=True,
         timeout=60,
         check=True,
+        # The tree under test, not whatever an editable install points at (the Temporal
+        # example's worker processes inherit it).
+        env={**os.environ, "PYTHONPATH": str(EXAMPLES.parent)},
     )
     assert expected in out.stdout

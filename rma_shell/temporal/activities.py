@@ -1,0 +1,470 @@
+"""The session's I/O as Temporal activities: open, a turn, a tool call, the guard, consolidation.
+
+Each command of the session machine that touches the world runs here, on whichever worker
+Temporal hands it to, against the provider, handler and turn guard that worker registered by
+name (``Registry``). Inputs and outputs are JSON (the core's values through
+``rma.codec_json``), so the workflow history records them verbatim.
+
+Failures that rma already types — a provider error, a refused push, a raising tool — come back
+as **values** (a ``Failure`` in the output, an ``is_error`` tool result), never as activity
+failures: rma's own rules decide them, and Temporal must not retry them. An activity only
+*fails* when its worker dies or a bug escapes; Temporal then retries it on another worker
+(bounded by ``Timeouts``). Every activity that can run long heartbeats, so a killed worker is
+noticed within ``Timeouts.heartbeat_s``.
+
+One tool call is one activity: a call whose completion Temporal recorded is never run again,
+and a call cut short by a crash is retried with the same ``idempotency_key``
+(``"{workflow_id}:{tool_use_id}"``) and the next ``attempt``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import attrs
+from returns.result import Failure, Result, Success
+from temporalio import activity
+
+from rma.codec_json import from_jsonable, to_jsonable
+from rma.errors import InvalidOpts, ProviderError, RemoteStop, SessionError
+from rma.provider import Mode
+from rma.session.events import GuardVerdict
+from rma.session.options import SessionConfig, interpret_guard
+from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
+from rma_shell.handler import HandlerAdapter
+from rma_shell.journal.writer import INTERRUPTED
+from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.remote_stop import REMOTE_STOP_TIMEOUT_S
+from rma_shell.temporal import streaming
+from rma_shell.temporal.conns import ConnCache, restore, snapshot
+from rma_shell.temporal.spec import SessionSpec
+
+log = logging.getLogger("rma.temporal")
+
+
+@attrs.frozen
+class Registry:
+    """What a worker can run, by the names a ``SessionSpec`` uses."""
+
+    providers: Mapping[str, Provider[Any]]
+    handlers: Mapping[str, object]
+    turn_guards: Mapping[str, Callable[[Mapping[str, Any]], Any]] = attrs.field(factory=dict)
+
+
+@attrs.define
+class _Prepared:
+    """A session's static settings on this worker, built once from its spec."""
+
+    provider: Provider[Any]
+    handler: object
+    config: SessionConfig
+    request: OpenRequest
+    adapter: HandlerAdapter
+    spec: SessionSpec
+
+
+def _error(exc: BaseException) -> ProviderError:
+    return ProviderError(detail=str(exc)[:2000], error_type=type(exc).__name__)
+
+
+def _encode(value: Any) -> Any:
+    return to_jsonable(value)
+
+
+@asynccontextmanager
+async def _heartbeating(every_s: float) -> AsyncIterator[Callable[[], None]]:
+    """Heartbeat every ``every_s`` while the body runs (the body may beat more often)."""
+
+    def beat() -> None:
+        activity.heartbeat()
+
+    async def ticker() -> None:
+        while True:
+            beat()
+            await anyio.sleep(every_s)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ticker)
+        try:
+            yield beat
+        finally:
+            tasks.cancel_scope.cancel()
+
+
+Act = Callable[[Any, dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]
+
+
+def _beating(fn: Act) -> Act:
+    """Run the activity under a heartbeat ticker (``Timeouts.heartbeat_s`` / 4)."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, inp: dict[str, Any]) -> dict[str, Any]:
+        every = max(0.05, float(inp["spec"].get("timeouts", {}).get("heartbeat_s", 10.0)) / 4)
+        async with _heartbeating(every):
+            return await fn(self, inp)
+
+    return wrapper
+
+
+class Activities:
+    """The activities of ``rma.session`` workflows, bound to one worker's registry."""
+
+    def __init__(self, registry: Registry, *, cache_size: int = 4096) -> None:
+        self.registry = registry
+        self.conns = ConnCache(cache_size)
+        self._prepared: OrderedDict[str, _Prepared] = OrderedDict()
+        self._cache_size = cache_size
+
+    def definitions(self) -> list[Callable[..., Any]]:
+        """The activity callables to hand to ``temporalio.worker.Worker(activities=...)``."""
+        return [
+            self.open,
+            self.poll,
+            self.exchange,
+            self.push,
+            self.resync,
+            self.tool,
+            self.confirm,
+            self.guard,
+            self.transcript,
+            self.stop,
+        ]
+
+    # ── the session's settings and connection on this worker ──
+
+    def _prepare(self, key: str, spec_json: Mapping[str, Any], scope: str) -> Result[_Prepared, SessionError]:
+        known = self._prepared.get(key)
+        if known is not None:
+            self._prepared.move_to_end(key)
+            return Success(known)
+        spec = SessionSpec.from_json(spec_json)
+        provider = self.registry.providers.get(spec.provider)
+        if provider is None:
+            return Failure(InvalidOpts("provider", f"this worker registered no provider {spec.provider!r}"))
+        handler = self.registry.handlers.get(spec.handler)
+        if handler is None:
+            return Failure(InvalidOpts("handler", f"this worker registered no handler {spec.handler!r}"))
+        guard = None
+        if spec.turn_guard is not None:
+            guard = self.registry.turn_guards.get(spec.turn_guard)
+            if guard is None:
+                return Failure(
+                    InvalidOpts("turn_guard", f"this worker registered no turn guard {spec.turn_guard!r}")
+                )
+        # run()'s own checks and defaults, so a session means the same under Temporal.
+        from rma_shell.session import _prepare
+
+        prepared = _prepare(
+            provider,
+            live=spec.live,
+            handler=handler,
+            prompt=spec.prompt,
+            context=None,
+            max_turns=spec.max_turns,
+            timeout=spec.timeout,
+            turn_guard=guard,
+            require_terminal_tool=spec.require_terminal_tool,
+            terminal_tool=spec.terminal_tool,
+            max_reprompts=spec.max_reprompts,
+            outcome=spec.outcome,
+            budget=spec.budget,
+            session_id=spec.session_id,
+            telemetry_metadata=spec.telemetry_metadata,
+            model_config=spec.model_config,
+            max_concurrency=spec.max_concurrency,
+            telemetry=None,
+            record=None,
+            provider_opts=dict(spec.provider_opts),
+            tool_timeout=spec.tool_timeout,
+            max_tool_result_chars=spec.max_tool_result_chars,
+            approvals_elsewhere=True,  # a call waiting for a person waits in the workflow
+        )
+        if isinstance(prepared, Failure):
+            return Failure(prepared.failure())
+        driver = prepared.unwrap()
+        adapter = driver.tools
+        adapter.key_scope = scope
+        # Observers run nowhere under Temporal (see docs/temporal.md): the workflow asks for
+        # no deliveries, so the machine builds none.
+        config = attrs.evolve(driver.config, deliver_events=False, deliver_updates=False)
+        out = _Prepared(provider, handler, config, driver.opts.open_request, adapter, spec)
+        self._prepared[key] = out
+        while len(self._prepared) > self._cache_size:
+            self._prepared.popitem(last=False)
+        return Success(out)
+
+    async def _conn(self, p: _Prepared, key: str, snap: Any, version: int) -> Result[Any, SessionError]:
+        conn = self.conns.get(key, version)
+        if conn is not None:
+            return Success(conn)
+        try:
+            restored = await restore(p.provider, p.request, snap)
+        except Exception as exc:
+            return Failure(_error(exc))
+        if isinstance(restored, Success):
+            await self.conns.put(key, version, p.provider, restored.unwrap())
+        return restored
+
+    async def _session(self, inp: Mapping[str, Any]) -> Result[tuple[_Prepared, Any], SessionError]:
+        key = inp["key"]
+        prepared = self._prepare(key, inp["spec"], inp["scope"])
+        if isinstance(prepared, Failure):
+            return Failure(prepared.failure())
+        p = prepared.unwrap()
+        conn = await self._conn(p, key, inp["snap"], inp["version"])
+        if isinstance(conn, Failure):
+            return Failure(conn.failure())
+        return Success((p, conn.unwrap()))
+
+    async def _changed(self, inp: Mapping[str, Any], p: _Prepared, conn: Any) -> JSON:
+        """The conn's new snapshot when an activity changed it (cached under the next version)."""
+        snap = snapshot(p.provider, conn)
+        if snap == inp["snap"]:
+            return None
+        await self.conns.put(inp["key"], inp["version"] + 1, p.provider, conn)
+        return snap
+
+    # ── activities ──
+
+    @activity.defn(name="rma.open")
+    @_beating
+    async def open(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """Validate the run's options (as ``run()`` does) and open the provider's session."""
+        prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
+        if isinstance(prepared, Failure):
+            return {"outcome": _encode(Failure(prepared.failure()))}
+        p = prepared.unwrap()
+        try:
+            opened = await p.provider.open(p.request)
+        except Exception as exc:  # S-14: the provider's own error
+            opened = Failure(_error(exc))
+        if isinstance(opened, Failure):
+            return {"outcome": _encode(Failure(opened.failure()))}
+        conn = opened.unwrap()
+        await self.conns.put(inp["key"], 0, p.provider, conn)
+        body = {
+            "session_id": p.provider.session_id(conn),
+            "resumed": p.provider.resumed(conn),
+            "config": to_jsonable(p.config),
+            "snap": snapshot(p.provider, conn),
+            "has_transcript": type(p.provider).transcript is not Provider.transcript,
+            "streaming": p.config.codec.mode is Mode.STREAMING,
+        }
+        return {"outcome": {"$ok": None}, "opened": body}
+
+    @activity.defn(name="rma.poll")
+    @_beating
+    async def poll(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """One request/response turn (``PollTurn``): the turn's events, or its error."""
+        session = await self._session(inp)
+        if isinstance(session, Failure):
+            return {"result": _encode(Failure(session.failure())), "snap": None}
+        p, conn = session.unwrap()
+        try:
+            polled = await p.provider.poll_turn(conn, from_jsonable(inp["input"]), None)
+        except Exception as exc:  # S-22: a raising poll is a provider error
+            return {"result": _encode(Failure(_error(exc))), "snap": None}
+        return {"result": _encode(polled.result), "snap": await self._changed(inp, p, polled.conn)}
+
+    @activity.defn(name="rma.exchange")
+    @_beating
+    async def exchange(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """One streaming turn (``PushInput``): post, read to the turn boundary."""
+        session = await self._session(inp)
+        if isinstance(session, Failure):
+            return {"push": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
+        p, conn = session.unwrap()
+        retried = activity.info().attempt > 1
+        beat = activity.heartbeat
+        try:
+            pushed, read, conn = await streaming.exchange(
+                p.provider,
+                conn,
+                from_jsonable(inp["input"]),
+                inp.get("after"),
+                retried=retried,
+                beat=beat,
+            )
+        except Exception as exc:
+            pushed, read = Failure(_error(exc)), streaming.Read((), None)
+        return {
+            "push": _encode(pushed),
+            "events": _encode(list(read.events)),
+            "end": None if read.end is None else _encode(read.end),
+            "snap": await self._changed(inp, p, conn),
+        }
+
+    @activity.defn(name="rma.push")
+    @_beating
+    async def push(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """A push that starts no turn: ``send_event``'s raw events."""
+        session = await self._session(inp)
+        if isinstance(session, Failure):
+            return {"outcome": _encode(Failure(session.failure()))}
+        p, conn = session.unwrap()
+        try:
+            pushed = await p.provider.push_input(conn, from_jsonable(inp["input"]))
+        except Exception as exc:
+            pushed = Failure(_error(exc))
+        return {"outcome": _encode(pushed)}
+
+    @activity.defn(name="rma.resync")
+    @_beating
+    async def resync(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """The machine's ``Reconnect``: consolidate (and read on, for a running remote turn)."""
+        session = await self._session(inp)
+        if isinstance(session, Failure):
+            return {"outcome": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
+        p, conn = session.unwrap()
+        streaming_mode = p.config.codec.mode is Mode.STREAMING
+        beat = activity.heartbeat
+        try:
+            found, read, conn = await streaming.resync(
+                p.provider, conn, tuple(inp["seen"]), streaming=streaming_mode, beat=beat
+            )
+        except Exception as exc:
+            found, read = Failure(_error(exc)), streaming.Read((), None)
+        return {
+            "outcome": _encode(found),
+            "events": _encode(list(read.events)),
+            "end": None if read.end is None else _encode(read.end),
+            "snap": await self._changed(inp, p, conn),
+        }
+
+    @activity.defn(name="rma.tool")
+    @_beating
+    async def tool(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """One tool call, through the same ``HandlerAdapter`` as ``run()`` (results alike)."""
+        prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
+        use: ToolUse = from_jsonable(inp["use"])
+        if isinstance(prepared, Failure):
+            text = f"tool error: the worker cannot run this session: {prepared.failure().message}"
+            return {"result": _encode(ToolResult(use.id, text, True))}
+        p = prepared.unwrap()
+        info = SessionInfo(
+            provider=p.config.provider_name, metadata=p.config.metadata, session_id=inp.get("session_id")
+        )
+        if not inp.get("approved") and await self._needs_approval(p, use, info):
+            return {"needs_approval": True}
+        attempt = activity.info().attempt  # a retry after a lost worker: 2, 3, …
+        if attempt > 1 and use.name in _at_most_once(p.handler):
+            # An earlier attempt may have started the body: an at-most-once tool is not run again.
+            return {"result": _encode(ToolResult(use.id, INTERRUPTED.format(name=use.name), True))}
+        if use.id is not None:
+            p.adapter.attempts[use.id] = attempt
+        result = await p.adapter.run_one(use, info)
+        return {"result": _encode(result)}
+
+    async def _needs_approval(self, p: _Prepared, use: ToolUse, info: SessionInfo) -> bool:
+        """The handler's ``requires_approval(name, input, ctx[, info])`` — what a ``Toolbox``
+        or a ``@tool(requires_approval=…)`` answers — as a journaled run asks it."""
+        ask = getattr(p.handler, "requires_approval", None)
+        if ask is None or not callable(ask):
+            return False
+        args: tuple[Any, ...] = (use.name, dict(use.input), None)
+        try:
+            value = ask(*args, info) if _takes(ask, 4) else ask(*args)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception:  # undecidable: a person decides, the call is not run unasked
+            log.exception("requires_approval raised; %s waits for approval", use.name)
+            return True
+        return bool(value)
+
+    @activity.defn(name="rma.confirm")
+    @_beating
+    async def confirm(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """Host-run calls awaiting allow/deny: the handler's ``confirm_tool_use``."""
+        prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
+        uses: list[ToolUse] = from_jsonable(inp["uses"])
+        if isinstance(prepared, Failure):
+            denied = [ToolResult(u.id, f"denied: {prepared.failure().message}", True) for u in uses]
+            return {"verdicts": _encode(denied)}
+        p = prepared.unwrap()
+        if not callable(getattr(p.handler, "confirm_tool_use", None)):
+            return {"needs_approval": True}  # nobody here decides: a person will (the host waits)
+        info = SessionInfo(
+            provider=p.config.provider_name, metadata=p.config.metadata, session_id=inp.get("session_id")
+        )
+        verdicts = await p.adapter.confirm_batch(uses, info)
+        return {"verdicts": _encode(list(verdicts))}
+
+    @activity.defn(name="rma.guard")
+    @_beating
+    async def guard(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """The turn guard (``CallGuard``): its verdict, a raising guard a typed failure (S-43)."""
+        prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
+        if isinstance(prepared, Failure):
+            failed = GuardVerdict("failed", error_type="InvalidOpts", detail=prepared.failure().message)
+            return {"verdict": _encode(failed)}
+        p = prepared.unwrap()
+        guard = self.registry.turn_guards.get(p.spec.turn_guard or "")
+        payload = from_jsonable(inp["payload"])
+        try:
+            assert guard is not None
+            value = guard(dict(payload))
+            if inspect.isawaitable(value):
+                value = await value
+            verdict = interpret_guard(value)
+        except Exception as exc:
+            verdict = GuardVerdict("failed", error_type=type(exc).__name__, detail=str(exc)[:2000])
+        return {"verdict": _encode(verdict)}
+
+    @activity.defn(name="rma.transcript")
+    @_beating
+    async def transcript(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """The provider's transcript of the session (``SessionResult.transcript``)."""
+        session = await self._session(inp)
+        if isinstance(session, Failure):
+            return {"transcript": None}
+        p, conn = session.unwrap()
+        value = p.provider.transcript(conn)
+        return {"transcript": None if value is None else list(value)}
+
+    @activity.defn(name="rma.stop")
+    @_beating
+    async def stop(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """Stop the host's loop (``Provider.stop_remote``), as ``run()`` does when it times out
+        or is cancelled mid-request: bounded by ``REMOTE_STOP_TIMEOUT_S``; what came of it."""
+        session = await self._session(inp)
+        if isinstance(session, Failure):
+            return {"remote_stop": "failed", "detail": session.failure().message[:500]}
+        p, conn = session.unwrap()
+        outcome: RemoteStop = "unconfirmed"
+        detail: str | None = f"no confirmation within {REMOTE_STOP_TIMEOUT_S}s"
+        with anyio.move_on_after(REMOTE_STOP_TIMEOUT_S):
+            try:
+                stopped = await p.provider.stop_remote(conn)
+            except Exception as exc:  # a provider bug costs the stop, never the session's result
+                outcome, detail = "failed", f"{type(exc).__name__}: {exc}"[:500]
+            else:
+                if isinstance(stopped, Success):
+                    outcome, detail = stopped.unwrap().outcome, stopped.unwrap().detail
+                else:
+                    outcome, detail = "failed", stopped.failure().message[:500]
+        level = logging.INFO if outcome in ("confirmed", "not_needed") else logging.WARNING
+        log.log(level, "stopping the host's loop: %s%s", outcome, f" ({detail})" if detail else "")
+        return {"remote_stop": outcome, "detail": detail}
+
+
+def _at_most_once(handler: object) -> Collection[str]:
+    """The tools a ``Toolbox(at_most_once=…)`` (or any handler's ``at_most_once``) names."""
+    names = getattr(handler, "at_most_once", ())
+    if callable(names):
+        names = names()
+    return frozenset(str(n) for n in names) if isinstance(names, Collection) else frozenset()
+
+
+def _takes(fn: Callable[..., Any], n: int) -> bool:
+    try:
+        inspect.signature(fn).bind(*([None] * n))
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,147 @@
+"""What a Temporal session workflow is started with: ``SessionSpec``, plain JSON all the way down.
+
+A workflow's input is recorded in its history and read back by any worker, so it carries
+names, never objects: the provider, handler and turn guard are looked up by name in the
+worker's registry (``rma_shell.temporal.worker``), and every run option is a JSON value.
+The options are the ones ``run()`` takes, checked the same way (by the worker that opens the
+session, with ``run()``'s own validation); what cannot be JSON (``output_type``, a
+``Telemetry``, ``record=``) is not offered here. ``Timeouts`` are the activities' timeouts and
+retry limits. This module only builds and encodes values: it does no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from rma.errors import InvalidOpts
+from rma.session.options import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_REPROMPTS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_TIMEOUT_S,
+)
+from rma.vocabulary import JSON
+from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS
+from rma_shell.providers.base import SECRET_OPTION_KEYS
+
+
+@attrs.frozen
+class Timeouts:
+    """Activity timeouts (seconds) and retry limits of one session's workflow.
+
+    ``heartbeat_s`` is how soon a killed worker's activity is noticed and handed to another:
+    every activity that can run long (a turn, a stream read, a tool) heartbeats several times
+    within it. ``*_attempts`` bound Temporal's retries of an activity whose worker died (rma's
+    own rules still decide the rest: a raising tool is an error result, never retried; the
+    providers retry transient HTTP failures themselves). ``retry_initial_s``/``retry_max_s``
+    are the backoff between those attempts.
+    """
+
+    heartbeat_s: float = 10.0
+    open_s: float = 120.0
+    turn_s: float = 1800.0
+    tool_s: float = 3600.0
+    guard_s: float = 60.0
+    open_attempts: int = 5
+    turn_attempts: int = 5
+    tool_attempts: int = 5
+    retry_initial_s: float = 1.0
+    retry_max_s: float = 30.0
+
+    def to_json(self) -> dict[str, JSON]:
+        return attrs.asdict(self)
+
+    @staticmethod
+    def from_json(value: Mapping[str, Any]) -> Timeouts:
+        return Timeouts(**dict(value))
+
+
+@attrs.frozen
+class SessionSpec:
+    """One session, as a Temporal workflow runs it (see ``rma_shell.temporal.start_session``).
+
+    ``provider``, ``handler`` and ``turn_guard`` name what the worker registered. The rest
+    are ``run()``'s options with their defaults; ``provider_opts`` are its provider keywords
+    (``agent_id=``, ``runtime_session_id=`` …). ``live`` keeps the session open for
+    follow-ups (``SessionHandle.message``) until ``close``. A tool call the handler says
+    requires approval (``@tool(requires_approval=…)``, ``Toolbox(require_approval=…)``, a
+    handler's ``requires_approval``) waits for ``SessionHandle.approve``.
+    """
+
+    provider: str
+    handler: str
+    prompt: str | None = None
+    live: bool = False
+    max_turns: int = DEFAULT_MAX_TURNS
+    timeout: float | None = DEFAULT_TIMEOUT_S
+    turn_guard: str | None = None
+    require_terminal_tool: bool = False
+    terminal_tool: str | None = None
+    max_reprompts: int = DEFAULT_MAX_REPROMPTS
+    outcome: Mapping[str, JSON] | None = None
+    budget: Mapping[str, JSON] | None = None
+    session_id: str | None = None
+    telemetry_metadata: Mapping[str, JSON] | None = None
+    model_config: Mapping[str, JSON] | None = None
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    tool_timeout: float | None = None
+    max_tool_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS
+    provider_opts: Mapping[str, JSON] = attrs.field(factory=dict)
+    timeouts: Timeouts = attrs.field(factory=Timeouts)
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, Any] = attrs.asdict(self, recurse=False)
+        out["timeouts"] = self.timeouts.to_json()
+        out["provider_opts"] = dict(self.provider_opts)
+        return out
+
+    @staticmethod
+    def from_json(value: Mapping[str, Any]) -> SessionSpec:
+        fields = dict(value)
+        fields["timeouts"] = Timeouts.from_json(fields.get("timeouts") or {})
+        return SessionSpec(**fields)
+
+
+def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
+    """Why ``spec`` cannot be a workflow input (a value that is not JSON), or None.
+
+    The options' own meaning is checked by the worker that opens the session, exactly as
+    ``run()`` checks them; this only refuses what could not be recorded at all.
+    """
+    if not isinstance(spec.provider, str) or not spec.provider:
+        return InvalidOpts("provider", "name the provider the worker registered (a non-empty str)")
+    if not isinstance(spec.handler, str) or not spec.handler:
+        return InvalidOpts("handler", "name the handler the worker registered (a non-empty str)")
+    if spec.turn_guard is not None and not isinstance(spec.turn_guard, str):
+        return InvalidOpts("turn_guard", "name the turn guard the worker registered (a str)")
+    for where, value in (("model_config", spec.model_config), ("provider_opts", spec.provider_opts)):
+        secret = _secret_in(value)
+        if secret is not None:
+            return InvalidOpts(
+                f"{where}.{secret}",
+                "a workflow's input is kept in its history: credentials stay in the worker's provider",
+            )
+    for field in attrs.fields(SessionSpec):
+        if field.name == "timeouts":
+            continue
+        try:
+            json.dumps(getattr(spec, field.name), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return InvalidOpts(field.name, f"a Temporal workflow input must be JSON: {exc}")
+    return None
+
+
+def _secret_in(value: object) -> str | None:
+    """The first credential-named key in ``value`` (at any depth), or None."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and k.lower() in SECRET_OPTION_KEYS:
+                return k
+            inner = _secret_in(v)
+            if inner is not None:
+                return f"{k}.{inner}"
+    return None

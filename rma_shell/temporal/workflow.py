@@ -1,0 +1,546 @@
+"""The session as a Temporal workflow: the pure core inside, every I/O command an activity.
+
+``SessionWorkflow`` is ``rma_shell.session``'s driver with Temporal underneath: it feeds events
+to ``rma.session.machine.step`` and executes the commands it returns — ``PollTurn`` and
+``PushInput`` as turn activities, ``RunTools`` as one activity per tool call, ``CallGuard`` as
+the guard activity, ``Reconnect`` as a consolidation, ``ScheduleReconnect`` as a durable timer.
+``step`` is deterministic by construction (no clock, no randomness, no I/O), so a replay on
+another worker rebuilds the very same state from the recorded activity results.
+
+Decisions stay in the core; this module decides only what Temporal adds:
+
+- a tool call whose result Temporal recorded is never run again, even when the machine
+  redrives it after a reconnect (its recorded result answers);
+- a tool that requires approval waits, durably, for the ``approve`` update;
+- a live session takes follow-ups through the ``message`` update (which answers with that
+  request's result) and ends with the ``close`` signal;
+- telemetry the core asks for (``Emit``) is not emitted from workflow code (a replay would
+  repeat it); tool telemetry is, from the tool activities; ``Log`` goes to ``workflow.logger``,
+  which is silent during replay.
+
+The rma imports pass through Temporal's sandbox: the core is pure (attrs and returns only), so
+one shared copy is safe, and re-importing it for every workflow run would cost more than the
+run's own work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    import attrs
+    from returns.result import Failure, Result, Success
+
+    from rma.codec_json import decode_result, from_jsonable, to_jsonable
+    from rma.errors import Closed, Crashed, ProviderError, RemoteStop, SessionError, Timeout
+    from rma.provider import Mode, codec_for
+    from rma.replay import load_config
+    from rma.session import commands as cmd
+    from rma.session.events import (
+        DeadlineReached,
+        Event,
+        GuardVerdict,
+        Opened,
+        PushFinished,
+        ReconnectFinished,
+        ReconnectTimerFired,
+        StreamClosed,
+        StreamConnected,
+        StreamEvent,
+        StreamFailed,
+        ToolsFinished,
+        TurnFailed,
+        TurnPolled,
+        UserMessage,
+    )
+    from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
+    from rma.vocabulary import JSON, ToolResult, ToolUse
+    from rma_shell.journal.writer import DENIED
+    from rma_shell.temporal.spec import SessionSpec
+
+WORKFLOW_NAME = "rma.session"
+
+_NEED_CONN = frozenset({"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.stop"})
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+Outcome = Result[Any, SessionError]
+
+
+def _lost(what: str, exc: BaseException) -> ProviderError:
+    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
+    return ProviderError(detail=f"{what}: {cause}"[:2000], error_type=type(cause).__name__)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class SessionWorkflow:
+    """One rma session (``SessionSpec`` in, the encoded ``Result[SessionResult, SessionError]`` out)."""
+
+    @workflow.init
+    def __init__(self, spec_json: dict[str, Any]) -> None:
+        # The spec is read here, not in ``run``: an update can reach the workflow in the very
+        # first task, before ``run`` starts, and its validator needs to know the session.
+        self._spec_json = spec_json
+        self._spec = SessionSpec.from_json(spec_json)
+        self._timeouts = self._spec.timeouts
+        self._inbox: list[Event] = []
+        self._state: State | None = None
+        self._snap: JSON = None
+        self._version = 0
+        self._gen = 0
+        self._last_boundary: str | None = None
+        self._has_transcript = False
+        self._final: Outcome | None = None
+        self._results: list[Any] = []
+        # Results come in request order: the kickoff's (when there is one), then each follow-up's.
+        spec = self._spec
+        self._expected = 1 if not spec.live or spec.prompt is not None or spec.outcome is not None else 0
+        self._closing = False
+        self._ended = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._recorded: dict[str, ToolResult] = {}
+        self._awaiting: dict[str, dict[str, Any]] = {}
+        self._approvals: dict[str, tuple[str, str | None]] = {}
+        self._reporting = 0
+
+    # ── the run ──
+
+    @workflow.run
+    async def run(self, spec_json: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self._serve(self._spec)
+        except asyncio.CancelledError:
+            await self._stop_tasks()
+            await self._stop_host()  # a cancelled session's host must not run (and bill) on
+            raise
+
+    async def _stop_host(self) -> RemoteStop:
+        """``Provider.stop_remote`` when a request may still run on the host, as ``run()`` does
+        on its timeout or cancellation: best effort, one attempt, and what came of it."""
+        s = self._state
+        if s is None or s.phase in (Phase.IDLE, Phase.DONE):
+            return "not_needed"
+        try:
+            out = await self._activity("rma.stop", {}, self._timeouts.guard_s, attempts=1)
+        except ActivityError:
+            workflow.logger.warning("stopping the host's loop failed", exc_info=True)
+            return "failed"
+        stopped: RemoteStop = out["remote_stop"]
+        return stopped
+
+    async def _serve(self, spec: SessionSpec) -> dict[str, Any]:
+        opened = await self._activity(
+            "rma.open", {}, self._timeouts.open_s, attempts=self._timeouts.open_attempts
+        )
+        outcome = decode_result(opened["outcome"])
+        if isinstance(outcome, Failure):
+            return {"result": to_jsonable(outcome), "results": [to_jsonable(outcome)]}
+        body = opened["opened"]  # not decoded: the config's codec is found by name below
+        config = load_config({"config": body["config"]}, codec_for)
+        self._snap, self._has_transcript = body["snap"], body["has_transcript"]
+        self._state = initial_state(config)
+        self._post(Opened(body["session_id"], body["resumed"]))
+        if body["streaming"] and not body["resumed"]:
+            # The turn activity subscribes before it posts, so the kickoff may go at once.
+            self._post(StreamConnected(0))
+        timeout = None if spec.live else spec.timeout
+        deadline = None if timeout is None else workflow.now() + timedelta(seconds=timeout)
+        while not self._done():
+            remaining = None if deadline is None else (deadline - workflow.now()).total_seconds()
+            try:
+                await workflow.wait_condition(
+                    lambda: bool(self._inbox) or self._done(),
+                    timeout=None if remaining is None else max(remaining, 0.001),
+                )
+            except TimeoutError:
+                await self._stop_tasks()
+                stopped = await self._stop_host()  # before the terminal, as run() orders it
+                self._inbox.clear()
+                self._feed(DeadlineReached(timeout_s=timeout))
+                await self._settle()
+                final = self._final or Failure(Timeout(timeout_s=timeout))
+                error = final.failure() if isinstance(final, Failure) else None
+                if isinstance(error, Timeout) and error.operation == "run":
+                    final = Failure(attrs.evolve(error, remote_stop=stopped))
+                self._final = final
+                break
+            while self._inbox and not self._done():
+                self._feed(self._inbox.pop(0))
+            if self._final is not None:
+                await self._settle()
+        self._ended = True
+        # No goodbye activity: a conn left in a worker's cache is closed when the cache drops it.
+        await self._stop_tasks()
+        if self._final is not None:
+            final = to_jsonable(self._final)
+        elif spec.live:  # closed: its last request's result (Closed when there was none)
+            final = self._results[-1] if self._results else to_jsonable(Failure(Closed()))
+        else:
+            final = to_jsonable(Failure(Crashed(error_type="SessionEnded", detail="no result")))
+        return {"result": final, "results": list(self._results)}
+
+    def _done(self) -> bool:
+        return self._final is not None or self._closing
+
+    async def _settle(self) -> None:
+        """Let a final result's report (its transcript) land before the run returns."""
+        await workflow.wait_condition(lambda: self._reporting == 0)
+
+    # ── the core ──
+
+    def _post(self, ev: Event) -> None:
+        self._inbox.append(ev)
+
+    def _feed(self, ev: Event) -> None:
+        assert self._state is not None
+        try:
+            self._state, commands = step(self._state, ev)
+        except Exception as exc:  # a bug in the core or a codec: surface it, never hang
+            workflow.logger.exception("session machine failed on %s", type(ev).__name__)
+            self._final = Failure(Crashed(error_type=type(exc).__name__, detail=str(exc)[:2000]))
+            return
+        for command in commands:
+            self._execute(command)
+
+    def _execute(self, c: cmd.Command) -> None:
+        match c:
+            case cmd.PollTurn(input=input):
+                self._spawn(self._poll, input)
+            case cmd.PushInput(input=input, purpose=purpose):
+                if purpose == "send_event":
+                    self._spawn(self._push, input)
+                else:
+                    self._spawn(self._exchange, input)
+            case cmd.RunTools(batch=batch, uses=uses, confirmations=confirmations):
+                self._spawn(self._run_tools, batch, uses, confirmations)
+            case cmd.CallGuard(payload=payload):
+                self._spawn(self._guard, payload)
+            case cmd.ScheduleReconnect(delay_ms=delay_ms):
+                self._spawn(self._timer, delay_ms)
+            case cmd.Reconnect(gen=gen, seen=seen):
+                self._gen = gen
+                self._spawn(self._resync, gen, seen)
+            case cmd.Finish(outcome=outcome, final=final):
+                self._reporting += 1
+                self._spawn(self._report, outcome, final)
+            case cmd.Log(level=level, message=message, fields=fields):
+                workflow.logger.log(_LEVELS.get(level, logging.INFO), message, extra={"rma": dict(fields)})
+            case _:
+                # Emit, DeliverEvent, DeliverUpdate: nothing consumes them inside a workflow
+                # (see the module docstring); Reply answers a send_event this workflow never asks.
+                pass
+
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        async def guarded() -> None:
+            try:
+                await fn(*args)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never a silent death: the session ends typed
+                workflow.logger.exception("session task failed")
+                if self._final is None:
+                    self._final = Failure(Crashed(error_type=type(exc).__name__, detail=str(exc)[:2000]))
+
+        task = asyncio.get_running_loop().create_task(guarded())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _stop_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ── activities ──
+
+    async def _activity(
+        self,
+        name: str,
+        fields: dict[str, Any],
+        timeout_s: float,
+        *,
+        attempts: int,
+    ) -> dict[str, Any]:
+        t = self._timeouts
+        info = workflow.info()
+        arg = {
+            "key": f"{info.workflow_id}/{info.run_id}",
+            "scope": info.workflow_id,
+            "spec": self._spec_json,
+            "session_id": None if self._state is None else self._state.session_id,
+            **fields,
+        }
+        if name in _NEED_CONN:  # the snapshot (Local: the conversation) only where a conn is used
+            arg["snap"], arg["version"] = self._snap, self._version
+        out: dict[str, Any] = await workflow.execute_activity(
+            name,
+            arg,
+            start_to_close_timeout=timedelta(seconds=timeout_s),
+            # Every activity heartbeats: a worker that dies is noticed in seconds whatever it ran,
+            # even an activity Temporal dispatched to it eagerly, before any worker polled.
+            heartbeat_timeout=timedelta(seconds=t.heartbeat_s),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=t.retry_initial_s),
+                maximum_interval=timedelta(seconds=t.retry_max_s),
+                maximum_attempts=attempts,
+            ),
+        )
+        if out.get("snap") is not None:
+            self._snap = out["snap"]
+            self._version += 1
+        return out
+
+    async def _turn_activity(self, name: str, fields: dict[str, Any]) -> dict[str, Any]:
+        t = self._timeouts
+        return await self._activity(name, fields, t.turn_s, attempts=t.turn_attempts)
+
+    async def _poll(self, input: JSON) -> None:
+        try:
+            out = await self._turn_activity("rma.poll", {"input": to_jsonable(input)})
+        except ActivityError as exc:
+            self._post(TurnFailed(_lost("the turn's workers were lost", exc)))
+            return
+        result = decode_result(out["result"])
+        if isinstance(result, Success):
+            self._post(TurnPolled(tuple(result.unwrap())))
+        else:
+            self._post(TurnFailed(result.failure()))
+
+    async def _exchange(self, input: JSON) -> None:
+        gen = self._gen
+        try:
+            out = await self._turn_activity(
+                "rma.exchange", {"input": to_jsonable(input), "after": self._last_boundary}
+            )
+        except ActivityError as exc:
+            self._post(PushFinished(Failure(_lost("the turn's workers were lost", exc))))
+            return
+        self._post(PushFinished(decode_result(out["push"])))
+        self._stream_read(gen, from_jsonable(out["events"]), out["end"])
+
+    def _stream_read(self, gen: int, events: list[JSON], end: Any) -> None:
+        assert self._state is not None
+        codec = self._state.config.codec
+        for raw in events:
+            self._post(StreamEvent(gen, raw))
+            if codec.turn_boundary(raw) and isinstance(raw, dict) and isinstance(raw.get("id"), str):
+                self._last_boundary = raw["id"]
+        if end is not None:
+            ended = decode_result(end)
+            self._post(
+                StreamClosed(gen) if isinstance(ended, Success) else StreamFailed(gen, ended.failure())
+            )
+
+    async def _push(self, input: JSON) -> None:
+        try:
+            out = await self._turn_activity("rma.push", {"input": to_jsonable(input)})
+        except ActivityError as exc:
+            self._post(PushFinished(Failure(_lost("the push's workers were lost", exc))))
+            return
+        self._post(PushFinished(decode_result(out["outcome"])))
+
+    async def _resync(self, gen: int, seen: tuple[str, ...]) -> None:
+        assert self._state is not None
+        try:
+            out = await self._turn_activity("rma.resync", {"seen": list(seen)})
+        except ActivityError as exc:
+            self._post(ReconnectFinished(Failure(_lost("the reconnect's workers were lost", exc))))
+            return
+        if self._state.config.codec.mode is Mode.STREAMING:
+            self._post(StreamConnected(gen))
+        self._post(ReconnectFinished(decode_result(out["outcome"])))
+        self._stream_read(gen, from_jsonable(out["events"]), out["end"])
+
+    async def _timer(self, delay_ms: int) -> None:
+        await workflow.sleep(timedelta(milliseconds=delay_ms))
+        self._post(ReconnectTimerFired())
+
+    async def _guard(self, payload: Any) -> None:
+        t = self._timeouts
+        try:
+            out = await self._activity(
+                "rma.guard", {"payload": to_jsonable(payload)}, t.guard_s, attempts=t.tool_attempts
+            )
+        except ActivityError as exc:
+            self._post(GuardVerdict("failed", error_type="WorkerLost", detail=str(exc)[:2000]))
+            return
+        self._post(from_jsonable(out["verdict"]))
+
+    async def _run_tools(
+        self, batch: int, uses: tuple[ToolUse, ...], confirmations: tuple[ToolUse, ...]
+    ) -> None:
+        verdicts: list[ToolResult] = []
+        if confirmations:
+            t = self._timeouts
+            try:
+                out = await self._activity(
+                    "rma.confirm",
+                    {"uses": to_jsonable(list(confirmations))},
+                    t.tool_s,
+                    attempts=t.tool_attempts,
+                )
+            except ActivityError as exc:
+                lost = _lost("confirmation lost", exc).detail
+                out = {
+                    "verdicts": to_jsonable(
+                        [ToolResult(u.id, f"denied: {lost}", True) for u in confirmations]
+                    )
+                }
+            if out.get("needs_approval"):  # the handler cannot decide: a person does, durably
+                verdicts = list(await asyncio.gather(*(self._host_confirmation(u) for u in confirmations)))
+            else:
+                verdicts = from_jsonable(out["verdicts"])
+        limit = asyncio.Semaphore(self._spec.max_concurrency)
+        results = await asyncio.gather(*(self._one_tool(use, limit) for use in uses))
+        self._post(ToolsFinished(batch, tuple(results), tuple(verdicts)))
+
+    async def _one_tool(self, use: ToolUse, limit: asyncio.Semaphore) -> ToolResult:
+        if use.id is not None and use.id in self._recorded:  # recorded: never run again
+            return self._recorded[use.id]
+        async with limit:
+            result = await self._call_tool(use, approved=False)
+        if result is None:  # it waits for a person: the slot goes to the other calls meanwhile
+            verdict, reason = await self._decision(use, host_confirmation=False)
+            if verdict == "allow":
+                async with limit:
+                    result = await self._call_tool(use, approved=True)
+            else:
+                result = ToolResult(use.id, DENIED.format(reason=reason or "no reason given"), True)
+            assert result is not None
+        if use.id is not None:
+            self._recorded[use.id] = result
+        return result
+
+    async def _decision(self, use: ToolUse, *, host_confirmation: bool) -> tuple[str, str | None]:
+        """Wait, durably, for ``approve(use.id, …)``: as long as it takes, on any worker."""
+        uid = use.id
+        assert uid is not None
+        self._awaiting[uid] = {
+            "tool_use_id": uid,
+            "name": use.name,
+            "input": dict(use.input),
+            "host_confirmation": host_confirmation,
+        }
+        await workflow.wait_condition(lambda: uid in self._approvals)
+        self._awaiting.pop(uid, None)
+        return self._approvals.pop(uid)
+
+    async def _host_confirmation(self, use: ToolUse) -> ToolResult:
+        """A host-run call's permission ask, decided by a person (the host waits, idle)."""
+        verdict, reason = await self._decision(use, host_confirmation=True)
+        if verdict == "allow":
+            return ToolResult(use.id, "", False)
+        return ToolResult(use.id, DENIED.format(reason=reason or "no reason given"), True)
+
+    async def _call_tool(self, use: ToolUse, *, approved: bool) -> ToolResult | None:
+        t = self._timeouts
+        try:
+            out = await self._activity(
+                "rma.tool",
+                {"use": to_jsonable(use), "approved": approved},
+                t.tool_s,
+                attempts=t.tool_attempts,
+            )
+        except ActivityError as exc:
+            return ToolResult(
+                use.id, f"tool error: {_lost(f'{use.name} could not complete', exc).detail}", True
+            )
+        if out.get("needs_approval"):
+            return None
+        result: ToolResult = from_jsonable(out["result"])
+        return result
+
+    async def _report(self, outcome: Outcome, final: bool) -> None:
+        try:
+            if carries_result(outcome):
+                transcript = await self._transcript()
+                if transcript is not None:
+                    outcome = with_transcript(outcome, tuple(transcript))
+            self._results.append(to_jsonable(outcome))
+            if final:
+                self._final = outcome
+        finally:
+            self._reporting -= 1
+
+    async def _transcript(self) -> list[JSON] | None:
+        if not self._has_transcript:
+            return None
+        t = self._timeouts
+        out = await self._activity("rma.transcript", {}, t.guard_s, attempts=t.turn_attempts)
+        value = out.get("transcript")
+        return None if value is None else list(value)
+
+    # ── what callers can ask and send ──
+
+    @workflow.query(name="status")
+    def status(self) -> dict[str, Any]:
+        """Where the session is: phase, turns, session id, results so far, calls awaiting approval."""
+        s = self._state
+        return {
+            "phase": None if s is None else s.phase.value,
+            "turns": 0 if s is None else s.turns,
+            "session_id": None if s is None else s.session_id,
+            "results": len(self._results),
+            "awaiting_approval": list(self._awaiting.values()),
+            "ended": self._ended,
+        }
+
+    @workflow.query(name="results")
+    def results(self) -> list[Any]:
+        """Every request's encoded result so far, in order (``rma.codec_json``)."""
+        return list(self._results)
+
+    @workflow.update(name="message")
+    async def message(self, text: str) -> Any:
+        """A follow-up for a live session; answers with that request's encoded result."""
+        index = self._expected
+        self._expected += 1
+        self._post(UserMessage(text))
+        await workflow.wait_condition(lambda: len(self._results) > index or self._ended)
+        if len(self._results) > index:
+            return self._results[index]
+        return to_jsonable(Failure(Closed()))
+
+    @message.validator
+    def _check_message(self, text: str) -> None:
+        if not self._spec.live:
+            raise ValueError("message: only a live session (SessionSpec(live=True)) takes follow-ups")
+        if not isinstance(text, str):
+            raise ValueError(f"message text must be a str, got {type(text).__name__}")
+        if self._done():
+            raise ValueError("message: the session is closed")
+
+    @workflow.update(name="approve")
+    async def approve(self, tool_use_id: str, verdict: str, reason: str | None = None) -> None:
+        """Allow or deny a tool call waiting for approval (``status()["awaiting_approval"]``)."""
+        self._approvals[tool_use_id] = (verdict, reason)
+
+    @approve.validator
+    def _check_approve(self, tool_use_id: str, verdict: str, reason: str | None = None) -> None:
+        if verdict not in ("allow", "deny"):
+            raise ValueError(f"approve: verdict must be 'allow' or 'deny', got {verdict!r}")
+        if tool_use_id not in self._awaiting:
+            raise ValueError(f"approve: no tool call {tool_use_id!r} is waiting for approval")
+
+    @workflow.signal(name="close")
+    def close(self) -> None:
+        """End a live session (a run to completion ignores it: cancel that workflow instead)."""
+        if self._spec.live:
+            self._closing = True
+
+
+def encoded_result(value: Any) -> Outcome:
+    """A workflow's encoded result as the ``Result[SessionResult, SessionError]`` it stands for."""
+    return decode_result(value)
+
+
+__all__ = ["WORKFLOW_NAME", "SessionWorkflow", "encoded_result"]

@@ -1,0 +1,164 @@
+"""A worker SIGKILLed mid-tool or mid-turn is replaced by another, and nothing is lost or redone.
+
+For each host against its emulator, on the real Temporal dev server: a session runs on worker
+process A; at the chosen moment A is killed (SIGKILL, no shutdown) and worker B started. The
+session must end with the very result an undisturbed run of the same script gets, the ledger
+tool's effect applied once per tool-use id, no call whose completion Temporal recorded run
+again, and the interrupted call retried with the same idempotency key and the next attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rma.codec_json import to_jsonable
+from rma_shell.providers.bedrock_agentcore import new_runtime_session_id
+from rma_shell.temporal import DevServer, SessionSpec, Timeouts, connect, run_session, start_session
+from rma_shell.testing import AgentCoreEmulator, CMAEmulator, OpenAIEmulator
+from tests.helpers import cma_agent_and_environment
+from tests.temporal import fleet
+
+pytestmark = pytest.mark.timeout(180)
+
+FAST = Timeouts(heartbeat_s=1.0, retry_initial_s=0.1, retry_max_s=1.0)
+"""A killed worker's activity is noticed within a second and retried at once."""
+
+
+@contextlib.contextmanager
+def host(name: str, gate: fleet.Gate) -> Iterator[tuple[dict[str, Any], Any, Any]]:
+    """The emulator of ``name``: the worker config that points at it, per-run options, itself."""
+    if name == "local":
+        with OpenAIEmulator([fleet.openai_reply(gate)] * 500) as emu:
+            yield {"local": emu.base_url}, dict, emu
+    elif name == "cma":
+        with CMAEmulator([fleet.cma_turn(gate)] * 4, api_key="sk-ant-test") as emu:
+            ids = cma_agent_and_environment(emu, "sk-ant-test")
+            yield {"cma": {"url": emu.base_url, "key": "sk-ant-test"}}, lambda: dict(ids), emu
+    else:
+        with AgentCoreEmulator([fleet.agentcore_turn(gate)] * 4) as emu:
+            config = {"agentcore": {"arn": emu.harness_arn, "env": dict(emu.credentials_env())}}
+            yield config, lambda: {"runtime_session_id": new_runtime_session_id()}, emu
+
+
+def worker(
+    tmp: Path, server: DevServer, queue: str, config: dict[str, Any], name: str
+) -> fleet.WorkerProcess:
+    body = {
+        "address": server.address,
+        "task_queue": queue,
+        "db": str(tmp / "ledger.db"),
+        "hold": str(tmp / "hold"),
+        **config,
+    }
+    return fleet.WorkerProcess(body, tmp / f"worker-{name}.json")
+
+
+async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> None:
+    db, hold = tmp / "ledger.db", tmp / "hold"
+    fleet.init_ledger(db)
+    gate = fleet.Gate()
+    queue = f"crash-{uuid.uuid4().hex[:8]}"
+    with host(host_name, gate) as (config, opts, emu):
+        a = worker(tmp, server, queue, config, "a")
+        b: fleet.WorkerProcess | None = None
+        try:
+            client = await connect(server.address)
+
+            def spec() -> SessionSpec:
+                return SessionSpec(
+                    provider=host_name,
+                    handler="ledger",
+                    prompt="Charge 1, then 2.",
+                    provider_opts=opts(),
+                    timeouts=FAST,
+                )
+
+            reference = await run_session(client, spec(), task_queue=queue, id=f"ref-{queue}")
+            assert reference.unwrap().text == fleet.FINAL_TEXT
+
+            if moment == "mid_tool":
+                hold.touch()
+            else:
+                gate.arm()
+            wf = f"crashed-{queue}"
+            handle = await start_session(client, spec(), task_queue=queue, id=wf)
+            if moment == "mid_tool":  # the second call is running (held) on A
+                await asyncio.to_thread(
+                    fleet.wait_for, lambda: len(fleet.rows(db, "starts", wf)) == 2, 60, "c2"
+                )
+            else:  # the last turn's request is at the host, A waiting for it
+                assert await asyncio.to_thread(gate.reached.wait, 60)
+            a.kill()
+            hold.unlink(missing_ok=True)
+            gate.release.set()
+            b = worker(tmp, server, queue, config, "b")
+            crashed = await handle.result()
+            wire = _final_inputs(host_name, emu, crashed.unwrap().session_id)
+        finally:
+            a.kill()
+            if b is not None:
+                b.stop()
+
+    # The same result as the undisturbed run (host-assigned ids and times aside).
+    assert fleet.normalized(to_jsonable(crashed)) == fleet.normalized(to_jsonable(reference))
+    # One effect per tool-use id, each keyed "{workflow id}:{tool_use_id}".
+    uses = [u.id for u in crashed.unwrap().custom_tool_uses]
+    assert len(uses) == 2
+    effects = fleet.rows(db, "effects", wf)
+    assert sorted(key for key, _, _ in effects) == sorted(f"{wf}:{u}" for u in uses)
+    assert sorted(amount for _, amount, _ in effects) == [1, 2]
+    starts = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "starts", wf)]
+    finishes = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "finishes", wf)]
+    first, second = uses
+    if moment == "mid_tool":
+        # c1 completed on A and was recorded: never run again. c2 was cut short: retried on B
+        # with the next attempt (the same key), and completed once.
+        assert starts == [(first, 1), (second, 1), (second, 2)]
+        assert finishes == [(first, 1), (second, 2)]
+        assert {pid for _, _, pid in effects} == {a.pid, b.pid}
+    else:
+        # Both calls completed before the kill: the turn was retried, no tool was.
+        assert starts == [(first, 1), (second, 1)]
+        assert finishes == [(first, 1), (second, 1)]
+        # The interrupted turn: a request/response host got its request again (a model call is
+        # at-least-once); Claude Managed Agents got the tool result once — the retried turn
+        # found it in the session's history and only read the turn it started.
+        assert wire == (1 if host_name == "cma" else 2)
+
+
+def _final_inputs(host_name: str, emu: Any, session_id: str) -> int:
+    """How many times the host received the input answering the second call."""
+    if host_name == "local":
+        return (
+            sum(
+                1
+                for r in emu.requests
+                if r.path.endswith("/chat/completions")
+                and sum(1 for m in r.body["messages"] if m.get("role") == "tool") == 2
+            )
+            - 1
+        )  # one emulator served both runs: the reference run's own request
+    if host_name == "cma":
+        return sum(1 for e in emu.history(session_id) if e["type"] == "user.custom_tool_result") - 1
+    return sum(
+        1
+        for r in emu.requests
+        if r.path.startswith("/harnesses/invoke")
+        and r.headers.get("x-amzn-bedrock-agentcore-runtime-session-id") == session_id
+        and "tooluse_c2" in str(r.body)
+    )
+
+
+@pytest.mark.parametrize("moment", ["mid_tool", "mid_turn"])
+@pytest.mark.parametrize("host_name", ["local", "cma", "agentcore"])
+def test_a_killed_worker_is_replaced_with_nothing_lost(
+    temporal_server: DevServer, tmp_path: Path, host_name: str, moment: str
+) -> None:
+    asyncio.run(_crash(temporal_server, tmp_path, host_name, moment))
