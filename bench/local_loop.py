@@ -8,6 +8,8 @@ tool, N tool calls, a final answer, so T = N + 1 model calls ("turns") — is ru
 
 - ``httpx-asyncio`` / ``httpx-trio``: the floor, a plain ``httpx.AsyncClient`` loop (POST,
   parse, run the tool, append the assistant and tool messages, repeat), one client for all runs;
+- ``h11-asyncio`` / ``h11-trio``: the wire floor, the same loop over one keep-alive socket with
+  ``h11`` framing (``bench/_h11_floor.py``: no pool, no client object, no timeouts);
 - ``rma``: ``rma_shell.run(Local(...), ...)`` under trio, the provider built once, as documented
   (Local builds one ``httpx.AsyncClient`` on first use; its sessions share it);
 - ``rma+client``: the same with ``Local(http_client=...)``, one caller-owned client for all runs;
@@ -53,6 +55,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 SYSTEM = "You are a benchmark agent. Call step until told to stop."
 PROMPT = "Run the steps."
@@ -68,6 +71,8 @@ FLOOR = "httpx-asyncio"
 CLIENTS = (
     "httpx-asyncio",
     "httpx-trio",
+    "h11-asyncio",
+    "h11-trio",
     "rma",
     "rma+client",
     "rma-asyncio",
@@ -95,10 +100,14 @@ def expected_text(turns: int) -> str:
 Runner_ = Callable[[Any], Awaitable[str]]
 
 
-def client_httpx(base_url: str, model: str, turns: int) -> tuple[Callable[[], Awaitable[Any]], Runner_]:
+def client_httpx(
+    base_url: str, model: str, turns: int, *, wire: str = "httpx"
+) -> tuple[Callable[[], Awaitable[Any]], Runner_]:
     import httpx
+    from _h11_floor import H11Floor
 
     url = base_url + "/chat/completions"
+    target = httpx.URL(url).raw_path.decode()
     headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
     tools = [
         {
@@ -107,19 +116,28 @@ def client_httpx(base_url: str, model: str, turns: int) -> tuple[Callable[[], Aw
         }
     ]
 
-    async def setup() -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=60)
+    async def setup() -> Any:
+        return httpx.AsyncClient(timeout=60) if wire == "httpx" else H11Floor(base_url)
 
-    async def run_once(client: httpx.AsyncClient) -> str:
+    async def post(client: Any, body: bytes) -> bytes:
+        if wire == "httpx":
+            response = await client.post(url, content=body, headers=headers)
+            response.raise_for_status()
+            return bytes(response.content)
+        status, _, chunks = await client.request("POST", target, list(headers.items()), body)
+        content = await client.read(chunks)
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {content[:300]!r}")
+        return content
+
+    async def run_once(client: Any) -> str:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": PROMPT},
         ]
         for _ in range(turns + 10):
             body = json.dumps({"model": model, "messages": messages, "tools": tools}).encode()
-            response = await client.post(url, content=body, headers=headers)
-            response.raise_for_status()
-            message = json.loads(response.content)["choices"][0]["message"]
+            message = json.loads(await post(client, body))["choices"][0]["message"]
             calls = message.get("tool_calls")
             if not calls:
                 return str(message["content"])
@@ -239,6 +257,8 @@ def make_client(name: str, base_url: str, turns: int) -> tuple[str, Callable[[],
         return ("asyncio", *client_httpx(base_url, model, turns))
     if name == "httpx-trio":
         return ("trio", *client_httpx(base_url, model, turns))
+    if name in ("h11-asyncio", "h11-trio"):
+        return (name.split("-")[1], *client_httpx(base_url, model, turns, wire="h11"))
     if name == "rma":
         return ("trio", *client_rma(base_url, model, turns, shared_client=False))
     if name == "rma+client":

@@ -16,6 +16,7 @@ from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts
 from rma_shell import run
+from rma_shell.lean_http import LeanPool
 from rma_shell.providers.base import OpenRequest
 from rma_shell.providers.local import Local, LocalConn
 from rma_shell.telemetry import Telemetry
@@ -44,9 +45,9 @@ async def test_sessions_share_the_providers_client_and_its_connection() -> None:
             outcome = await run(local, handler=Weather(), prompt="hi")
             assert isinstance(outcome, Success) and outcome.unwrap().text == expected
         client = local._own_client
-        assert client is not None and not client.is_closed
-        pool = client._transport._pool  # type: ignore[attr-defined]
-        assert len(pool.connections) == 1  # the second session reused the first one's connection
+        assert isinstance(client, LeanPool) and not client.is_closed
+        # The second session reused the first one's connection.
+        assert len(client.lanes) == 1 and client.lanes[0].connects == 1 and client.lanes[0].requests == 2
         await local.close()
         assert client.is_closed and local._own_client is None
         # Reusable after close: the next session builds a fresh client.
