@@ -39,6 +39,7 @@ import cProfile
 import gc
 import io
 import json
+import os
 import pstats
 import statistics
 import subprocess
@@ -308,6 +309,7 @@ def worker(
     def timed(walls: list[float], cpus: list[float], w0: float, c0: float) -> None:
         cpus.append(time.process_time() - c0)
         walls.append(time.perf_counter() - w0)
+        system.append(os.times().system - s0[0])
 
     def check(texts: list[str], runs: int, expected: str) -> None:
         if texts != [expected] * runs:
@@ -317,11 +319,14 @@ def worker(
         expected = final_text(turns - 1)
         walls: list[float] = []
         cpus: list[float] = []
+        system: list[float] = []  # the kernel's share of the CPU (syscalls)
+        s0 = [0.0]
         if loop == "sync":
             shared = setup()
             check([run_once(shared, turns)], 1, expected)  # warm-up
             for _ in range(inner):
                 gc.collect()
+                s0[0] = os.times().system
                 w0, c0 = time.perf_counter(), time.process_time()
                 if profiler:
                     profiler.enable()
@@ -343,6 +348,7 @@ def worker(
                 check([await run_once(shared, turns)], 1, expected)  # warm-up
                 for _ in range(inner):
                     gc.collect()
+                    s0[0] = os.times().system
                     w0, c0 = time.perf_counter(), time.process_time()
                     if profiler:
                         profiler.enable()
@@ -360,7 +366,7 @@ def worker(
                 trio.run(body)
             else:
                 asyncio.run(body())
-        out.append({"client": name, "runs": runs, "turns": turns, "wall": walls, "cpu": cpus})
+        out.append({"client": name, "runs": runs, "turns": turns, "wall": walls, "cpu": cpus, "sys": system})
     if profiler and profile:
         profiler.dump_stats(profile)
     return out
@@ -458,7 +464,8 @@ def report(
         n = runs * turns
         print(f"\n{runs} runs × {turns} turns ({n} turns a sample)")
         print(
-            f"  {'client':<14} {'ms/turn':>8} {'CPU ms/turn':>12} {'× boto3':>8} {'CPU × boto3':>12}  samples"
+            f"  {'client':<14} {'ms/turn':>8} {'CPU ms/turn':>12} {'× boto3':>8} {'CPU × boto3':>12}"
+            f" {'sys %':>6}  samples"
         )
         rows: dict[str, dict[str, float]] = {}
         for name in clients:
@@ -467,6 +474,7 @@ def report(
                     "ms_per_turn": statistics.median(by_client[name]["wall"]) / n * 1000,
                     "cpu_ms_per_turn": statistics.median(by_client[name]["cpu"]) / n * 1000,
                     "samples": len(by_client[name]["wall"]),
+                    "sys_share": sum(by_client[name]["sys"]) / (sum(by_client[name]["cpu"]) or 1.0),
                 }
         base = rows.get(BASELINE)
         for name, row in rows.items():
@@ -479,7 +487,7 @@ def report(
             lo, hi = min(cpus) / n * 1000, max(cpus) / n * 1000
             print(
                 f"  {name:<14} {row['ms_per_turn']:8.3f} {row['cpu_ms_per_turn']:12.3f} {ratio}"
-                f"  {int(row['samples'])} (CPU {lo:.3f}–{hi:.3f})"
+                f" {row['sys_share']:6.0%}  {int(row['samples'])} (CPU {lo:.3f}–{hi:.3f})"
             )
         summary[f"{runs}x{turns}"] = rows
     return summary
@@ -588,10 +596,10 @@ def main() -> int:
                 for name in clients:
                     for result in run_worker(server, name, batch, inner, 300 if args.quick else 3600):
                         into = samples[(result["runs"], result["turns"])].setdefault(
-                            name, {"wall": [], "cpu": []}
+                            name, {"wall": [], "cpu": [], "sys": []}
                         )
-                        into["wall"] += result["wall"]
-                        into["cpu"] += result["cpu"]
+                        for key in ("wall", "cpu", "sys"):
+                            into[key] += result[key]
     finally:
         server.close()
     summary = report(samples, clients)

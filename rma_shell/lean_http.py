@@ -243,6 +243,8 @@ class Connection:
                 raise httpx.ReadTimeout("timed out reading the response") from exc
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+            if not data and conn.their_state is h11.SEND_RESPONSE:
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
             conn.receive_data(data)
 
     async def _finished(self) -> None:
@@ -261,7 +263,8 @@ class Connection:
 
 
 class Response:
-    """A response whose head has arrived; read its body, or close it, before the next request."""
+    """A response whose head has arrived; read its body, or close it, before the next request.
+    From a ``LeanPool``, ``aclose`` also hands its lane back: always close it."""
 
     def __init__(
         self, connection: Connection, status_code: int, headers: Headers, read_timeout: float
@@ -272,6 +275,7 @@ class Response:
         self._timeout = read_timeout
         self._done = False
         self._decoder = _decoder(headers.get("content-encoding"))
+        self._pool: LeanPool | None = None
 
     async def receive(self, timeout: float | None = None) -> bytes:
         """The next piece of the body (decoded), ``b""`` once it ended. ``timeout`` bounds
@@ -335,10 +339,16 @@ class Response:
         return b"".join(parts)
 
     async def aclose(self) -> None:
-        """Done with it: a body not read to its end closes the connection (as httpcore does)."""
-        if not self._done:
-            self._done = True
-            await self._connection.aclose()
+        """Done with it: a body not read to its end closes the connection (as httpcore does),
+        and the lane goes back to its pool."""
+        pool, self._pool = self._pool, None
+        try:
+            if not self._done:
+                self._done = True
+                await self._connection.aclose()
+        finally:
+            if pool is not None:
+                pool.release(self._connection)
 
 
 def _decoder(encoding: str | None) -> Any:
@@ -446,15 +456,17 @@ class LeanPool:
 
     async def request(
         self, method: str, url: httpx.URL, headers: Mapping[str, str], body: bytes, timeouts: Timeouts
-    ) -> tuple[Connection, Response]:
-        """``acquire`` (bounded by the read timeout, as httpx's pool timeout is) and send; the
-        caller releases the lane once the response is read or closed."""
+    ) -> Response:
+        """``acquire`` a lane (waiting at most the read timeout: httpx's pool timeout is the
+        read timeout here) and send; ``Response.aclose`` gives the lane back."""
         lane = await self.acquire(timeouts.read)
         try:
-            return lane, await lane.request(method, url, headers, body, timeouts)
+            response = await lane.request(method, url, headers, body, timeouts)
         except BaseException:
             self.release(lane)
             raise
+        response._pool = self
+        return response
 
     async def aclose(self) -> None:
         self.is_closed = True

@@ -702,7 +702,7 @@ class Local(Provider[LocalConn]):
         url = conn.target if isinstance(conn.target, httpx.URL) else httpx.URL(conn.url)
         try:
             try:
-                lane, response = await pool.request(
+                response = await pool.request(
                     "POST", url, self._headers(conn, stream=stream), body, self._timeouts
                 )
             except LanePoolTimeout as exc:
@@ -713,7 +713,6 @@ class Local(Provider[LocalConn]):
                 return self._decode(conn, response.status_code, await response.aread()), response.headers
             finally:
                 await response.aclose()
-                pool.release(lane)
         except httpx.DecodingError as exc:
             return Failure(MalformedResponse(detail=f"undecodable response body: {exc}")), None
         except httpx.HTTPError as exc:
