@@ -298,6 +298,30 @@ def make_client(name: str, base_url: str, arn: str) -> tuple[str, Setup, RunOnce
 # ── the worker: one client, its scenarios, in a process of its own ────────────────────────
 
 
+class Samples:
+    """Wall, CPU and kernel CPU of each timed sample (and the profiler around it)."""
+
+    def __init__(self, profiler: cProfile.Profile | None) -> None:
+        self.profiler = profiler
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.sys: list[float] = []  # the kernel's share of the CPU (syscalls)
+
+    def start(self) -> None:
+        gc.collect()
+        self._t = (time.perf_counter(), time.process_time(), os.times().system)
+        if self.profiler:
+            self.profiler.enable()
+
+    def stop(self) -> None:
+        if self.profiler:
+            self.profiler.disable()
+        w0, c0, s0 = self._t
+        self.cpu.append(time.process_time() - c0)
+        self.wall.append(time.perf_counter() - w0)
+        self.sys.append(os.times().system - s0)
+
+
 def worker(
     name: str, base_url: str, arn: str, scenarios: list[tuple[int, int]], inner: int, profile: str | None
 ) -> list[dict[str, Any]]:
@@ -306,57 +330,33 @@ def worker(
     profiler = cProfile.Profile(time.process_time) if profile else None
     out = []
 
-    def timed(walls: list[float], cpus: list[float], w0: float, c0: float) -> None:
-        cpus.append(time.process_time() - c0)
-        walls.append(time.perf_counter() - w0)
-        system.append(os.times().system - s0[0])
-
-    def check(texts: list[str], runs: int, expected: str) -> None:
-        if texts != [expected] * runs:
+    def check(texts: list[str], expected: str) -> None:
+        if set(texts) != {expected}:
             raise RuntimeError(f"{name}: final texts {set(texts)!r}, expected {expected!r}")
 
     for runs, turns in scenarios:
         expected = final_text(turns - 1)
-        walls: list[float] = []
-        cpus: list[float] = []
-        system: list[float] = []  # the kernel's share of the CPU (syscalls)
-        s0 = [0.0]
+        samples = Samples(profiler)
         if loop == "sync":
             shared = setup()
-            check([run_once(shared, turns)], 1, expected)  # warm-up
+            check([run_once(shared, turns)], expected)  # warm-up
             for _ in range(inner):
-                gc.collect()
-                s0[0] = os.times().system
-                w0, c0 = time.perf_counter(), time.process_time()
-                if profiler:
-                    profiler.enable()
+                samples.start()
                 texts = [run_once(shared, turns) for _ in range(runs)]
-                if profiler:
-                    profiler.disable()
-                timed(walls, cpus, w0, c0)
-                check(texts, runs, expected)
+                samples.stop()
+                check(texts, expected)
         else:
 
             async def body(
-                runs: int = runs,
-                turns: int = turns,
-                expected: str = expected,
-                walls: list[float] = walls,
-                cpus: list[float] = cpus,
+                runs: int = runs, turns: int = turns, expected: str = expected, samples: Samples = samples
             ) -> None:
                 shared = await setup()
-                check([await run_once(shared, turns)], 1, expected)  # warm-up
+                check([await run_once(shared, turns)], expected)  # warm-up
                 for _ in range(inner):
-                    gc.collect()
-                    s0[0] = os.times().system
-                    w0, c0 = time.perf_counter(), time.process_time()
-                    if profiler:
-                        profiler.enable()
+                    samples.start()
                     texts = [await run_once(shared, turns) for _ in range(runs)]
-                    if profiler:
-                        profiler.disable()
-                    timed(walls, cpus, w0, c0)
-                    check(texts, runs, expected)
+                    samples.stop()
+                    check(texts, expected)
                 # A provider's close() closes its client; the floors' clients have aclose().
                 await (shared.close() if hasattr(shared, "run_command") else shared.aclose())
 
@@ -366,7 +366,16 @@ def worker(
                 trio.run(body)
             else:
                 asyncio.run(body())
-        out.append({"client": name, "runs": runs, "turns": turns, "wall": walls, "cpu": cpus, "sys": system})
+        out.append(
+            {
+                "client": name,
+                "runs": runs,
+                "turns": turns,
+                "wall": samples.wall,
+                "cpu": samples.cpu,
+                "sys": samples.sys,
+            }
+        )
     if profiler and profile:
         profiler.dump_stats(profile)
     return out
