@@ -288,6 +288,8 @@ def client_floor(
             status, _, chunks = await stream.request(
                 "GET", path + "/stream", list(stream_headers.items()), b""
             )
+            if status != 200:
+                raise RuntimeError(f"the event stream answered HTTP {status}")
             await post(client, path, kickoff)
             await consume(chunks)
             await chunks.aclose()
