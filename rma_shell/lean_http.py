@@ -44,6 +44,7 @@ KEEPALIVE_EXPIRY_S: Final = 5.0
 """httpx's default: an idle connection older than this is closed instead of reused."""
 
 _READ_SIZE: Final = 65536
+_JOIN_LIMIT: Final = 65536
 _USER_AGENT: Final = f"python-httpx/{httpx.__version__}"
 """What the providers sent before this path existed: servers and proxies see no change."""
 _DEFAULT_HEADERS: Final = (
@@ -207,10 +208,18 @@ class Connection:
                 data = conn.send(h11.Request(method=method, target=target, headers=head))
             except h11.LocalProtocolError as exc:
                 raise httpx.LocalProtocolError(str(exc)) from exc
-            data += conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
+            assert data is not None
+            conn.send_with_data_passthrough(
+                h11.Data(data=body)
+            )  # Content-Length framing: the bytes as they are
+            conn.send(h11.EndOfMessage())
             self.requests += 1
             try:
-                await _timed(timeouts.write, stream.send(data))
+                if len(body) <= _JOIN_LIMIT:  # one write (one segment, one syscall)
+                    await _timed(timeouts.write, stream.send(data + body))
+                else:  # a big body is not copied to be joined (httpcore writes them apart too)
+                    await _timed(timeouts.write, stream.send(data))
+                    await _timed(timeouts.write, stream.send(body))
             except TimeoutError as exc:
                 raise httpx.WriteTimeout("timed out writing the request") from exc
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:

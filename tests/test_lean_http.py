@@ -472,3 +472,15 @@ async def test_tls_with_an_untrusted_certificate_is_a_connect_error(
             await exchange(pool, server.url)
     finally:
         await pool.aclose()
+
+
+async def test_a_big_body_arrives_whole(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda peer, i: peer.send(answer(str(len(server.requests[-1][3])).encode())))
+    big = b"x" * 3_000_000
+    pool = LeanPool(1)
+    try:
+        assert (await exchange(pool, server.url, big))[2] == b"3000000"
+        assert (await exchange(pool, server.url, b"small"))[2] == b"5"
+    finally:
+        await pool.aclose()
+    assert server.requests[0][3] == big and server.connections == 1
