@@ -484,3 +484,36 @@ async def test_a_big_body_arrives_whole(serve: Callable[..., RawServer]) -> None
     finally:
         await pool.aclose()
     assert server.requests[0][3] == big and server.connections == 1
+
+
+async def test_the_read_timeout_bounds_each_read_not_the_whole_head(serve: Callable[..., RawServer]) -> None:
+    def trickle(peer: Peer, index: int) -> None:
+        for piece in (b"HTTP/1.1 200 OK\r\n", b"Content-Length: 2\r\n", b"\r\n", b"ok"):
+            time.sleep(0.15)
+            peer.send(piece)
+
+    server = serve(trickle)
+    pool = LeanPool(1)
+    try:  # 0.6 s in all, never 0.3 s of silence: as httpx times it, this is no timeout
+        response = await pool.request("POST", httpx.URL(server.url), {}, b"", Timeouts(5.0, 0.3, 5.0))
+        assert await response.aread() == b"ok"
+        await response.aclose()
+    finally:
+        await pool.aclose()
+
+
+async def test_a_write_the_server_never_reads_is_a_write_timeout() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/x"
+    pool = LeanPool(1)
+    try:
+        with pytest.raises(httpx.WriteTimeout):  # 64 MiB into buffers nobody drains
+            await pool.request("POST", httpx.URL(url), {}, b"x" * (64 << 20), Timeouts(5.0, 5.0, 0.3))
+        assert not pool.lanes[0].is_open
+    finally:
+        await pool.aclose()
+        for sock in accepted:
+            sock.close()
+        listener.close()
