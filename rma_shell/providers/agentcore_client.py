@@ -11,7 +11,9 @@ control plane (``request_json``). Credentials come from a
 
 What it is not: it makes no loop decisions and never retries an invoke itself — whether a
 failed turn may be re-sent is the provider's call (B-9…B-12). Requests are signed exactly as
-sent: the URL is percent-encoded once here and httpx keeps it byte for byte.
+sent: the URL is percent-encoded once here and httpx (or the lean lanes, which send
+``httpx.URL(url).raw_path``) keeps it byte for byte. ``InvokeHarness`` goes over the client's
+own lean h11 lanes (``rma_shell.lean_http``) unless the caller gave an ``http_client``.
 """
 
 from __future__ import annotations

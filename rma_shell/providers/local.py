@@ -1,10 +1,12 @@
-"""The Local provider's transport: one chat-completions call per turn, over httpx on anyio.
+"""The Local provider's transport: one chat-completions call per turn, on anyio.
 
 ``Local(...)`` pairs the pure ``rma.providers.local`` codec and conversation with the I/O
 they need: it POSTs the body ``prepare_request`` built to ``{base_url}/chat/completions``
 (plain JSON, or SSE when ``stream=True``, decoded with ``rma.wire.sse`` and assembled with
 ``rma.wire.openai_chat.ChunkAssembler``), retries transient failures as ``rma.retry``
-decides, and hands the decoded response back to ``apply_response``. A pluggable ``chat``
+decides, and hands the decoded response back to ``apply_response``. The provider's own
+connections are lean h11 lanes (``rma_shell.lean_http``; httpx lanes when the environment
+sets a proxy); a caller's ``http_client`` is used as it is. A pluggable ``chat``
 callable replaces the HTTP call for any gateway or SDK.
 
 It makes no loop decisions. With ``stream=True`` every decoded chunk goes to the session at
@@ -657,10 +659,8 @@ class Local(Provider[LocalConn]):
             return Failure(
                 TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
             ), None
-        if isinstance(client, LeanPool):
-            return await self._send_lean(conn, client, body, stream=stream, sink=sink)
         pool = self._pool if self._pool is not None and client is self._pool.client else None
-        if pool is not None:  # the provider's own client: queue fairly for one of its connections
+        if pool is not None:  # the provider's httpx lanes: queue fairly for one of its connections
             try:
                 async with pool.lane(self.timeout_s) as lane:
                     return await self._send(conn, lane, body, stream=stream, sink=sink)
@@ -671,21 +671,35 @@ class Local(Provider[LocalConn]):
     async def _send(
         self,
         conn: LocalConn,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | LeanPool,
         body: bytes,
         *,
         stream: bool,
         sink: _LiveAttempt | None,
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        """One POST over httpx or the provider's lean lanes (which raise httpx's exception
+        classes, so a failure is reported the same either way)."""
+        headers = self._headers(conn, stream=stream)
         try:
+            if isinstance(client, LeanPool):
+                url = conn.target if isinstance(conn.target, httpx.URL) else httpx.URL(conn.url)
+                try:
+                    lean = await client.request("POST", url, headers, body, self._timeouts)
+                except LanePoolTimeout as exc:
+                    return Failure(TransportError(detail=str(exc), error_type="timeout")), None
+                try:
+                    if stream:
+                        return await self._read_stream(conn, lean, sink)
+                    return self._decode(conn, lean.status_code, await lean.aread()), lean.headers
+                finally:
+                    await lean.aclose()
+            target, timeout = conn.target or conn.url, self.timeout_s
             if stream:
-                return await self._post_stream(conn, client, body, sink)
-            response = await client.post(
-                conn.target or conn.url,
-                content=body,
-                headers=self._headers(conn, stream=False),
-                timeout=self.timeout_s,
-            )
+                async with client.stream(
+                    "POST", target, content=body, headers=headers, timeout=timeout
+                ) as response:
+                    return await self._read_stream(conn, response, sink)
+            response = await client.post(target, content=body, headers=headers, timeout=timeout)
             return self._decode(conn, response.status_code, response.content), response.headers
         except httpx.DecodingError as exc:
             return Failure(MalformedResponse(detail=f"undecodable response body: {exc}")), None
@@ -693,44 +707,6 @@ class Local(Provider[LocalConn]):
             return Failure(
                 TransportError(detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
             ), None
-
-    async def _send_lean(
-        self, conn: LocalConn, pool: LeanPool, body: bytes, *, stream: bool, sink: _LiveAttempt | None
-    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
-        """``_send`` over the provider's own lean lanes: the same requests, timeouts and
-        failures (the lanes raise httpx's exception classes)."""
-        url = conn.target if isinstance(conn.target, httpx.URL) else httpx.URL(conn.url)
-        try:
-            try:
-                response = await pool.request(
-                    "POST", url, self._headers(conn, stream=stream), body, self._timeouts
-                )
-            except LanePoolTimeout as exc:
-                return Failure(TransportError(detail=str(exc), error_type="timeout")), None
-            try:
-                if stream:
-                    return await self._read_stream(conn, response, sink)
-                return self._decode(conn, response.status_code, await response.aread()), response.headers
-            finally:
-                await response.aclose()
-        except httpx.DecodingError as exc:
-            return Failure(MalformedResponse(detail=f"undecodable response body: {exc}")), None
-        except httpx.HTTPError as exc:
-            return Failure(
-                TransportError(detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
-            ), None
-
-    async def _post_stream(
-        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes, sink: _LiveAttempt | None
-    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
-        async with client.stream(
-            "POST",
-            conn.target or conn.url,
-            content=body,
-            headers=self._headers(conn, stream=True),
-            timeout=self.timeout_s,
-        ) as response:
-            return await self._read_stream(conn, response, sink)
 
     async def _read_stream(
         self, conn: LocalConn, response: httpx.Response | LeanResponse, sink: _LiveAttempt | None
