@@ -120,6 +120,8 @@ def _readable(stream: anyio.abc.ByteStream) -> bool:
     sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
     if sock is None or sock.fileno() < 0:
         return True
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([sock], [], [], 0)[0])
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))
