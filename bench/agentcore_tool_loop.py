@@ -417,12 +417,18 @@ class Server:
             self.proc.kill()
 
 
+TREES: dict[str, Path] = {}
+"""``--tree NAME=PATH``: another checkout whose rma a client ``CLIENT@NAME`` measures."""
+
+
 def worker_cmd(name: str, server: Server, scenarios: list[tuple[int, int]], inner: int) -> list[str]:
+    client, _, tree = name.partition("@")
+    script = TREES[tree] / "bench" / "agentcore_tool_loop.py" if tree else Path(__file__).resolve()
     return [
         sys.executable,
-        str(Path(__file__).resolve()),
+        str(script),
         "--worker",
-        name,
+        client,
         "--base-url",
         server.base_url,
         "--arn",
@@ -447,6 +453,8 @@ def run_worker(
     if done.returncode != 0:
         raise SystemExit(f"worker {name} failed:\n{done.stderr[-4000:]}")
     results: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    for result in results:
+        result["client"] = name
     made = server.invokes() - before
     want = sum((1 + runs * inner) * turns for runs, turns in scenarios)
     if made != want:
@@ -561,6 +569,13 @@ def main() -> int:
     parser.add_argument("--profile", metavar="CLIENT", help="cProfile one worker (default scenario 10x10)")
     parser.add_argument("--profile-out", default="/tmp/agentcore_tool_loop.prof")
     parser.add_argument("--profile-lines", type=int, default=40)
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another checkout (with this bench/ copied in) measured as clients CLIENT@NAME",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-profile", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -587,10 +602,18 @@ def main() -> int:
         else list(QUICK_SCENARIOS if args.quick else FULL_SCENARIOS)
     )
     rounds, inner = (1, 1) if args.quick else (args.rounds, args.inner)
+    for tree in args.tree:
+        label, _, path = tree.partition("=")
+        if not (Path(path) / "bench" / "agentcore_tool_loop.py").exists():
+            raise SystemExit(f"--tree {tree}: copy bench/ (this benchmark and its helpers) into {path}/bench")
+        TREES[label] = Path(path).resolve()
     clients = args.clients.split(",")
     for name in clients:
-        if name not in CLIENTS:
-            raise SystemExit(f"unknown client {name!r}; known: {', '.join(CLIENTS)}")
+        base, _, tree = name.partition("@")
+        if base not in CLIENTS or (tree and tree not in TREES):
+            raise SystemExit(
+                f"unknown client {name!r}; known: {', '.join(CLIENTS)} (CLIENT@TREE with --tree)"
+            )
     print(f"machine: {machine()}; load average at start {load()}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()))
     digest = source_digest()
