@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import select
+import socket
 import ssl
 import time
 import zlib
@@ -114,10 +115,9 @@ def _deadline(seconds: float) -> float:
     return math.inf if seconds == math.inf else anyio.current_time() + seconds
 
 
-def _readable(stream: anyio.abc.ByteStream) -> bool:
+def _readable(sock: socket.socket | None) -> bool:
     """Whether an idle connection's socket has something to read: the server closed it (or
     sent what no request asked for), so it must not carry the next request (httpcore's check)."""
-    sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
     if sock is None or sock.fileno() < 0:
         return True
     if not hasattr(select, "poll"):  # Windows
@@ -139,6 +139,8 @@ class Connection:
         self._ssl = ssl_context
         self._options = tuple(socket_options)
         self._stream: anyio.abc.ByteStream | None = None
+        self._socket: socket.socket | None = None
+        """The stream's socket, for the stale check (anyio builds its attribute map per look-up)."""
         self._h11 = h11.Connection(h11.CLIENT)
         self.origin: Origin | None = None
         self._idle_since = 0.0
@@ -181,12 +183,13 @@ class Connection:
         if stream is not None and (
             origin != self.origin
             or time.monotonic() - self._idle_since > KEEPALIVE_EXPIRY_S
-            or _readable(stream)
+            or _readable(self._socket)
         ):
             await self.aclose()
             stream = None
         if stream is None:
             stream = self._stream = await self._connect(origin, timeout)
+            self._socket = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
             self._h11 = h11.Connection(h11.CLIENT)
             self.origin = origin
         return stream
@@ -287,7 +290,7 @@ class Connection:
             await self.aclose()
 
     async def aclose(self) -> None:
-        stream, self._stream = self._stream, None
+        stream, self._stream, self._socket = self._stream, None, None
         if stream is not None:
             await anyio.aclose_forcefully(stream)
 

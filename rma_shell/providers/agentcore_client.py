@@ -170,6 +170,7 @@ class AgentCoreClient:
         )
         self._timeouts = Timeouts(connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s)
         self._read_timeout_s = read_timeout_s
+        self._invoke_urls: dict[tuple[str, str | None], str] = {}
         self._urls: dict[str, httpx.URL] = {}
         """Parsed invoke URLs (a harness and endpoint have one): httpx parses one in ~0.1 ms."""
         self._secrets: tuple[str, ...] = ()
@@ -358,7 +359,13 @@ class AgentCoreClient:
     ) -> tuple[Result[Invoked, SessionError], Mapping[str, str] | None]:
         """``invoke_harness``, and the headers of an error answer (``Retry-After`` for the
         caller's retry; None when no answer came or it was a 2xx)."""
-        url = invoke_url(self.data_url, harness_arn, endpoint_name)
+        url = self._invoke_urls.get((harness_arn, endpoint_name))
+        if url is None:
+            if len(self._invoke_urls) >= 64:  # per-run harnesses and endpoints: keep it bounded
+                self._invoke_urls.clear()
+            url = self._invoke_urls[harness_arn, endpoint_name] = invoke_url(
+                self.data_url, harness_arn, endpoint_name
+            )
         headers = {"Content-Type": "application/json", SESSION_HEADER: runtime_session_id}
         if user_id is not None:
             headers[USER_HEADER] = user_id

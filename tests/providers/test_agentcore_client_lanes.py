@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from returns.result import Failure, Success
 
-from rma.errors import StreamDropped, TransportError
+from rma.errors import MalformedFrame, StreamDropped, StreamException, TransportError
+from rma.providers.bedrock_agentcore import StreamFault, classify
+from rma.wire.eventstream import Message
 from rma.wire.sigv4 import Credentials
 from rma_shell.aws_credentials import StaticCredentialSource
 from rma_shell.providers.agentcore_client import AgentCoreClient
@@ -108,3 +111,53 @@ async def test_request_telemetry_on_the_lanes() -> None:
             await c.aclose()
     assert [name for name, _ in seen] == ["rma.agent_core.request.start", "rma.agent_core.request.stop"]
     assert seen[1][1]["status"] == 200 and seen[1][1]["operation"] == "InvokeHarness"
+
+
+def _general(message: Message) -> Any:
+    """What a frame decodes to through ``classify``, the codec's general path."""
+    payload = message.json() if message.payload else Success(None)
+    if isinstance(payload, Failure):
+        if message.message_type not in ("exception", "error"):
+            return ("bad_json", f"{message.event_type or 'event'} frame payload is not JSON")
+        payload = Success(message.payload.decode("utf-8", "replace"))
+    name = {"exception": message.exception_type, "error": message.error_code}.get(
+        message.message_type, message.event_type
+    )
+    frame = classify(message.message_type, name, payload.unwrap(), message.error_message)
+    return ("fault", frame.error_type, frame.message) if isinstance(frame, StreamFault) else frame
+
+
+def _seen(event: Any) -> Any:
+    if isinstance(event, MalformedFrame):
+        return ("bad_json", event.detail)
+    if isinstance(event, StreamException):
+        return ("fault", event.error_type, event.detail)
+    return event
+
+
+@pytest.mark.parametrize(
+    ("headers", "payload"),
+    [
+        ({":message-type": "event", ":event-type": "contentBlockDelta"}, b'{"delta":{"text":"hi"}}'),
+        ({":event-type": "messageStart"}, b'{"role":"assistant"}'),  # no :message-type: an event
+        ({":message-type": "event", ":event-type": "messageStop"}, b""),
+        ({":message-type": "event", ":event-type": "metadata"}, b"null"),
+        ({":message-type": "event", ":event-type": "contentBlockDelta"}, b"{not json"),
+        ({":message-type": "event", ":event-type": ""}, b"{}"),
+        ({":message-type": "event"}, b"{}"),
+        ({":message-type": "exception", ":exception-type": "throttlingException"}, b'{"message":"slow"}'),
+        ({":message-type": "exception", ":exception-type": "x"}, b"plain text"),
+        ({":message-type": "error", ":error-code": "E", ":error-message": "broke"}, b""),
+        ({":message-type": "weird", ":event-type": "contentBlockDelta"}, b"{}"),
+    ],
+)
+def test_the_common_frame_decodes_as_the_general_path_does(headers: dict[str, str], payload: bytes) -> None:
+    message = Message(headers, payload)
+    c = AgentCoreClient(
+        region="us-east-1",
+        credentials=StaticCredentialSource(Credentials("AKID", "secret")),
+        data_url="http://127.0.0.1:9",
+        control_url="http://127.0.0.1:9",
+        http_client=httpx.AsyncClient(),
+    )
+    assert _seen(c._event(message, StreamException)) == _general(message)
