@@ -29,6 +29,7 @@ BENCHMARKS = (
     "bench/sigv4_sign.py",
     "bench/local_loop.py",
     "bench/cma_tool_loop.py",
+    "bench/agentcore_tool_loop.py",
     "bench/long_session.py",
     "bench/scale.py",
     "bench/stream_latency.py",

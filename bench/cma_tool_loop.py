@@ -64,7 +64,20 @@ from local_loop import load, machine, source_digest  # noqa: E402
 
 API_KEY = "sk-ant-bench"
 PROMPT = "Run the steps."
-CLIENTS = ("rma", "rma-live", "rma-asyncio", "rma-live-asyncio", "sdk-asyncio", "sdk-trio")
+CLIENTS = (
+    "rma",
+    "rma-live",
+    "rma-asyncio",
+    "rma-live-asyncio",
+    "sdk-asyncio",
+    "sdk-trio",
+    "httpx-trio",
+    "httpx-asyncio",
+    "h11-trio",
+    "h11-asyncio",
+)
+FLOORS = ("httpx-trio", "httpx-asyncio", "h11-trio", "h11-asyncio")
+"""Plain loops with no recovery: they run the scenarios without drops."""
 BASELINE = "sdk-asyncio"
 FULL_SCENARIOS = ((50, 1), (10, 10), (1, 100))
 QUICK_SCENARIOS = ((2, 3),)
@@ -184,6 +197,113 @@ def client_sdk(
     return setup, run_once
 
 
+def client_floor(
+    base_url: str, agent: str, env: str, steps: int, *, wire: str
+) -> tuple[Callable[[], Awaitable[Any]], RunOnce]:
+    """The floors: a plain loop — create the session, open its event stream, send the
+    kickoff, answer each ``requires_action`` idle's tool uses, stop at ``end_turn`` — over one
+    ``httpx.AsyncClient`` (two pooled connections) or two ``h11`` keep-alive sockets (one
+    for the stream, one for the posts), with rma's SSE decoder. No retries, no reconnects."""
+    import httpx
+    from _h11_floor import H11Floor
+
+    from rma.wire.sse import SSEDecoder
+
+    headers = {
+        "authorization": f"Bearer {API_KEY}",
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "managed-agents-2026-04-01",
+        "content-type": "application/json",
+    }
+
+    async def setup() -> Any:
+        if wire == "httpx":
+            return httpx.AsyncClient(base_url=base_url, timeout=60)
+        return (H11Floor(base_url), H11Floor(base_url))
+
+    async def post(client: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+        if wire == "httpx":
+            response = await client.post(path, content=data, headers=headers)
+            response.raise_for_status()
+            answer: dict[str, Any] = json.loads(response.content)
+            return answer
+        posts = client[1]
+        status, _, chunks = await posts.request("POST", path, list(headers.items()), data)
+        content = await posts.read(chunks)
+        if status // 100 != 2:
+            raise RuntimeError(f"HTTP {status}: {content[:300]!r}")
+        answer = json.loads(content)
+        return answer
+
+    async def run_once(client: Any) -> Check:
+        session = await post(client, "/v1/sessions", {"agent": agent, "environment_id": env})
+        sid = session["id"]
+        path = f"/v1/sessions/{sid}/events"
+        stream_headers = {**headers, "accept": "text/event-stream"}
+        del stream_headers["content-type"]
+        calls: dict[str, int] = {}
+        ran: list[int] = []
+        texts: list[str] = []
+        decoder = SSEDecoder()
+
+        async def on_event(event: dict[str, Any]) -> bool:
+            kind = event.get("type")
+            if kind == "agent.custom_tool_use":
+                calls[event["id"]] = event["input"]["n"]
+            elif kind == "agent.message":
+                texts.extend(block["text"] for block in event["content"] if block.get("type") == "text")
+            elif kind == "session.status_idle":
+                stop = event["stop_reason"]
+                if stop["type"] != "requires_action":
+                    return True
+                results = []
+                for use_id in stop["event_ids"]:
+                    n = calls.pop(use_id)
+                    ran.append(n)
+                    results.append(
+                        {
+                            "type": "user.custom_tool_result",
+                            "custom_tool_use_id": use_id,
+                            "content": [{"type": "text", "text": f"step {n} done"}],
+                            "is_error": False,
+                        }
+                    )
+                await post(client, path, {"events": results})
+            return False
+
+        async def consume(chunks: Any) -> None:
+            async for chunk in chunks:
+                for message in decoder.feed(chunk):
+                    if message.data and await on_event(json.loads(message.data)):
+                        return
+
+        kickoff = {"events": [{"type": "user.message", "content": [{"type": "text", "text": PROMPT}]}]}
+        if wire == "httpx":
+            async with client.stream("GET", path + "/stream", headers=stream_headers) as response:
+                await post(client, path, kickoff)
+                await consume(response.aiter_bytes())
+        else:
+            stream = client[0]
+            status, _, chunks = await stream.request(
+                "GET", path + "/stream", list(stream_headers.items()), b""
+            )
+            if status != 200:
+                raise RuntimeError(f"the event stream answered HTTP {status}")
+            await post(client, path, kickoff)
+            await consume(chunks)
+            await chunks.aclose()
+            await stream.aclose()  # the server keeps the stream open: this connection is spent
+
+        async def check() -> dict[str, Any]:
+            ok = texts[-1:] == [expected_text(steps)] and sorted(ran) == list(range(1, steps + 1))
+            return {"ok": ok, "executions": len(ran), "error": None if ok else f"texts {texts[-1:]}"}
+
+        return check
+
+    return setup, run_once
+
+
 def make_client(
     name: str, base_url: str, agent: str, env: str, steps: int
 ) -> tuple[str, Callable[[], Awaitable[Any]], RunOnce]:
@@ -199,6 +319,9 @@ def make_client(
         return ("asyncio", *client_sdk(base_url, agent, env, steps))
     if name == "sdk-trio":
         return ("trio", *client_sdk(base_url, agent, env, steps))
+    if name in FLOORS:
+        wire, _, loop = name.partition("-")
+        return (loop, *client_floor(base_url, agent, env, steps, wire=wire))
     raise SystemExit(f"unknown client {name!r}")
 
 
@@ -236,7 +359,7 @@ def worker(
                 walls.append(time.perf_counter() - w0)
                 checks += [await check() for check in pending]
             with contextlib.suppress(Exception):
-                await shared.close()
+                await (shared.aclose() if hasattr(shared, "aclose") else shared.close())
             return {"wall": walls, "cpu": cpus, "checks": checks}
 
         if loop == "trio":
@@ -481,10 +604,11 @@ def main() -> int:
         ready = {config: emu.ready() for config, emu in emulators.items()}
         jobs = [{"sessions": s, "steps": n, "drop": None, **ready[(n, None)]} for s, n in scenarios]
         jobs += [{"sessions": s, "steps": n, "drop": at, **ready[(n, at)]} for s, n, at in drops]
-        if args.quick:  # the smoke run covers each recovery path once: one SDK event loop is enough
-            for job in jobs:
-                if job["drop"] is not None:
-                    job["clients"] = [c for c in clients if c != "sdk-trio"]
+        for job in jobs:
+            if job["drop"] is not None:  # the floors do not recover; the smoke run needs one SDK loop
+                job["clients"] = [
+                    c for c in clients if c not in FLOORS and not (args.quick and c == "sdk-trio")
+                ]
         for job in jobs:
             samples[key(job)] = {}
         # --quick: one worker for every client and job (importing anthropic alone takes ~4 s of

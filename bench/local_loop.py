@@ -8,6 +8,8 @@ tool, N tool calls, a final answer, so T = N + 1 model calls ("turns") — is ru
 
 - ``httpx-asyncio`` / ``httpx-trio``: the floor, a plain ``httpx.AsyncClient`` loop (POST,
   parse, run the tool, append the assistant and tool messages, repeat), one client for all runs;
+- ``h11-asyncio`` / ``h11-trio``: the wire floor, the same loop over one keep-alive socket with
+  ``h11`` framing (``bench/_h11_floor.py``: no pool, no client object, no timeouts);
 - ``rma``: ``rma_shell.run(Local(...), ...)`` under trio, the provider built once, as documented
   (Local builds one ``httpx.AsyncClient`` on first use; its sessions share it);
 - ``rma+client``: the same with ``Local(http_client=...)``, one caller-owned client for all runs;
@@ -53,6 +55,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 SYSTEM = "You are a benchmark agent. Call step until told to stop."
 PROMPT = "Run the steps."
@@ -68,6 +71,8 @@ FLOOR = "httpx-asyncio"
 CLIENTS = (
     "httpx-asyncio",
     "httpx-trio",
+    "h11-asyncio",
+    "h11-trio",
     "rma",
     "rma+client",
     "rma-asyncio",
@@ -95,10 +100,14 @@ def expected_text(turns: int) -> str:
 Runner_ = Callable[[Any], Awaitable[str]]
 
 
-def client_httpx(base_url: str, model: str, turns: int) -> tuple[Callable[[], Awaitable[Any]], Runner_]:
+def client_httpx(
+    base_url: str, model: str, turns: int, *, wire: str = "httpx"
+) -> tuple[Callable[[], Awaitable[Any]], Runner_]:
     import httpx
+    from _h11_floor import H11Floor
 
     url = base_url + "/chat/completions"
+    target = httpx.URL(url).raw_path.decode()
     headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-bench"}
     tools = [
         {
@@ -107,19 +116,28 @@ def client_httpx(base_url: str, model: str, turns: int) -> tuple[Callable[[], Aw
         }
     ]
 
-    async def setup() -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=60)
+    async def setup() -> Any:
+        return httpx.AsyncClient(timeout=60) if wire == "httpx" else H11Floor(base_url)
 
-    async def run_once(client: httpx.AsyncClient) -> str:
+    async def post(client: Any, body: bytes) -> bytes:
+        if wire == "httpx":
+            response = await client.post(url, content=body, headers=headers)
+            response.raise_for_status()
+            return bytes(response.content)
+        status, _, chunks = await client.request("POST", target, list(headers.items()), body)
+        content = await client.read(chunks)
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {content[:300]!r}")
+        return content
+
+    async def run_once(client: Any) -> str:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": PROMPT},
         ]
         for _ in range(turns + 10):
             body = json.dumps({"model": model, "messages": messages, "tools": tools}).encode()
-            response = await client.post(url, content=body, headers=headers)
-            response.raise_for_status()
-            message = json.loads(response.content)["choices"][0]["message"]
+            message = json.loads(await post(client, body))["choices"][0]["message"]
             calls = message.get("tool_calls")
             if not calls:
                 return str(message["content"])
@@ -239,6 +257,8 @@ def make_client(name: str, base_url: str, turns: int) -> tuple[str, Callable[[],
         return ("asyncio", *client_httpx(base_url, model, turns))
     if name == "httpx-trio":
         return ("trio", *client_httpx(base_url, model, turns))
+    if name in ("h11-asyncio", "h11-trio"):
+        return (name.split("-")[1], *client_httpx(base_url, model, turns, wire="h11"))
     if name == "rma":
         return ("trio", *client_rma(base_url, model, turns, shared_client=False))
     if name == "rma+client":
@@ -389,15 +409,21 @@ class ChatServer:
             self.proc.kill()
 
 
+TREES: dict[str, Path] = {}
+"""``--tree NAME=PATH``: another checkout whose rma a client ``CLIENT@NAME`` measures."""
+
+
 def run_worker(
     server: ChatServer, name: str, scenarios: list[tuple[int, int]], inner: int, timeout: float
 ) -> list[dict[str, Any]]:
     before = server.stats()["requests"]
+    client, _, tree = name.partition("@")
+    script = TREES[tree] / "bench" / "local_loop.py" if tree else Path(__file__).resolve()
     cmd = [
         sys.executable,
-        str(Path(__file__).resolve()),
+        str(script),
         "--worker",
-        name,
+        client,
         "--base-url",
         server.base_url,
         "--scenarios",
@@ -412,6 +438,8 @@ def run_worker(
     if done.returncode != 0:
         raise SystemExit(f"worker {name} failed:\n{done.stderr[-4000:]}")
     results: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    for result in results:
+        result["client"] = name
     made = server.stats()["requests"] - before
     want = sum((1 + runs * inner) * turns for runs, turns in scenarios)
     if made != want:
@@ -500,14 +528,15 @@ def report(
 
 
 def targets(summary: dict[str, Any], scenarios: list[tuple[int, int]]) -> None:
-    print("\ntargets")
+    print("\ntargets (issue #17: CPU per turn ≤ 1.1× the httpx floor at 2 and 10 turns, < 1× at 200)")
     for runs, turns in scenarios:
         rows = summary.get(f"{runs}x{turns}", {})
+        bound = 1.0 if turns >= 200 else 1.1
         for name in ("rma", "rma+client", "rma-asyncio", "rma+client-asyncio"):
-            if name in rows and "x_floor" in rows[name]:
-                x = rows[name]["x_floor"]
-                verdict = "holds" if x <= 1.5 else "FAILS"
-                print(f"  {name} {runs}×{turns}: {x:.2f}× the httpx floor (target ≤ 1.5): {verdict}")
+            if name in rows and "cpu_x_floor" in rows[name]:
+                x = rows[name]["cpu_x_floor"]
+                verdict = "holds" if (x < bound if bound == 1.0 else x <= bound) else "FAILS"
+                print(f"  {name} {runs}×{turns}: CPU {x:.2f}× the httpx floor (≤ {bound}): {verdict}")
     long, mid = summary.get("1x200", {}), summary.get("20x10", {})
     for name in (FLOOR, "httpx-trio"):
         if name in long and name in mid:
@@ -660,6 +689,14 @@ def main() -> int:
     parser.add_argument("--sampler", choices=("cprofile", "pyinstrument"), default="cprofile")
     parser.add_argument("--profile-out", default="/tmp/local_loop.prof")
     parser.add_argument("--profile-lines", type=int, default=40)
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another checkout (with this bench/ copied in) measured as clients CLIENT@NAME, e.g. "
+        "--tree pre=/tmp/d4efe6f --clients httpx-trio,rma,rma@pre",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-profile", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -680,8 +717,19 @@ def main() -> int:
         else list(QUICK_SCENARIOS if args.quick else FULL_SCENARIOS)
     )
     rounds, inner = (1, 1) if args.quick else (args.rounds, args.inner)
+    for tree in args.tree:
+        label, _, path = tree.partition("=")
+        if not (Path(path) / "bench" / "local_loop.py").exists():
+            raise SystemExit(f"--tree {tree}: copy bench/local_loop.py (and its helpers) into {path}/bench")
+        TREES[label] = Path(path).resolve()
     clients = []
     for name in args.clients.split(","):
+        base, _, tree = name.partition("@")
+        if tree and tree not in TREES:
+            raise SystemExit(f"client {name!r}: no --tree {tree}=PATH")
+        if tree and base in CLIENTS:
+            clients.append(name)
+            continue
         if name not in CLIENTS:
             raise SystemExit(f"unknown client {name!r}; known: {', '.join(CLIENTS)}")
         module = NEEDS.get(name)

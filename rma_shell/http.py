@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import ssl
+import urllib.request
 from typing import Any
 
 import httpx
@@ -47,3 +48,11 @@ def same_origin(a: str, b: str) -> bool:
     except (httpx.InvalidURL, TypeError, ValueError):
         return False
     return (x.scheme, x.host, x.port) == (y.scheme, y.host, y.port)
+
+
+def env_proxies() -> bool:
+    """Whether the environment configures an HTTP proxy (``HTTP_PROXY``, ``HTTPS_PROXY``,
+    ``ALL_PROXY``; the system settings on macOS and Windows), as httpx reads it: only httpx
+    clients honour one, so paths that can go around httpx do not while one is set."""
+    found = urllib.request.getproxies()
+    return any(found.get(scheme) for scheme in ("http", "https", "all"))

@@ -11,7 +11,9 @@ control plane (``request_json``). Credentials come from a
 
 What it is not: it makes no loop decisions and never retries an invoke itself — whether a
 failed turn may be re-sent is the provider's call (B-9…B-12). Requests are signed exactly as
-sent: the URL is percent-encoded once here and httpx keeps it byte for byte.
+sent: the URL is percent-encoded once here and httpx (or the lean lanes, which send
+``httpx.URL(url).raw_path``) keeps it byte for byte. ``InvokeHarness`` goes over the client's
+own lean h11 lanes (``rma_shell.lean_http``) unless the caller gave an ``http_client``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import random
 import socket
 import uuid
@@ -66,6 +69,8 @@ from rma.wire.eventstream import EventStreamDecoder, Message
 from rma.wire.sigv4 import sign
 from rma_shell.aws_credentials import CredentialSource
 from rma_shell.http import host_of, shared_ssl_context
+from rma_shell.lean_http import LeanPool, Timeouts
+from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -77,6 +82,10 @@ DEFAULT_IDLE_TIMEOUT_S = 300.0
 """B-29: only silence between chunks fails a stream; the server's budget is timeoutSeconds."""
 
 _BODY_PREVIEW = 2000
+_MAX_CONNECTIONS = 100
+"""httpx's default pool size: invokes in flight at once on the client's own lanes."""
+
+Response = httpx.Response | LeanResponse
 
 
 @attrs.frozen
@@ -150,6 +159,20 @@ class AgentCoreClient:
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
             follow_redirects=False,
         )
+        # InvokeHarness, the per-turn call, goes over lean h11 lanes when the client is ours
+        # (``rma_shell.lean_http``: the same timeouts, TLS context and keep-alive; httpx adds
+        # nothing here, it has no proxies mounted with an explicit transport); commands and
+        # the control plane stay on httpx.
+        self._lanes = (
+            LeanPool(_MAX_CONNECTIONS, ssl_context=shared_ssl_context(), socket_options=_KEEPALIVE)
+            if self._owns
+            else None
+        )
+        self._timeouts = Timeouts(connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s)
+        self._read_timeout_s = read_timeout_s
+        self._invoke_urls: dict[tuple[str, str | None], str] = {}
+        self._urls: dict[str, httpx.URL] = {}
+        """Parsed invoke URLs (a harness and endpoint have one): httpx parses one in ~0.1 ms."""
         self._secrets: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
@@ -158,6 +181,8 @@ class AgentCoreClient:
     async def aclose(self) -> None:
         if self._owns:
             try:
+                if self._lanes is not None:
+                    await self._lanes.aclose()
                 await self.http.aclose()
             except (httpx.HTTPError, OSError):
                 logger.debug("closing the AgentCore HTTP client failed")
@@ -228,8 +253,10 @@ class AgentCoreClient:
         operation: str,
         path: str,
         receive_timeout_s: float | None = None,
-    ) -> Result[httpx.Response, SessionError]:
-        """Sign and send; the response is open for streaming (the caller closes it).
+        lean: bool = False,
+    ) -> Result[Response, SessionError]:
+        """Sign and send; the response is open for streaming (the caller closes it). ``lean``:
+        over the client's own lanes when it has them.
 
         Emits ``rma.agent_core.request.start`` / ``.stop`` (M-2, B-46: operation, service,
         method, templated path, status) around the exchange up to the response head.
@@ -241,6 +268,8 @@ class AgentCoreClient:
         signed = await self._headers(method, url, headers, body)
         if isinstance(signed, Failure):
             return Failure(signed.failure())
+        if lean and self._lanes is not None:
+            return await self._send_lean(method, url, signed.unwrap(), body, operation=operation, path=path)
         extensions: dict[str, Any] = {}
         if receive_timeout_s is not None:
             read = max(0.001, receive_timeout_s)
@@ -258,6 +287,37 @@ class AgentCoreClient:
         with self.telemetry.span("rma.agent_core.request", meta) as stop:
             try:
                 response = await self.http.send(request, stream=True)
+            except (httpx.HTTPError, OSError) as exc:
+                stop["error"] = "transport_error"
+                return Failure(with_origin(_transport(exc, method), url=url))
+            stop["status"] = response.status_code
+        return Success(response)
+
+    async def _send_lean(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes, *, operation: str, path: str
+    ) -> Result[Response, SessionError]:
+        """``_send`` over the lean lanes; the telemetry span only when someone listens."""
+        assert self._lanes is not None
+        target = self._urls.get(url)
+        if target is None:
+            if len(self._urls) >= 64:  # per-run harnesses and endpoints: keep the memo bounded
+                self._urls.clear()
+            target = self._urls[url] = httpx.URL(url)
+        if not self.telemetry.listening():
+            try:
+                return Success(await self._lanes.request(method, target, headers, body, self._timeouts))
+            except (httpx.HTTPError, OSError) as exc:
+                return Failure(with_origin(_transport(exc, method), url=url))
+        meta = {
+            "provider": "bedrock_agentcore",
+            "operation": operation,
+            "service": SERVICE,
+            "method": method,
+            "path": path,
+        }
+        with self.telemetry.span("rma.agent_core.request", meta) as stop:
+            try:
+                response = await self._lanes.request(method, target, headers, body, self._timeouts)
             except (httpx.HTTPError, OSError) as exc:
                 stop["error"] = "transport_error"
                 return Failure(with_origin(_transport(exc, method), url=url))
@@ -299,12 +359,18 @@ class AgentCoreClient:
     ) -> tuple[Result[Invoked, SessionError], Mapping[str, str] | None]:
         """``invoke_harness``, and the headers of an error answer (``Retry-After`` for the
         caller's retry; None when no answer came or it was a 2xx)."""
-        url = invoke_url(self.data_url, harness_arn, endpoint_name)
+        url = self._invoke_urls.get((harness_arn, endpoint_name))
+        if url is None:
+            if len(self._invoke_urls) >= 64:  # per-run harnesses and endpoints: keep it bounded
+                self._invoke_urls.clear()
+            url = self._invoke_urls[harness_arn, endpoint_name] = invoke_url(
+                self.data_url, harness_arn, endpoint_name
+            )
         headers = {"Content-Type": "application/json", SESSION_HEADER: runtime_session_id}
         if user_id is not None:
             headers[USER_HEADER] = user_id
         sent = await self._send(
-            "POST", url, headers, body, operation="InvokeHarness", path="/harnesses/invoke"
+            "POST", url, headers, body, operation="InvokeHarness", path="/harnesses/invoke", lean=True
         )
         if isinstance(sent, Failure):
             return Failure(self.redact_error(sent.failure())), None
@@ -317,18 +383,17 @@ class AgentCoreClient:
             events: list[JSON] = []
             complete = False
 
-            async def take(message: Message) -> Result[None, SessionError]:
+            async def take(message: Message) -> SessionError | None:
                 nonlocal complete
-                frame = self._frame(message, StreamException)
-                if isinstance(frame, Failure):
-                    return Failure(frame.failure())
-                event = frame.unwrap()
+                event = self._event(message, StreamException)
+                if isinstance(event, SessionError):
+                    return event
                 events.append(event)
                 if isinstance(event, dict) and "messageStop" in event:
                     complete = True
                 if on_event is not None:
                     await on_event(event)
-                return Success(None)
+                return None
 
             read = await self._read_stream(response, take)
             if isinstance(read, Failure):
@@ -337,24 +402,37 @@ class AgentCoreClient:
         finally:
             await response.aclose()
 
-    def _frame(
+    def _event(
         self, message: Message, exception: type[StreamException] | type[CommandException]
-    ) -> Result[JSON, SessionError]:
+    ) -> JSON | SessionError:
         """A decoded frame's event, or the typed failure it is: an exception/error frame is
         ``exception`` (``StreamException`` on a turn, ``CommandException`` on a command), a
         payload that is not JSON a ``MalformedFrame``."""
+        headers = message.headers
+        name = headers.get(":event-type")
+        if headers.get(":message-type", "event") == "event" and name and isinstance(name, str):
+            # The common frame, as ``classify`` builds it, without its general path.
+            if not message.payload:
+                return {name: {}}
+            try:
+                value = json.loads(message.payload)
+            except (ValueError, RecursionError):
+                return MalformedFrame(
+                    detail=f"{name} frame payload is not JSON",
+                    response=message.payload[:_BODY_PREVIEW].decode("utf-8", "replace"),
+                    reason="bad_json",
+                )
+            return {name: {} if value is None else value}
         payload = message.json() if message.payload else Success(None)
         if isinstance(payload, Failure):
             if message.message_type in ("exception", "error"):
                 text = message.payload.decode("utf-8", "replace")[:_BODY_PREVIEW]
                 payload = Success(text)
             else:
-                return Failure(
-                    MalformedFrame(
-                        detail=f"{message.event_type or 'event'} frame payload is not JSON",
-                        response=message.payload[:_BODY_PREVIEW].decode("utf-8", "replace"),
-                        reason="bad_json",
-                    )
+                return MalformedFrame(
+                    detail=f"{message.event_type or 'event'} frame payload is not JSON",
+                    response=message.payload[:_BODY_PREVIEW].decode("utf-8", "replace"),
+                    reason="bad_json",
                 )
         type_name = {
             "exception": message.exception_type,
@@ -362,12 +440,10 @@ class AgentCoreClient:
         }.get(message.message_type, message.event_type)
         frame = classify(message.message_type, type_name, payload.unwrap(), message.error_message)
         if isinstance(frame, StreamFault):
-            return Failure(
-                exception(detail=frame.message, error_type=frame.error_type, payload=frame.payload)
-            )
-        return Success(frame)
+            return exception(detail=frame.message, error_type=frame.error_type, payload=frame.payload)
+        return frame
 
-    async def _read_capped(self, response: httpx.Response) -> bytes:
+    async def _read_capped(self, response: Response) -> bytes:
         parts: list[bytes] = []
         size = 0
         try:
@@ -382,7 +458,7 @@ class AgentCoreClient:
         return b"".join(parts)
 
     async def _read_stream(
-        self, response: httpx.Response, take: Callable[[Message], Awaitable[Result[None, SessionError]]]
+        self, response: Response, take: Callable[[Message], Awaitable[SessionError | None]]
     ) -> Result[None, SessionError]:
         """Decode frames as chunks arrive; a stall beyond the idle timeout fails the read."""
         content_type = response.headers.get("content-type", "")
@@ -395,38 +471,80 @@ class AgentCoreClient:
                 )
             )
         decoder = EventStreamDecoder()
+        if isinstance(response, LeanResponse):
+            return await self._read_lean(response, decoder, take)
         chunks = response.aiter_bytes().__aiter__()
         while True:
             with anyio.move_on_after(self.idle_timeout_s) as idle:
                 try:
-                    chunk = await chunks.__anext__()
+                    chunk: bytes | SessionError = await chunks.__anext__()
                 except StopAsyncIteration:
-                    chunk = None
+                    chunk = b""
                 except (httpx.HTTPError, OSError) as exc:
-                    return Failure(StreamDropped(detail=f"the stream broke: {type(exc).__name__}"))
+                    chunk = StreamDropped(detail=f"the stream broke: {type(exc).__name__}")
             if idle.cancelled_caught:
-                return Failure(
-                    TransportError(
-                        detail=f"no data for {self.idle_timeout_s:g}s (idle timeout)", error_type="timeout"
-                    )
-                )
-            if chunk is None:
-                ended = decoder.finish()
-                if isinstance(ended, Failure):
-                    return Failure(
-                        StreamDropped(detail=f"the stream ended mid-frame: {ended.failure().detail}")
-                    )
-                return Success(None)
-            decoded = decoder.feed(chunk)
-            if isinstance(decoded, Failure):
-                error = decoded.failure()
-                # A corrupt frame is damage in transit, like a drop: the turn cannot be trusted
-                # (InvokeHarness re-invokes it, bedrock_agentcore._retryable).
-                return Failure(MalformedFrame(detail=error.detail, reason=error.reason))
-            for message in decoded.unwrap():
-                taken = await take(message)
-                if isinstance(taken, Failure):
-                    return taken
+                chunk = self._idle()
+            done = await self._feed(decoder, chunk, take)
+            if done is not None:
+                return done
+
+    async def _read_lean(
+        self,
+        response: LeanResponse,
+        decoder: EventStreamDecoder,
+        take: Callable[[Message], Awaitable[SessionError | None]],
+    ) -> Result[None, SessionError]:
+        """``_read_stream`` over a lean lane: one cancel scope for the whole stream, its
+        deadline set before each read and lifted while the frames are handled (a scope per
+        read costs ~11 µs on trio, a deadline update ~2.5 µs). The deadline is the shorter of
+        the idle timeout (``_idle``) and the read timeout (a broken stream, as httpx's
+        ``ReadTimeout`` is)."""
+        idle_first = self.idle_timeout_s <= self._read_timeout_s
+        wait = self.idle_timeout_s if idle_first else self._read_timeout_s
+        with anyio.CancelScope() as deadline:
+            while True:
+                deadline.deadline = anyio.current_time() + wait
+                try:
+                    chunk: bytes | SessionError = await response.receive(math.inf)
+                except (httpx.HTTPError, OSError) as exc:
+                    chunk = StreamDropped(detail=f"the stream broke: {type(exc).__name__}")
+                deadline.deadline = math.inf
+                done = await self._feed(decoder, chunk, take)
+                if done is not None:
+                    return done
+        return Failure(self._idle() if idle_first else StreamDropped(detail="the stream broke: ReadTimeout"))
+
+    async def _feed(
+        self,
+        decoder: EventStreamDecoder,
+        chunk: bytes | SessionError,
+        take: Callable[[Message], Awaitable[SessionError | None]],
+    ) -> Result[None, SessionError] | None:
+        """One chunk through the decoder and its frames through ``take``: the stream's
+        outcome once it ended or failed, None while it goes on."""
+        if not isinstance(chunk, bytes):
+            return Failure(chunk)
+        if not chunk:
+            ended = decoder.finish()
+            if isinstance(ended, Failure):
+                return Failure(StreamDropped(detail=f"the stream ended mid-frame: {ended.failure().detail}"))
+            return Success(None)
+        decoded = decoder.feed(chunk)
+        if isinstance(decoded, Failure):
+            error = decoded.failure()
+            # A corrupt frame is damage in transit, like a drop: the turn cannot be trusted
+            # (InvokeHarness re-invokes it, bedrock_agentcore._retryable).
+            return Failure(MalformedFrame(detail=error.detail, reason=error.reason))
+        for message in decoded.unwrap():
+            failed = await take(message)
+            if failed is not None:
+                return Failure(failed)
+        return None
+
+    def _idle(self) -> TransportError:
+        return TransportError(
+            detail=f"no data for {self.idle_timeout_s:g}s (idle timeout)", error_type="timeout"
+        )
 
     # -- InvokeAgentRuntimeCommand -------------------------------------------------------------
 
@@ -492,14 +610,14 @@ class AgentCoreClient:
                 return Failure(failure), (dict(response.headers) if retry else None)
             assembler = CommandAssembler()
 
-            async def take(message: Message) -> Result[None, SessionError]:
-                frame = self._frame(message, CommandException)
-                if isinstance(frame, Failure):
-                    return Failure(frame.failure())
-                for stream, text in assembler.feed(frame.unwrap()):
+            async def take(message: Message) -> SessionError | None:
+                frame = self._event(message, CommandException)
+                if isinstance(frame, SessionError):
+                    return frame
+                for stream, text in assembler.feed(frame):
                     if on_output is not None:
                         await on_output(stream, text)
-                return Success(None)
+                return None
 
             read = await self._read_stream(response, take)
             if isinstance(read, Failure):
@@ -641,7 +759,7 @@ class AgentCoreClient:
         return Success((response.status_code, _json_or_text(content))), None
 
 
-def _stamped(error: SessionError, url: str, response: httpx.Response) -> SessionError:
+def _stamped(error: SessionError, url: str, response: Response) -> SessionError:
     """A stream's failure with the host and the ``x-amzn-RequestId`` of its response."""
     return with_origin(error, url=url, request_id=request_id(response.headers))
 

@@ -1,10 +1,12 @@
-"""The Local provider's transport: one chat-completions call per turn, over httpx on anyio.
+"""The Local provider's transport: one chat-completions call per turn, on anyio.
 
 ``Local(...)`` pairs the pure ``rma.providers.local`` codec and conversation with the I/O
 they need: it POSTs the body ``prepare_request`` built to ``{base_url}/chat/completions``
 (plain JSON, or SSE when ``stream=True``, decoded with ``rma.wire.sse`` and assembled with
 ``rma.wire.openai_chat.ChunkAssembler``), retries transient failures as ``rma.retry``
-decides, and hands the decoded response back to ``apply_response``. A pluggable ``chat``
+decides, and hands the decoded response back to ``apply_response``. The provider's own
+connections are lean h11 lanes (``rma_shell.lean_http``; httpx lanes when the environment
+sets a proxy); a caller's ``http_client`` is used as it is. A pluggable ``chat``
 callable replaces the HTTP call for any gateway or SDK.
 
 It makes no loop decisions. With ``stream=True`` every decoded chunk goes to the session at
@@ -65,7 +67,10 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
-from rma_shell.http import host_of, same_origin
+from rma_shell.http import env_proxies, host_of, same_origin, shared_ssl_context
+from rma_shell.lean_http import LeanPool, Timeouts
+from rma_shell.lean_http import PoolTimeout as LanePoolTimeout
+from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
@@ -107,7 +112,8 @@ class LocalConn:
 
     session_id: str
     conversation: Conversation
-    client: httpx.AsyncClient | None = attrs.field(default=None, eq=False, repr=False)
+    client: httpx.AsyncClient | LeanPool | None = attrs.field(default=None, eq=False, repr=False)
+    """The caller's client, the provider's own httpx lanes, or its own lean lanes."""
     base_url: str = DEFAULT_BASE_URL
     api_key: str | None = attrs.field(default=None, repr=False)
     """Per session: ``run(model_config=...)`` may carry a gateway lane's URL and granted key."""
@@ -229,9 +235,10 @@ class Local(Provider[LocalConn]):
         self.timeout_s = timeout_s
         self._chat = chat
         self._http_client = http_client
-        self._own_client: httpx.AsyncClient | None = None
+        self._own_client: httpx.AsyncClient | LeanPool | None = None
         self.max_connections = max_connections
         self._pool: LocalPool | None = None
+        self._timeouts = Timeouts.of(timeout_s)
         self._rand = rand
         self._sleep = sleep
         self._clock = clock
@@ -358,7 +365,7 @@ class Local(Provider[LocalConn]):
         if bad_url is not None:
             return Failure(bad_url)
         session_id = request.session_id or self._session_id_factory()
-        client = self._http_client
+        client: httpx.AsyncClient | LeanPool | None = self._http_client
         if self._chat is None and client is None:
             client = self._client()
         await anyio.lowlevel.checkpoint()
@@ -442,13 +449,21 @@ class Local(Provider[LocalConn]):
             out["server_port"] = url.port or (443 if url.scheme == "https" else 80)
         return out
 
-    def _client(self) -> httpx.AsyncClient:
-        """The provider's own HTTP client, built on first use and shared by its sessions: a
+    def _client(self) -> httpx.AsyncClient | LeanPool:
+        """The provider's own connections, built on first use and shared by its sessions: a
         session then reuses a pooled connection instead of opening one (the CMA and AgentCore
-        providers do the same). ``close()`` closes it; a closed one is rebuilt."""
+        providers do the same). ``close()`` closes them; closed ones are rebuilt. Lean h11
+        lanes (``rma_shell.lean_http``) unless the environment configures a proxy, which only
+        httpx honours: then httpx lanes (``LocalPool``)."""
         if self._own_client is None or self._own_client.is_closed:
-            self._pool = LocalPool.build(self.max_connections or DEFAULT_MAX_CONNECTIONS, self.timeout_s)
-            self._own_client = self._pool.client
+            size = self.max_connections or DEFAULT_MAX_CONNECTIONS
+            self._timeouts = Timeouts.of(self.timeout_s)
+            if env_proxies():
+                self._pool = LocalPool.build(size, self.timeout_s)
+                self._own_client = self._pool.client
+            else:
+                self._pool = None
+                self._own_client = LeanPool(size, ssl_context=shared_ssl_context())
         return self._own_client
 
     async def aclose(self, conn: LocalConn) -> None:
@@ -456,10 +471,11 @@ class Local(Provider[LocalConn]):
 
     async def close(self) -> None:
         """Close the HTTP client this provider built (providers are reusable across runs)."""
-        pool, self._own_client, self._pool = self._pool, None, None
-        if pool is not None:
+        own, pool, self._own_client, self._pool = self._own_client, self._pool, None, None
+        closing = pool if pool is not None else own if isinstance(own, LeanPool) else None
+        if closing is not None:
             try:
-                await pool.aclose()
+                await closing.aclose()
             except (httpx.HTTPError, OSError) as exc:
                 logger.debug(
                     "closing the Local HTTP client failed: %s",
@@ -644,7 +660,7 @@ class Local(Provider[LocalConn]):
                 TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
             ), None
         pool = self._pool if self._pool is not None and client is self._pool.client else None
-        if pool is not None:  # the provider's own client: queue fairly for one of its connections
+        if pool is not None:  # the provider's httpx lanes: queue fairly for one of its connections
             try:
                 async with pool.lane(self.timeout_s) as lane:
                     return await self._send(conn, lane, body, stream=stream, sink=sink)
@@ -655,21 +671,35 @@ class Local(Provider[LocalConn]):
     async def _send(
         self,
         conn: LocalConn,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | LeanPool,
         body: bytes,
         *,
         stream: bool,
         sink: _LiveAttempt | None,
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
+        """One POST over httpx or the provider's lean lanes (which raise httpx's exception
+        classes, so a failure is reported the same either way)."""
+        headers = self._headers(conn, stream=stream)
         try:
+            if isinstance(client, LeanPool):
+                url = conn.target if isinstance(conn.target, httpx.URL) else httpx.URL(conn.url)
+                try:
+                    lean = await client.request("POST", url, headers, body, self._timeouts)
+                except LanePoolTimeout as exc:
+                    return Failure(TransportError(detail=str(exc), error_type="timeout")), None
+                try:
+                    if stream:
+                        return await self._read_stream(conn, lean, sink)
+                    return self._decode(conn, lean.status_code, await lean.aread()), lean.headers
+                finally:
+                    await lean.aclose()
+            target, timeout = conn.target or conn.url, self.timeout_s
             if stream:
-                return await self._post_stream(conn, client, body, sink)
-            response = await client.post(
-                conn.target or conn.url,
-                content=body,
-                headers=self._headers(conn, stream=False),
-                timeout=self.timeout_s,
-            )
+                async with client.stream(
+                    "POST", target, content=body, headers=headers, timeout=timeout
+                ) as response:
+                    return await self._read_stream(conn, response, sink)
+            response = await client.post(target, content=body, headers=headers, timeout=timeout)
             return self._decode(conn, response.status_code, response.content), response.headers
         except httpx.DecodingError as exc:
             return Failure(MalformedResponse(detail=f"undecodable response body: {exc}")), None
@@ -678,62 +708,54 @@ class Local(Provider[LocalConn]):
                 TransportError(detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
             ), None
 
-    async def _post_stream(
-        self, conn: LocalConn, client: httpx.AsyncClient, body: bytes, sink: _LiveAttempt | None
+    async def _read_stream(
+        self, conn: LocalConn, response: httpx.Response | LeanResponse, sink: _LiveAttempt | None
     ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
-        async with client.stream(
-            "POST",
-            conn.target or conn.url,
-            content=body,
-            headers=self._headers(conn, stream=True),
-            timeout=self.timeout_s,
-        ) as response:
-            content_type = response.headers.get("content-type", "")
-            if not 200 <= response.status_code < 300 or "text/event-stream" not in content_type:
-                # An error, or a server that ignored "stream": decode it as a plain body.
-                return self._decode(conn, response.status_code, await response.aread()), response.headers
-            decoder = SSEDecoder()
-            reply = StreamedReply(sink.poll if sink is not None else 0)
-            chunks = response.aiter_bytes()
-            try:
-                async for data in chunks:
-                    for message in decoder.feed(data):
-                        if message.data == "[DONE]":
-                            await _drain(chunks)
-                            return reply.finish(), response.headers
-                        try:
-                            chunk = json.loads(message.data)
-                        except ValueError:
-                            # A corrupt chunk could have been any part of the reply: the attempt
-                            # fails like a drop, so the request is re-sent (bounded by
-                            # max_retries) and nothing of this stream's partial reply is kept.
-                            detail = f"a stream chunk is not JSON: {message.data[:_CHUNK_PREVIEW]!r}"
-                            return Failure(StreamDropped(detail=detail)), response.headers
-                        fed = reply.feed(chunk)
-                        if isinstance(fed, Failure):
-                            return Failure(fed.failure()), response.headers
-                        if sink is not None:
-                            for event in fed.unwrap():
-                                sink.sent += 1
-                                await sink.live(event)
-            except httpx.DecodingError:
-                raise  # an undecodable body: MalformedResponse in _post_once
-            except httpx.HTTPError as exc:  # the stream broke after the response began
-                broke = TransportError(
-                    detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc)
-                )
-                return Failure(broke), response.headers
-            finally:
-                # Closed here, not whenever the event loop gets to finalise it.
-                await _aclose(chunks)
-            decoder.close()
-            if reply.finish_reason is not None:
-                # The server closed cleanly after the last choice without "data: [DONE]"
-                # (some do); the reply is complete.
-                return reply.finish(), response.headers
-            return Failure(
-                StreamDropped(detail="stream closed before data: [DONE]", clean_close=True)
-            ), response.headers
+        """An SSE reply read chunk by chunk, each decoded chunk fed live as it arrives."""
+        content_type = response.headers.get("content-type", "")
+        if not 200 <= response.status_code < 300 or "text/event-stream" not in content_type:
+            # An error, or a server that ignored "stream": decode it as a plain body.
+            return self._decode(conn, response.status_code, await response.aread()), response.headers
+        decoder = SSEDecoder()
+        reply = StreamedReply(sink.poll if sink is not None else 0)
+        chunks = response.aiter_bytes()
+        try:
+            async for data in chunks:
+                for message in decoder.feed(data):
+                    if message.data == "[DONE]":
+                        await _drain(chunks)
+                        return reply.finish(), response.headers
+                    try:
+                        chunk = json.loads(message.data)
+                    except ValueError:
+                        # A corrupt chunk could have been any part of the reply: the attempt
+                        # fails like a drop, so the request is re-sent (bounded by
+                        # max_retries) and nothing of this stream's partial reply is kept.
+                        detail = f"a stream chunk is not JSON: {message.data[:_CHUNK_PREVIEW]!r}"
+                        return Failure(StreamDropped(detail=detail)), response.headers
+                    fed = reply.feed(chunk)
+                    if isinstance(fed, Failure):
+                        return Failure(fed.failure()), response.headers
+                    if sink is not None:
+                        for event in fed.unwrap():
+                            sink.sent += 1
+                            await sink.live(event)
+        except httpx.DecodingError:
+            raise  # an undecodable body: MalformedResponse in _send
+        except httpx.HTTPError as exc:  # the stream broke after the response began
+            broke = TransportError(detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
+            return Failure(broke), response.headers
+        finally:
+            # Closed here, not whenever the event loop gets to finalise it.
+            await _aclose(chunks)
+        decoder.close()
+        if reply.finish_reason is not None:
+            # The server closed cleanly after the last choice without "data: [DONE]"
+            # (some do); the reply is complete.
+            return reply.finish(), response.headers
+        return Failure(
+            StreamDropped(detail="stream closed before data: [DONE]", clean_close=True)
+        ), response.headers
 
     def _decode(self, conn: LocalConn, status: int, content: bytes) -> Result[JSON, SessionError]:
         try:

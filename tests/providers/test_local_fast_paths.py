@@ -12,10 +12,12 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts
 from rma_shell import run
+from rma_shell.lean_http import LeanPool
 from rma_shell.providers.base import OpenRequest
 from rma_shell.providers.local import Local, LocalConn
 from rma_shell.telemetry import Telemetry
@@ -44,9 +46,9 @@ async def test_sessions_share_the_providers_client_and_its_connection() -> None:
             outcome = await run(local, handler=Weather(), prompt="hi")
             assert isinstance(outcome, Success) and outcome.unwrap().text == expected
         client = local._own_client
-        assert client is not None and not client.is_closed
-        pool = client._transport._pool  # type: ignore[attr-defined]
-        assert len(pool.connections) == 1  # the second session reused the first one's connection
+        assert isinstance(client, LeanPool) and not client.is_closed
+        # The second session reused the first one's connection.
+        assert len(client.lanes) == 1 and client.lanes[0].connects == 1 and client.lanes[0].requests == 2
         await local.close()
         assert client.is_closed and local._own_client is None
         # Reusable after close: the next session builds a fresh client.
@@ -98,3 +100,39 @@ async def test_request_telemetry_for_a_listener_that_attaches_mid_session() -> N
     assert isinstance(result, Success), result
     # Only the request made after attaching is reported, start and stop both.
     assert seen == ["rma.request.start", "rma.request.stop"]
+
+
+async def test_a_proxy_in_the_environment_puts_the_requests_on_httpx_which_honours_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    with OpenAIEmulator([{"content": "direct"}, {"content": "again"}]) as emu:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{emu.port + 1 if emu.port < 65535 else 1}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # httpx's own rule: this host bypasses the proxy
+        local = Local(base_url=emu.base_url, model="m", max_retries=0)
+        try:
+            outcome = await run(local, handler=Weather(), prompt="hi")
+            assert outcome.unwrap().text == "direct"
+            assert local._pool is not None and local._own_client is local._pool.client  # httpx lanes
+        finally:
+            await local.close()
+        monkeypatch.delenv("NO_PROXY")
+        proxied = Local(base_url=emu.base_url, model="m", max_retries=0)
+        try:
+            failed = await run(proxied, handler=Weather(), prompt="hi")  # sent to the (absent) proxy
+        finally:
+            await proxied.close()
+    assert failed.failure().kind == "transport_error" and len(emu.requests) == 1
+
+
+async def test_without_a_proxy_the_provider_uses_lean_lanes(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    local = Local(base_url="http://127.0.0.1:9/v1", model="m")
+    conn = await opened(local)
+    assert isinstance(conn.client, LeanPool) and local._pool is None
+    await local.close()
+    assert conn.client.is_closed
