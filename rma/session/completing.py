@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import attrs
-
 from rma._persistent import AppendLog
 from rma.errors import (
     GuardFailed,
@@ -26,7 +24,7 @@ from rma.session.commands import CallGuard, Command, DeliverUpdate, Log, RunTool
 from rma.session.driving import drive
 from rma.session.endings import fail, finish, terminated
 from rma.session.events import GuardVerdict, ToolsFinished
-from rma.session.state import Phase, State, Step
+from rma.session.state import Phase, State, Step, evolve
 from rma.session.telemetry import tool_uses, turn_stop
 from rma.vocabulary import JSON, Terminal, ToolResult, ToolUse, TurnResult
 
@@ -45,7 +43,7 @@ def handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
         tr = s.config.codec.normalize(events)
     except Exception as exc:  # a codec must be total; if it is not, fail typed, never escape
         return fail(s, MalformedResponse(detail=f"could not normalize the turn: {type(exc).__name__}: {exc}"))
-    s = attrs.evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
+    s = evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
     out: list[Command] = [turn_stop(s, tr)]
     if s.updates:
         out.append(DeliverUpdate(TurnFinished(s.turns, tr.terminal, tr.stop_reason, tr.usage)))
@@ -54,7 +52,7 @@ def handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
         # The raw per-turn entries too, as SessionResult.usage has them: a spending guard may
         # need what the provider reported beyond the four counts (a cost, a cache breakdown).
         payload = {"usage": s.acc.total_usage(), "turns": s.turns, "session_id": s.session_id}
-        s = attrs.evolve(s, phase=Phase.GUARD, pending_turn=tr)
+        s = evolve(s, phase=Phase.GUARD, pending_turn=tr)
         out.append(CallGuard(payload))
         return s, tuple(out)
     s, more = continue_turn(s, tr)
@@ -65,7 +63,7 @@ def handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
 def on_guard(s: State, verdict: GuardVerdict) -> Step:
     tr = s.pending_turn
     assert tr is not None
-    s = attrs.evolve(s, pending_turn=None)
+    s = evolve(s, pending_turn=None)
     if verdict.verdict == "continue":
         return continue_turn(s, tr)
     if verdict.verdict == "halt":
@@ -97,7 +95,7 @@ def continue_turn(s: State, tr: TurnResult) -> Step:
         if s.reprompts_left > 0:  # S-44
             if exceeds_max_turns(s):
                 return max_turns_error(s, tr)
-            s = attrs.evolve(s, reprompts_left=s.reprompts_left - 1)
+            s = evolve(s, reprompts_left=s.reprompts_left - 1)
             text = REPROMPT_TEMPLATE.format(tool=cfg.terminal_tool)
             return drive(s, cfg.codec.user_input(text), "reprompt", {"input": text})
         if cfg.output_tool:  # a typed answer was asked for: ending without one is a failure
@@ -133,7 +131,7 @@ def requires_action(s: State, tr: TurnResult) -> Step:
         return fail(s, error)
     if not uses and recovered:
         out.extend(tool_uses(s, recovered))
-        s = attrs.evolve(s, acc=s.acc.add_new_tool_uses(recovered))
+        s = evolve(s, acc=s.acc.add_new_tool_uses(recovered))
         uses = recovered
     if not uses and not confirms:
         if codec.empty_resume_safe:
@@ -158,9 +156,7 @@ def run_tools(
 ) -> Step:
     """Hand batch ``s.batch + 1`` to the handler (TOOLS), after the commands in ``out``."""
     uses, confirms = tuple(uses), tuple(confirms)
-    s = attrs.evolve(
-        s, phase=Phase.TOOLS, batch=s.batch + 1, pending_uses=uses, pending_confirmations=confirms
-    )
+    s = evolve(s, phase=Phase.TOOLS, batch=s.batch + 1, pending_uses=uses, pending_confirmations=confirms)
     # Input the model did not send as an object never reaches a tool (issue #12): the handler
     # runs the others; each rejected one is answered with its input_error (answer_tools).
     runnable = tuple(u for u in uses if u.input_error is None)
@@ -217,11 +213,11 @@ def _check_output_answers(s: State, uses: Sequence[ToolUse], results: Sequence[T
         if result is None:
             continue
         if not result.is_error:
-            s = attrs.evolve(s, terminal_answered=True)
+            s = evolve(s, terminal_answered=True)
         elif not s.terminal_answered:
             if s.reprompts_left <= 0:
                 return fail(s, OutputInvalid(tool=str(tool), detail=result.text[:4000]))
-            s = attrs.evolve(s, reprompts_left=s.reprompts_left - 1)
+            s = evolve(s, reprompts_left=s.reprompts_left - 1)
     return s
 
 

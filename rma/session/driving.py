@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import attrs
 from returns.result import Failure
 
 from rma.errors import Unsupported
@@ -18,7 +17,7 @@ from rma.provider import DEFAULT_PROMPT, Input, Mode
 from rma.session.commands import Command, PollTurn, PushInput, Reconnect, Reply
 from rma.session.endings import fail
 from rma.session.events import Opened, PushFinished, SendEventRequested, StreamConnected, UserMessage
-from rma.session.state import Accumulated, Phase, State, Step
+from rma.session.state import Accumulated, Phase, State, Step, evolve
 from rma.session.telemetry import stream_lifecycle, turn_start
 from rma.vocabulary import JSON
 
@@ -27,10 +26,10 @@ Purpose = Literal["kickoff", "message", "resume", "reprompt"]
 
 def on_opened(s: State, ev: Opened) -> Step:
     cfg = s.config
-    s = attrs.evolve(s, session_id=ev.session_id, resumed=ev.resumed)
+    s = evolve(s, session_id=ev.session_id, resumed=ev.resumed)
     if ev.resumed:
         # S-19 / R-1: no kickoff; consolidate first. Only a resume arms the prompt (R-8).
-        s = attrs.evolve(
+        s = evolve(
             s,
             kicked_off=True,
             resuming=True,
@@ -41,17 +40,17 @@ def on_opened(s: State, ev: Opened) -> Step:
         )
         return s, (Reconnect(s.gen, s.seen.ids()),)
     if cfg.codec.mode is Mode.STREAMING:
-        return attrs.evolve(s, phase=Phase.CONNECTING), ()  # the kickoff waits for "connected" (S-21)
+        return evolve(s, phase=Phase.CONNECTING), ()  # the kickoff waits for "connected" (S-21)
     return kickoff_or_idle(s)
 
 
 def kickoff_or_idle(s: State) -> Step:
     """Send the kickoff — unless a live session was opened with nothing to say: then IDLE."""
-    s = attrs.evolve(s, kicked_off=True)
+    s = evolve(s, kicked_off=True)
     cfg = s.config
     if cfg.live and cfg.prompt is None and cfg.outcome is None:
-        return attrs.evolve(s, phase=Phase.IDLE), ()
-    s = attrs.evolve(s, request_open=True)
+        return evolve(s, phase=Phase.IDLE), ()
+    s = evolve(s, request_open=True)
     if cfg.outcome is not None:
         content: dict[str, JSON] = {"input": cfg.outcome.description}
     else:
@@ -78,9 +77,9 @@ def drive(
     """
     start = turn_start(s, purpose, content or {})
     if s.config.codec.mode is Mode.REQUEST_RESPONSE:
-        s = attrs.evolve(s, phase=Phase.AWAITING, live_forwarded=0, **changes)
+        s = evolve(s, phase=Phase.AWAITING, live_forwarded=0, **changes)
         return s, (PollTurn(input, purpose), start)
-    s = attrs.evolve(
+    s = evolve(
         s, phase=Phase.PUSHING, push_purpose=purpose, push_request=None, phase_before_push=None, **changes
     )
     return s, (PushInput(input, purpose), start)
@@ -89,19 +88,19 @@ def drive(
 def on_push_finished(s: State, ev: PushFinished) -> Step:
     """The host took (or refused) a push: a turn is now in flight, or a send_event is answered."""
     purpose, request, before = s.push_purpose, s.push_request, s.phase_before_push
-    s = attrs.evolve(s, push_purpose=None, push_request=None, phase_before_push=None)
+    s = evolve(s, push_purpose=None, push_request=None, phase_before_push=None)
     if purpose == "send_event":
         assert request is not None and before is not None
-        return attrs.evolve(s, phase=before), (Reply(request, ev.outcome),)
+        return evolve(s, phase=before), (Reply(request, ev.outcome),)
     if isinstance(ev.outcome, Failure):
         # S-23 Better: a refused push ends the request with its error, live or not.
         return fail(s, ev.outcome.failure())
-    return attrs.evolve(s, phase=Phase.AWAITING), ()
+    return evolve(s, phase=Phase.AWAITING), ()
 
 
 def push_send_event(s: State, ev: SendEventRequested) -> Step:
     """S-67: pushed verbatim, no reset; S-92: mid-turn it goes out at once."""
-    s = attrs.evolve(
+    s = evolve(
         s,
         phase=Phase.PUSHING,
         push_purpose="send_event",
@@ -122,7 +121,7 @@ def on_user_message(s: State, ev: UserMessage) -> Step:
 
 def deliver_message(s: State, text: str) -> Step:
     """A follow-up (or a resume's armed prompt) starts a fresh request (S-69, R-6)."""
-    s = attrs.evolve(
+    s = evolve(
         s,
         acc=Accumulated(),
         turns=0,

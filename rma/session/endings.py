@@ -13,7 +13,7 @@ from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError
 from rma.session.commands import Emit, Finish
-from rma.session.state import Phase, State, Step
+from rma.session.state import Phase, State, Step, evolve
 from rma.vocabulary import JSON, SessionResult, Terminal, TurnResult
 
 
@@ -96,8 +96,8 @@ def carries_result(outcome: Result[SessionResult, SessionError]) -> bool:
 def after_request(s: State) -> State:
     """The request is over: a live session waits in IDLE, a sync run is DONE (nothing waits)."""
     if s.config.live:
-        return attrs.evolve(s, phase=Phase.IDLE, request_open=False, resuming=False)
-    return attrs.evolve(s, phase=Phase.DONE, request_open=False, resuming=False, deferred=())
+        return evolve(s, phase=Phase.IDLE, request_open=False, resuming=False)
+    return evolve(s, phase=Phase.DONE, request_open=False, resuming=False, deferred=())
 
 
 def finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | None = None) -> Step:
@@ -106,7 +106,7 @@ def finish(s: State, tr: TurnResult, stop_reason: JSON = None, reason: str | Non
     result = result_of(s, tr, tr.terminal, final_reason, reason)
     meta = {**s.config.metadata, "terminal": tr.terminal.value, "session_id": s.session_id}
     emit = Emit("rma.session.terminal", {}, meta, {"output": result.text})
-    s = after_request(attrs.evolve(s, reconnect_attempts=0))
+    s = after_request(evolve(s, reconnect_attempts=0))
     return s, (emit, Finish(Success(result), final=not s.config.live))
 
 

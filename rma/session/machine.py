@@ -96,7 +96,7 @@ from rma.session.reconnecting import (
     BACKOFF_MAX_EXPONENT,
     reconnect_backoff_ms,
 )
-from rma.session.state import Accumulated, Phase, State, Step, initial_state
+from rma.session.state import Accumulated, Phase, State, Step, evolve, initial_state
 
 __all__ = [
     "BACKOFF_BASE_MS",
@@ -183,11 +183,11 @@ def _on_turn_failed(s: State, ev: TurnFailed) -> Step:
 
 def _on_deadline(s: State, ev: DeadlineReached) -> Step:
     # M-7 Better: a timed-out run ends like every other error, telemetry included.
-    return fail(attrs.evolve(s, deferred=()), Timeout(timeout_s=ev.timeout_s))
+    return fail(evolve(s, deferred=()), Timeout(timeout_s=ev.timeout_s))
 
 
 def _on_updates_wanted(s: State, ev: UpdatesWanted) -> Step:
-    return attrs.evolve(s, updates=ev.wanted or s.config.deliver_updates), ()
+    return evolve(s, updates=ev.wanted or s.config.deliver_updates), ()
 
 
 def _on_unknown(s: State, ev: object) -> Step:
@@ -360,7 +360,7 @@ def step(s: State, ev: Event) -> Step:
     """Apply one event. Total: any event in any phase yields a state (unknowns are ignored)."""
     entry = entry_for(s, ev)
     if entry is DEFER or _waits_in_its_lane(s, ev):
-        return attrs.evolve(s, deferred=(*s.deferred, ev)), ()
+        return evolve(s, deferred=(*s.deferred, ev)), ()
     s, commands = _take(s, ev, entry)
     if s.deferred and s.phase is not Phase.DONE:
         return _drain(s, list(commands))
@@ -372,7 +372,7 @@ def _drain(s: State, out: list[Command]) -> Step:
     progress = True
     while progress and s.deferred and s.phase is not Phase.DONE:
         progress = False
-        queue, s = s.deferred, attrs.evolve(s, deferred=())
+        queue, s = s.deferred, evolve(s, deferred=())
         blocked: set[int | None] = set()
         kept: list[Event] = []
         for ev in queue:
@@ -385,6 +385,6 @@ def _drain(s: State, out: list[Command]) -> Step:
             out.extend(commands)
             progress = True
         if s.phase is Phase.DONE:
-            return attrs.evolve(s, deferred=()), tuple(out)
-        s = attrs.evolve(s, deferred=(*kept, *s.deferred))
+            return evolve(s, deferred=()), tuple(out)
+        s = evolve(s, deferred=(*kept, *s.deferred))
     return s, tuple(out)

@@ -9,12 +9,10 @@ turn boundary the buffered turn goes to ``rma.session.completing``.
 
 from __future__ import annotations
 
-import attrs
-
 from rma.session.commands import Command, DeliverEvent, DeliverUpdate, Log
 from rma.session.completing import handle_turn
 from rma.session.events import LiveEvent, StreamEvent, TurnPolled
-from rma.session.state import State, Step
+from rma.session.state import State, Step, evolve
 from rma.session.telemetry import stream_event
 from rma.vocabulary import JSON, TEXT_DELTA_TYPE
 
@@ -60,7 +58,7 @@ def receive(s: State, raw: JSON) -> Step:
     out = forward(s, raw)
     out.append(stream_event(s, raw))
     turn = s.turn_events.append(raw)
-    s = attrs.evolve(s, seen=seen, turn_events=turn)
+    s = evolve(s, seen=seen, turn_events=turn)
     if s.config.codec.turn_boundary(raw):
         s, more = handle_turn(s, turn.to_tuple())
         out.extend(more)
@@ -71,7 +69,7 @@ def on_live_event(s: State, ev: LiveEvent) -> Step:
     """E-4: a request/response host forwarded an event mid-turn; the turn still comes whole."""
     out = forward(s, ev.event)
     out.append(stream_event(s, ev.event))
-    return attrs.evolve(s, live_forwarded=s.live_forwarded + 1), tuple(out)
+    return evolve(s, live_forwarded=s.live_forwarded + 1), tuple(out)
 
 
 def on_polled(s: State, ev: TurnPolled) -> Step:
@@ -79,6 +77,6 @@ def on_polled(s: State, ev: TurnPolled) -> Step:
     if s.live_forwarded == 0:  # E-5: batch delivery only when nothing went out live
         for raw in ev.events:
             out.extend(forward(s, raw))
-    s, more = handle_turn(attrs.evolve(s, live_forwarded=0), ev.events)
+    s, more = handle_turn(evolve(s, live_forwarded=0), ev.events)
     out.extend(more)
     return s, tuple(out)

@@ -10,7 +10,6 @@ prompt to send, or nothing.
 
 from __future__ import annotations
 
-import attrs
 from returns.result import Failure
 
 from rma._persistent import AppendLog, SeenIds
@@ -22,7 +21,7 @@ from rma.session.endings import fail, finish
 from rma.session.events import ReconnectFinished, ReconnectTimerFired, StreamClosed, StreamEvent, StreamFailed
 from rma.session.receiving import receive
 from rma.session.resilience import SYNC_RECONNECT_ATTEMPTS, gave_up, no_terminal_coming, worth_reconnecting
-from rma.session.state import Phase, State, Step
+from rma.session.state import Phase, State, Step, evolve
 from rma.session.telemetry import stream_lifecycle, tool_uses
 from rma.vocabulary import JSON, Terminal, TurnResult
 
@@ -78,10 +77,10 @@ def stream_lost(s: State, error: SessionError) -> Step:
             return fail(s, error)
         mark = (s.turns, len(s.turn_events))
         losses = 0 if mark > s.progress_mark else s.losses_in_a_row
-        s = attrs.evolve(s, losses_in_a_row=losses, progress_mark=max(mark, s.progress_mark))
+        s = evolve(s, losses_in_a_row=losses, progress_mark=max(mark, s.progress_mark))
         if losses >= SYNC_RECONNECT_ATTEMPTS:
             return fail(s, gave_up(error, losses))
-        s = attrs.evolve(s, losses_in_a_row=losses + 1, last_loss=error)
+        s = evolve(s, losses_in_a_row=losses + 1, last_loss=error)
     return schedule_reconnect(s, error)
 
 
@@ -97,9 +96,7 @@ def schedule_reconnect(s: State, error: SessionError | None) -> Step:
     attempt = s.reconnect_attempts
     delay = reconnect_backoff_ms(attempt)
     # The dead stream's generation ends here: anything it still delivers is stale (S-24).
-    s = attrs.evolve(
-        s, phase=Phase.BACKOFF, reconnect_attempts=attempt + 1, gen=s.gen + 1, turn_events=AppendLog()
-    )
+    s = evolve(s, phase=Phase.BACKOFF, reconnect_attempts=attempt + 1, gen=s.gen + 1, turn_events=AppendLog())
     fields: dict[str, JSON] = {"attempt": attempt, "delay_ms": delay}
     if error is not None:
         fields["error"] = error.kind
@@ -110,7 +107,7 @@ def schedule_reconnect(s: State, error: SessionError | None) -> Step:
 
 
 def on_timer_fired(s: State, ev: ReconnectTimerFired) -> Step:
-    return attrs.evolve(s, phase=Phase.RECONNECTING), (Reconnect(s.gen, s.seen.ids()),)
+    return evolve(s, phase=Phase.RECONNECTING), (Reconnect(s.gen, s.seen.ids()),)
 
 
 def _settled_phase(s: State) -> Phase:
@@ -128,11 +125,11 @@ def on_reconnect_finished(s: State, ev: ReconnectFinished) -> Step:
                 return fail(s, error)
             if s.losses_in_a_row >= SYNC_RECONNECT_ATTEMPTS:
                 return fail(s, gave_up(error, s.losses_in_a_row))
-            s = attrs.evolve(s, losses_in_a_row=s.losses_in_a_row + 1, last_loss=error)
+            s = evolve(s, losses_in_a_row=s.losses_in_a_row + 1, last_loss=error)
         return schedule_reconnect(s, error)
     r = ev.outcome.unwrap()
     was_resuming = s.resuming
-    s = attrs.evolve(
+    s = evolve(
         s,
         session_id=r.session_id,
         seen=SeenIds(window=s.config.seen_window).union(r.seen),
@@ -148,7 +145,7 @@ def on_reconnect_finished(s: State, ev: ReconnectFinished) -> Step:
             return s, tuple(out)
         if s.phase in STREAM_WAITS_IN:
             rest = tuple(StreamEvent(s.gen, e) for e in r.replay[i:])
-            return attrs.evolve(s, deferred=(*rest, *s.deferred)), tuple(out)
+            return evolve(s, deferred=(*rest, *s.deferred)), tuple(out)
         s, more = receive(s, raw)
         out.extend(more)
     if s.turns != turns_before or s.phase not in (Phase.AWAITING, Phase.IDLE, Phase.CONNECTING):
@@ -156,7 +153,7 @@ def on_reconnect_finished(s: State, ev: ReconnectFinished) -> Step:
     if r.pending:
         # R-4 with R-5 Better: a redrive is reported and accumulated like S-52 recovery.
         out.extend(tool_uses(s, r.pending))
-        s = attrs.evolve(s, acc=s.acc.add_new_tool_uses(r.pending), request_open=True, phase=Phase.AWAITING)
+        s = evolve(s, acc=s.acc.add_new_tool_uses(r.pending), request_open=True, phase=Phase.AWAITING)
         if exceeds_max_turns(s):
             s, more = max_turns_error(s, TurnResult(terminal=Terminal.REQUIRES_ACTION))
             return s, (*out, *more)
@@ -170,7 +167,7 @@ def on_reconnect_finished(s: State, ev: ReconnectFinished) -> Step:
         s, more = finish(s, tr, reason="resumed_idle")
         return s, (*out, *more)
     if was_resuming and r.idle:
-        s = attrs.evolve(s, request_open=False, phase=Phase.IDLE)
+        s = evolve(s, request_open=False, phase=Phase.IDLE)
     elif (
         r.idle
         and not s.config.live
