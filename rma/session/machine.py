@@ -177,20 +177,20 @@ Entry = Go | Rule | ByMode
 # ── the few handlers that are a line each ─────────────────────────────────────────────
 
 
-def _on_turn_failed(s: State, ev: TurnFailed) -> Step:
+def on_turn_failed(s: State, ev: TurnFailed) -> Step:
     return fail(s, ev.error)
 
 
-def _on_deadline(s: State, ev: DeadlineReached) -> Step:
+def on_deadline(s: State, ev: DeadlineReached) -> Step:
     # M-7 Better: a timed-out run ends like every other error, telemetry included.
     return fail(evolve(s, deferred=()), Timeout(timeout_s=ev.timeout_s))
 
 
-def _on_updates_wanted(s: State, ev: UpdatesWanted) -> Step:
+def on_updates_wanted(s: State, ev: UpdatesWanted) -> Step:
     return evolve(s, updates=ev.wanted or s.config.deliver_updates), ()
 
 
-def _on_unknown(s: State, ev: object) -> Step:
+def on_unknown(s: State, ev: object) -> Step:
     return s, (Log("debug", "ignored event", {"event": type(ev).__name__}),)
 
 
@@ -212,9 +212,9 @@ Row = Mapping[type, Entry]
 
 _EVERY_PHASE: Row = {
     Opened: Go(driving.on_opened, to=(Phase.CONNECTING, Phase.RECONNECTING, Phase.AWAITING, Phase.IDLE)),
-    UpdatesWanted: Go(_on_updates_wanted),
-    DeadlineReached: Go(_on_deadline, to=(ENDS,)),
-    object: Go(_on_unknown),
+    UpdatesWanted: Go(on_updates_wanted),
+    DeadlineReached: Go(on_deadline, to=(ENDS,)),
+    object: Go(on_unknown),
 }
 _READS_THE_STREAM: Row = {
     StreamEvent: ByMode(
@@ -247,7 +247,7 @@ _TAKES: Mapping[Phase, Row] = {
         **_READS_THE_STREAM,
         LiveEvent: Go(receiving.on_live_event),
         TurnPolled: ByMode(streaming=IGNORE, request_response=Go(receiving.on_polled, to=(TURN_COMPLETED,))),
-        TurnFailed: Go(_on_turn_failed, to=(ENDS,)),
+        TurnFailed: Go(on_turn_failed, to=(ENDS,)),
         UserMessage: DEFER,
         SendEventRequested: _SEND_NOW,
     },
