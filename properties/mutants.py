@@ -24,30 +24,75 @@ import rma.replay as R
 from rma._persistent import AppendLog, SeenIds
 from rma.providers.scripted import ScriptedCodec
 from rma.session import commands as C
+from rma.session import completing, driving, endings, receiving, reconnecting, telemetry
 from rma.session import machine as M
 from rma.session.events import StreamEvent
 
-MUTANTS: dict[str, Callable[[Callable[[object, str, Any], None]], None]] = {}
+SESSION_MODULES = (M, completing, driving, endings, receiving, reconnecting, telemetry)
+
+MUTANTS: dict[str, Callable[[Any], None]] = {}
 
 
-def mutant(fn: Callable[[Callable[[object, str, Any], None]], None]) -> Callable[..., None]:
+def mutant(fn: Callable[[Any], None]) -> Callable[..., None]:
     MUTANTS[fn.__name__] = fn
     return fn
 
 
-@contextmanager
-def patched() -> Iterator[Callable[[object, str, Any], None]]:
-    saved: list[tuple[object, str, Any]] = []
+class Patch:
+    """``patch(obj, name, value)`` sets an attribute until the mutant is over;
+    ``patch.everywhere(original, value)`` rebinds every name in the session modules and every
+    entry of the machine's table that refers to ``original`` (a handler imported by name into
+    another module, or held by the table, is reached only there)."""
 
-    def patch(obj: object, name: str, value: Any) -> None:
-        saved.append((obj, name, getattr(obj, name)))
+    def __init__(self) -> None:
+        self.saved: list[Callable[[], None]] = []
+
+    def __call__(self, obj: object, name: str, value: Any) -> None:
+        before = getattr(obj, name)
+        self.saved.append(lambda: setattr(obj, name, before))
         setattr(obj, name, value)
 
+    def item(self, mapping: Any, key: Any, value: Any) -> None:
+        before = mapping[key]
+        self.saved.append(lambda: mapping.__setitem__(key, before))
+        mapping[key] = value
+
+    def everywhere(self, original: Any, value: Any) -> None:
+        for module in SESSION_MODULES:
+            for name, bound in list(vars(module).items()):
+                if bound is original:
+                    self(module, name, value)
+        for row in M.TRANSITIONS.values():
+            for cls, entry in list(row.items()):
+                if isinstance(entry, M.ByMode):
+                    entry = attrs.evolve(
+                        entry,
+                        streaming=self._replaced(entry.streaming, original, value),
+                        request_response=self._replaced(entry.request_response, original, value),
+                    )
+                    if entry != row[cls]:
+                        self.item(row, cls, entry)
+                elif isinstance(entry, M.Go) and entry.handler is original:
+                    self.item(row, cls, attrs.evolve(entry, handler=value))
+
+    @staticmethod
+    def _replaced(entry: Any, original: Any, value: Any) -> Any:
+        if isinstance(entry, M.Go) and entry.handler is original:
+            return attrs.evolve(entry, handler=value)
+        return entry
+
+    def undo(self) -> None:
+        for restore in reversed(self.saved):
+            restore()
+
+
+@contextmanager
+def patched() -> Iterator[Patch]:
+    patch = Patch()
     try:
         yield patch
     finally:
-        for obj, name, value in reversed(saved):
-            setattr(obj, name, value)
+        patch.undo()
 
 
 def hunt(examples: int) -> str | None:
@@ -92,36 +137,30 @@ def results_out_of_order(patch: Any) -> None:  # T-1
 
 
 @mutant
-def no_duplicate_warning(patch: Any) -> None:  # invariant 2, T-12
-    original = M._tool_uses_telemetry
-
-    def telemetry(s: Any, uses: Any, out: list[Any]) -> None:
-        original(s, uses, out)
-        if out and isinstance(out[-1], C.Log):
-            out.pop()
-
-    patch(M, "_tool_uses_telemetry", telemetry)
+def no_duplicate_warning(patch: Patch) -> None:  # invariant 2, T-12
+    original = telemetry.tool_uses
+    patch.everywhere(original, lambda s, uses: [c for c in original(s, uses) if not isinstance(c, C.Log)])
 
 
 @mutant
-def tool_runs_twice(patch: Any) -> None:  # invariant 2
-    original = M._run_tools
-    patch(M, "_run_tools", lambda s, uses, out, *rest: original(s, [*uses, uses[0]], out, *rest))
+def tool_runs_twice(patch: Patch) -> None:  # invariant 2
+    original = completing.run_tools
+    patch.everywhere(original, lambda s, uses, out, *rest: original(s, [*uses, uses[0]], out, *rest))
 
 
 @mutant
-def max_turns_off_by_one(patch: Any) -> None:  # invariant 3 (the reference's S-35)
-    patch(M, "_exceeds_max_turns", lambda s: s.turns > s.config.max_turns)
+def max_turns_off_by_one(patch: Patch) -> None:  # invariant 3 (the reference's S-35)
+    patch.everywhere(completing.exceeds_max_turns, lambda s: s.turns > s.config.max_turns)
 
 
 @mutant
-def result_overcounts_turns(patch: Any) -> None:  # invariant 3
-    original = M._result
-    patch(M, "_result", lambda s, *a: attrs.evolve(original(s, *a), turns=original(s, *a).turns + 1))
+def result_overcounts_turns(patch: Patch) -> None:  # invariant 3
+    original = endings.result_of
+    patch.everywhere(original, lambda s, *a: attrs.evolve(original(s, *a), turns=original(s, *a).turns + 1))
 
 
 @mutant
-def usage_drops_output_tokens(patch: Any) -> None:  # invariant 4
+def usage_drops_output_tokens(patch: Patch) -> None:  # invariant 4
     original = M.Accumulated.add_turn
 
     def add_turn(self: Any, events: Any, tr: Any) -> Any:
@@ -133,8 +172,8 @@ def usage_drops_output_tokens(patch: Any) -> None:  # invariant 4
 
 
 @mutant
-def guard_sees_wrong_turns(patch: Any) -> None:  # S-38
-    original = M._handle_turn
+def guard_sees_wrong_turns(patch: Patch) -> None:  # S-38
+    original = completing.handle_turn
 
     def handle(s: Any, events: Any) -> Any:
         s, out = original(s, events)
@@ -144,57 +183,60 @@ def guard_sees_wrong_turns(patch: Any) -> None:  # S-38
         ]
         return s, tuple(bump)
 
-    patch(M, "_handle_turn", handle)
+    patch.everywhere(original, handle)
 
 
 @mutant
-def two_finishes(patch: Any) -> None:  # invariant 5
-    original = M._finish
+def two_finishes(patch: Patch) -> None:  # invariant 5
+    original = endings.finish
 
     def finish(*a: Any, **k: Any) -> Any:
         s, out = original(*a, **k)
         return s, (*out, *[c for c in out if isinstance(c, C.Finish)])
 
-    patch(M, "_finish", finish)
+    patch.everywhere(original, finish)
 
 
 @mutant
-def sync_run_not_done(patch: Any) -> None:  # invariant 5
-    patch(
-        M, "_after_request", lambda s: attrs.evolve(s, phase=M.Phase.IDLE, request_open=False, resuming=False)
+def sync_run_not_done(patch: Patch) -> None:  # invariant 5
+    patch.everywhere(
+        endings.after_request,
+        lambda s: attrs.evolve(s, phase=M.Phase.IDLE, request_open=False, resuming=False),
     )
 
 
 @mutant
-def live_error_unreported(patch: Any) -> None:  # invariant 5 (S-66 Better)
-    original = M._fail
+def live_error_unreported(patch: Patch) -> None:  # invariant 5 (S-66 Better)
+    original = endings.fail
 
     def fail(s: Any, error: Any) -> Any:
         s2, out = original(s, error)
         return (s2, tuple(c for c in out if not isinstance(c, C.Finish))) if s.config.live else (s2, out)
 
-    patch(M, "_fail", fail)
+    patch.everywhere(original, fail)
 
 
 @mutant
-def second_reply(patch: Any) -> None:  # S-7
-    original = M._on_push_finished
+def second_reply(patch: Patch) -> None:  # S-7
+    original = driving.on_push_finished
 
-    def pushed(s: Any, outcome: Any) -> Any:
-        s2, out = original(s, outcome)
+    def pushed(s: Any, ev: Any) -> Any:
+        s2, out = original(s, ev)
         return s2, (*out, *[c for c in out if isinstance(c, C.Reply)])
 
-    patch(M, "_on_push_finished", pushed)
+    patch.everywhere(original, pushed)
 
 
 @mutant
-def nondeterministic_telemetry(patch: Any) -> None:  # invariant 6
+def nondeterministic_telemetry(patch: Patch) -> None:  # invariant 6
     counter = itertools.count()
-    patch(M, "_stream_telemetry", lambda s, raw: C.Emit("rma.stream.event", {"n": next(counter)}, {}))
+    patch.everywhere(
+        telemetry.stream_event, lambda s, raw: C.Emit("rma.stream.event", {"n": next(counter)}, {})
+    )
 
 
 @mutant
-def append_log_never_forks(patch: Any) -> None:  # invariant 7
+def append_log_never_forks(patch: Patch) -> None:  # invariant 7
     def append(self: Any, item: Any) -> Any:
         self._store.append(item)
         return AppendLog(self._store, self._size + 1)
@@ -208,7 +250,7 @@ def append_log_never_forks(patch: Any) -> None:  # invariant 7
 
 
 @mutant
-def recovery_readds_known_ids(patch: Any) -> None:  # invariant 8
+def recovery_readds_known_ids(patch: Patch) -> None:  # invariant 8
     def add(self: Any, uses: Any) -> Any:
         return attrs.evolve(self, custom_tool_uses=self.custom_tool_uses.extend(uses))
 
@@ -216,60 +258,56 @@ def recovery_readds_known_ids(patch: Any) -> None:  # invariant 8
 
 
 @mutant
-def no_dedupe_by_id(patch: Any) -> None:  # E-11
-    original = M._on_stream_event
-    patch(M, "_on_stream_event", lambda s, raw: original(attrs.evolve(s, seen=SeenIds()), raw))
+def no_dedupe_by_id(patch: Patch) -> None:  # E-11
+    original = receiving.receive
+    patch.everywhere(original, lambda s, raw: original(attrs.evolve(s, seen=SeenIds()), raw))
 
 
 @mutant
-def stale_generation_processed(patch: Any) -> None:  # S-24
-    original = M._dispatch
-
-    def dispatch(s: Any, ev: Any) -> Any:
-        if isinstance(ev, StreamEvent) and ev.gen != s.gen:
-            return M._on_stream_event(s, ev.event)
-        return original(s, ev)
-
-    patch(M, "_dispatch", dispatch)
+def stale_generation_processed(patch: Patch) -> None:  # S-24
+    original = M._stale
+    patch(M, "_stale", lambda s, ev: False if isinstance(ev, StreamEvent) else original(s, ev))
 
 
 @mutant
-def flat_backoff(patch: Any) -> None:  # R-12
-    patch(M, "reconnect_backoff_ms", lambda attempt: 500)
+def flat_backoff(patch: Patch) -> None:  # R-12
+    patch.everywhere(reconnecting.reconnect_backoff_ms, lambda attempt: 500)
 
 
 @mutant
-def batch_and_live_delivery(patch: Any) -> None:  # E-5
-    def polled(s: Any, events: Any) -> Any:
-        s, out = M._handle_turn(attrs.evolve(s, live_forwarded=0), events)
-        return s, (*[C.DeliverEvent(e) for e in events], *out)
+def batch_and_live_delivery(patch: Patch) -> None:  # E-5
+    def polled(s: Any, ev: Any) -> Any:
+        s, out = completing.handle_turn(attrs.evolve(s, live_forwarded=0), ev.events)
+        return s, (*[C.DeliverEvent(e) for e in ev.events], *out)
 
-    patch(M, "_on_polled", polled)
-
-
-@mutant
-def no_text_delta(patch: Any) -> None:  # E-9
-    patch(M, "_forward", lambda s, raw, out: out.append(C.DeliverEvent(raw)))
+    patch.everywhere(receiving.on_polled, polled)
 
 
 @mutant
-def follow_up_blocks_the_stream(patch: Any) -> None:  # the head-of-line hang, as first found
+def no_text_delta(patch: Patch) -> None:  # E-9
+    patch.everywhere(receiving.forward, lambda s, raw: [C.DeliverEvent(raw)])
+
+
+@mutant
+def follow_up_blocks_the_stream(patch: Patch) -> None:  # the head-of-line hang, as first found
     def step(s: Any, ev: Any) -> Any:
         if s.phase is M.Phase.DONE:
             return s, ()
-        if M._must_defer(s, ev):
+        entry = M.entry_for(s, ev)
+        if entry is M.DEFER:
             return attrs.evolve(s, deferred=(*s.deferred, ev)), ()
-        s, out = M._dispatch(s, ev)
-        if not s.deferred or s.phase is M.Phase.DONE or M._must_defer(s, s.deferred[0]):
+        s, out = M._take(s, ev, entry)
+        if not s.deferred or s.phase is M.Phase.DONE or M.entry_for(s, s.deferred[0]) is M.DEFER:
             return s, out
         queue, s, more = s.deferred, attrs.evolve(s, deferred=()), list(out)
         for i, waiting in enumerate(queue):
             if s.phase is M.Phase.DONE:
                 break
-            if M._must_defer(s, waiting):
+            entry = M.entry_for(s, waiting)
+            if entry is M.DEFER:
                 s = attrs.evolve(s, deferred=(*queue[i:], *s.deferred))
                 break
-            s, cmds = M._dispatch(s, waiting)
+            s, cmds = M._take(s, waiting, entry)
             more.extend(cmds)
         return s, tuple(more)
 

@@ -21,7 +21,6 @@ from returns.result import Success
 from rma.providers.local import (
     CODEC,
     Conversation,
-    _role,
     apply_input,
     apply_response,
     prepare_request,
@@ -29,6 +28,7 @@ from rma.providers.local import (
     request_body_bytes,
     start,
 )
+from rma.providers.local_conversation import role_of
 from rma.vocabulary import ToolResult, ToolUse
 from rma.wire.openai_chat import encode_json
 
@@ -40,14 +40,14 @@ def old_window(conv: Conversation) -> Iterator[int]:
     if limit is None or size <= limit:
         yield from range(size)
         return
-    first = 1 if _role(conv.history[0]) in ("system", "developer") else 0
+    first = 1 if role_of(conv.history[0]) in ("system", "developer") else 0
     keep_from = max(first, size - limit)
     cut = keep_from
-    while cut < size and _role(conv.history[cut]) == "tool":
+    while cut < size and role_of(conv.history[cut]) == "tool":
         cut += 1
     if cut == size:
         cut = keep_from
-        while cut > first and _role(conv.history[cut]) == "tool":
+        while cut > first and role_of(conv.history[cut]) == "tool":
             cut -= 1
     if first:
         yield 0

@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
+# A version that shares its store is built without ``__init__``, which would make a fresh one.
 _new = object.__new__
 
 
@@ -40,21 +41,14 @@ class AppendLog(Generic[T]):
             # Someone appended to this store after this version was made: fork.
             store = store[:size]
         store.append(item)
-        # Built without __init__: this runs once per streamed event.
-        new: AppendLog[T] = _new(AppendLog)
-        new._store = store
-        new._size = size + 1
-        return new
+        return AppendLog(store, size + 1)
 
     def extend(self, items: Iterable[T]) -> AppendLog[T]:
         store = self._store
         if len(store) != self._size:
             store = store[: self._size]
         store.extend(items)
-        new: AppendLog[T] = _new(AppendLog)
-        new._store = store
-        new._size = len(store)
-        return new
+        return AppendLog(store, len(store))
 
     def __len__(self) -> int:
         return self._size
@@ -124,28 +118,6 @@ class SeenIds:
             return self
         return self._insert(event_id)
 
-    def add_new(self, event_id: str) -> SeenIds | None:
-        """``add`` for the hot path: the next version, or None when ``event_id`` is a member."""
-        index = self._index
-        size = self._size
-        at = index.get(event_id)
-        if at is not None:
-            if size - self.window <= at < size:
-                return None
-            return self._insert(event_id)
-        order = self._order
-        if len(order) != size or size >= 2 * self.window:
-            return self._insert(event_id)  # a fork or a compaction
-        # The newest version and a new id: append in place, share the store (as _insert does).
-        index[event_id] = size
-        order.append(event_id)
-        new: SeenIds = _new(SeenIds)
-        new.window = self.window
-        new._index = index
-        new._order = order
-        new._size = size + 1
-        return new
-
     def _insert(self, event_id: str) -> SeenIds:
         index, order = self._index, self._order
         # Fork when the store moved on, or when the id is in the shared index but outside
@@ -159,12 +131,7 @@ class SeenIds:
             index = {k: i for i, k in enumerate(order)}
         index[event_id] = len(order)
         order.append(event_id)
-        new: SeenIds = _new(SeenIds)
-        new.window = self.window
-        new._index = index
-        new._order = order
-        new._size = len(order)
-        return new
+        return SeenIds(self.window, index, order, len(order))
 
     def union(self, ids: Iterable[str]) -> SeenIds:
         out = self

@@ -460,3 +460,22 @@ async def test_a_provider_that_never_opens_still_ends_with_a_terminal() -> None:
         "error": "provider_error",
         "phase": "open",
     }
+
+
+async def test_each_emission_gets_maps_of_its_own() -> None:
+    """A subscriber that writes into what it was given cannot alter any later emission."""
+    tel = Telemetry()
+    dirty: list[bool] = []
+
+    def meddle(name: str, measurements: Any, metadata: Any) -> None:
+        dirty.append("meddled" in metadata or "meddled" in measurements)
+        metadata["meddled"] = True
+        measurements["meddled"] = 1
+
+    tel.attach("meddler", "rma.*", meddle)
+    turn = [text("a"), text("b"), text("c"), *end("done")]
+    outcome = await run(
+        ScriptedProvider([turn], streaming=True), handler=Recorder(), prompt="go", telemetry=tel
+    )
+    assert isinstance(outcome, Success), outcome
+    assert len(dirty) > len(turn) and not any(dirty)

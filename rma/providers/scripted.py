@@ -17,54 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rma._unchecked import field_setters, new, usage_of
 from rma.live import LiveUpdate, TextDelta, ToolCallStarted, common_updates
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.vocabulary import JSON, Outcome, Terminal, ToolResult, ToolUse, TurnResult, Usage
 
 _TERMINALS = {"end_turn": Terminal.END_TURN, "requires_action": Terminal.REQUIRES_ACTION}
-_TERMINATED = Terminal.TERMINATED  # a global: ``Terminal.X`` is a slow read on CPython 3.11
-
-# normalize builds a TurnResult, a Usage and a ToolUse per call from values that are valid by
-# construction; attrs' validators and converters cost more than the normalization itself, so
-# they are built unchecked (rma._unchecked; tests/providers/test_scripted_codec.py pins each
-# builder against the checked constructor).
-
-(_tr_terminal, _tr_stop, _tr_text, _tr_uses, _tr_server, _tr_usage, _tr_events) = field_setters(
-    TurnResult, "terminal", "stop_reason", "text", "custom_tool_uses", "server_tool_uses", "usage", "events"
-)
-(_use_id, _use_name, _use_input, _use_input_error) = field_setters(
-    ToolUse, "id", "name", "input", "input_error"
-)
-
-
-def _turn_result(
-    terminal: Terminal,
-    stop_reason: JSON,
-    text: str,
-    uses: tuple[ToolUse, ...],
-    server: tuple[JSON, ...],
-    usage: Usage | None,
-    events: tuple[JSON, ...],
-) -> TurnResult:
-    tr: TurnResult = new(TurnResult)
-    _tr_terminal(tr, terminal)
-    _tr_stop(tr, stop_reason)
-    _tr_text(tr, text)
-    _tr_uses(tr, uses)
-    _tr_server(tr, server)
-    _tr_usage(tr, usage)
-    _tr_events(tr, events)
-    return tr
 
 
 def _usage(ev: dict[str, JSON]) -> Usage:
-    return usage_of(
+    return Usage(
         _tokens(ev.get("input_tokens")),
         _tokens(ev.get("output_tokens")),
         _tokens(ev.get("cache_read_input_tokens")),
         _tokens(ev.get("cache_creation_input_tokens")),
-        (ev,),
+        raw=(ev,),
     )
 
 
@@ -82,13 +48,11 @@ def _tokens(value: JSON) -> int:
 def _tool_use(ev: dict[str, JSON]) -> ToolUse:
     raw_input = ev.get("input")
     use_id = ev.get("id")
-    use: ToolUse = new(ToolUse)
-    _use_id(use, use_id if isinstance(use_id, str) else None)
-    # Never empty (ToolUse's one check): the str of a truthy JSON value has characters.
-    _use_name(use, str(ev.get("name") or "unknown"))
-    _use_input(use, raw_input if isinstance(raw_input, dict) else {})
-    _use_input_error(use, None)
-    return use
+    return ToolUse(
+        use_id if isinstance(use_id, str) else None,
+        str(ev.get("name") or "unknown"),
+        raw_input if isinstance(raw_input, dict) else {},
+    )
 
 
 class ScriptedCodec(ProviderCodec):
@@ -159,21 +123,26 @@ class ScriptedCodec(ProviderCodec):
             elif kind == "server_tool_use":
                 server.append(ev)
             elif kind == "usage":
-                u = _usage(ev)  # _tokens makes every count valid
+                u = _usage(ev)
                 usage = u if usage is None else usage + u
             elif kind == "idle":
                 idle = ev
-        all_events = events if events.__class__ is tuple else tuple(events)
         if idle is None:
-            terminal, stop_reason = _TERMINATED, None
+            terminal, stop_reason = Terminal.TERMINATED, None
         else:
             stop_reason = idle.get("stop_reason")
-            terminal = _TERMINALS.get(str(_stop_kind(stop_reason)), _TERMINATED)
+            terminal = _TERMINALS.get(str(_stop_kind(stop_reason)), Terminal.TERMINATED)
             wanted = idle.get("event_ids")
             if isinstance(wanted, list):
                 uses = [u for u in uses if u.id in wanted]
-        return _turn_result(
-            terminal, stop_reason, "".join(texts), tuple(uses), tuple(server), usage, all_events
+        return TurnResult(
+            terminal=terminal,
+            stop_reason=stop_reason,
+            text="".join(texts),
+            custom_tool_uses=tuple(uses),
+            server_tool_uses=tuple(server),
+            usage=usage,
+            events=tuple(events),
         )
 
     def pending_tool_uses(self, history: Sequence[JSON]) -> tuple[ToolUse, ...]:

@@ -13,7 +13,6 @@ from typing import Literal
 import attrs
 from returns.result import Result
 
-from rma._unchecked import field_setters, new
 from rma.errors import SessionError
 from rma.live import LiveUpdate
 from rma.provider import Input
@@ -126,40 +125,6 @@ class Reply:
 
     request: int
     outcome: Result[None, SessionError]
-
-
-# ── fast constructors for the per-event commands ──────────────────────────────────
-# A streamed event yields a delivery and a telemetry command; attrs' frozen __init__ (a bound
-# setattr per field) is a large share of that. These build the very same values by setting the
-# slots directly, which is only correct while the classes have no validators or converters:
-# ``tests/session/test_commands.py`` pins that they equal the class calls.
-
-(_set_event,) = field_setters(DeliverEvent, "event")
-_set_name, _set_measurements, _set_metadata, _set_content = field_setters(
-    Emit, "name", "measurements", "metadata", "content"
-)
-
-
-def deliver_event(event: JSON) -> DeliverEvent:
-    """``DeliverEvent(event)``, built without attrs' __init__."""
-    c: DeliverEvent = new(DeliverEvent)
-    _set_event(c, event)
-    return c
-
-
-def emit(
-    name: str,
-    measurements: Mapping[str, float | int],
-    metadata: Mapping[str, JSON],
-    content: Mapping[str, JSON],
-) -> Emit:
-    """``Emit(name, measurements, metadata, content)``, built without attrs' __init__."""
-    c: Emit = new(Emit)
-    _set_name(c, name)
-    _set_measurements(c, measurements)
-    _set_metadata(c, metadata)
-    _set_content(c, content)
-    return c
 
 
 Command = (

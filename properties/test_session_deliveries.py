@@ -1,10 +1,11 @@
-"""The session machine's shortcuts decide exactly as its general paths.
+"""What the machine delivers changes nothing it decides, and subclassed events decide alike.
 
-``step`` takes a stream event of the exact class ``StreamEvent`` down a hot path that skips
-the generic lane and deferral checks. A subclass of ``StreamEvent`` is not recognised by it
-and goes the general way, so folding the same arbitrary sequence twice — once as is, once
-with every stream event re-typed — must give the same commands and the same states at every
-step."""
+Deliveries (``DeliverEvent``, built only for a handler with ``handle_event``) and live updates
+(``DeliverUpdate``, built only while consumed) are the only commands a consumer adds: the
+same sequence folded with and without one gives the same decisions, telemetry and results.
+The table dispatches an event by the nearest of its classes that has an entry, so a subclass
+of ``StreamEvent`` must fold exactly as ``StreamEvent`` itself does.
+"""
 
 from __future__ import annotations
 
@@ -30,12 +31,12 @@ SETTINGS = settings(
 
 
 @attrs.frozen
-class SlowStreamEvent(StreamEvent):
-    """A stream event the hot path does not take (it tests for the exact class)."""
+class SubStreamEvent(StreamEvent):
+    """A stream event of a class the table has no row for (its base class has)."""
 
 
-def _slow(ev: Event) -> Event:
-    return SlowStreamEvent(ev.gen, ev.event) if type(ev) is StreamEvent else ev
+def _subclassed(ev: Event) -> Event:
+    return SubStreamEvent(ev.gen, ev.event) if type(ev) is StreamEvent else ev
 
 
 def _value(s: State) -> dict[str, Any]:
@@ -45,7 +46,7 @@ def _value(s: State) -> dict[str, Any]:
     return fields
 
 
-# More stream events than the totality mix, mostly of the live generations: the hot path.
+# More stream events than the totality mix, mostly of the live generations.
 stream_heavy = st.one_of(
     events, st.builds(StreamEvent, GEN, raw_events), st.builds(StreamEvent, st.just(0), raw_events)
 )
@@ -77,14 +78,14 @@ def _fold_pair(a: State, b: State, evs: list[Event], b_sees: Callable[[Event], E
     opened=st.builds(Opened, st.just("s1"), st.booleans()),
     evs=st.lists(stream_heavy, min_size=5, max_size=50),
 )
-def test_the_stream_event_hot_path_decides_as_the_general_path(
+def test_a_subclassed_stream_event_decides_as_a_stream_event(
     cfg: Any, opened: Opened, evs: list[Event]
 ) -> None:
-    for ev, out_fast, fast, out_slow, slow in _fold_pair(
-        initial_state(cfg), initial_state(cfg), [opened, *evs], _slow
+    for ev, out_plain, plain, out_sub, sub in _fold_pair(
+        initial_state(cfg), initial_state(cfg), [opened, *evs], _subclassed
     ):
-        assert out_fast == out_slow, ev
-        assert _value(fast) == _value(slow), ev
+        assert out_plain == out_sub, ev
+        assert _value(plain) == _value(sub), ev
 
 
 @SETTINGS
@@ -92,15 +93,15 @@ def test_the_stream_event_hot_path_decides_as_the_general_path(
     cfg=configs(),
     opened=st.builds(Opened, st.just("s1"), st.booleans()),
     evs=st.lists(stream_heavy, min_size=5, max_size=50),
-    slow=st.booleans(),
+    subclassed=st.booleans(),
 )
 def test_without_an_event_consumer_only_the_deliveries_are_left_out(
-    cfg: Any, opened: Opened, evs: list[Event], slow: bool
+    cfg: Any, opened: Opened, evs: list[Event], subclassed: bool
 ) -> None:
     """``deliver_events=False`` (a handler without ``handle_event``) changes nothing but the
-    ``DeliverEvent`` commands: same decisions, same telemetry, same results, on either path."""
+    ``DeliverEvent`` commands: same decisions, same telemetry, same results, subclassed or not."""
     start = initial_state(attrs.evolve(cfg, deliver_events=False))
-    events = [_slow(e) for e in [opened, *evs]] if slow else [opened, *evs]
+    events = [_subclassed(e) for e in [opened, *evs]] if subclassed else [opened, *evs]
     for ev, out_watched, watched, out_unwatched, unwatched in _fold_pair(
         initial_state(cfg), start, events, lambda e: e
     ):
@@ -113,16 +114,16 @@ def test_without_an_event_consumer_only_the_deliveries_are_left_out(
     cfg=configs(),
     opened=st.builds(Opened, st.just("s1"), st.booleans()),
     evs=st.lists(stream_heavy, min_size=5, max_size=50),
-    slow=st.booleans(),
+    subclassed=st.booleans(),
 )
 def test_live_updates_only_add_their_own_deliveries(
-    cfg: Any, opened: Opened, evs: list[Event], slow: bool
+    cfg: Any, opened: Opened, evs: list[Event], subclassed: bool
 ) -> None:
     """With an update consumer (issue #14) the machine decides exactly as without one: the
-    commands differ by the ``DeliverUpdate`` ones only, the states by the flag only, and the hot
-    path still agrees with the general path."""
+    commands differ by the ``DeliverUpdate`` ones only, the states by the flag only, and a
+    subclassed stream event still decides as a plain one."""
     watched = initial_state(attrs.evolve(cfg, deliver_updates=True))
-    events = [_slow(e) for e in [opened, *evs]] if slow else [opened, *evs]
+    events = [_subclassed(e) for e in [opened, *evs]] if subclassed else [opened, *evs]
     for ev, out_plain, plain, out_watched, after in _fold_pair(
         initial_state(cfg), watched, events, lambda e: e
     ):
@@ -132,11 +133,11 @@ def test_live_updates_only_add_their_own_deliveries(
             "config": None,
             "updates": None,
         }, ev
-    for ev, out_fast, fast, out_slow, general in _fold_pair(
+    for ev, out_plain, plain, out_sub, sub in _fold_pair(
         initial_state(attrs.evolve(cfg, deliver_updates=True)),
         initial_state(attrs.evolve(cfg, deliver_updates=True)),
         [opened, *evs],
-        _slow,
+        _subclassed,
     ):
-        assert out_fast == out_slow, ev
-        assert _value(fast) == _value(general), ev
+        assert out_plain == out_sub, ev
+        assert _value(plain) == _value(sub), ev
