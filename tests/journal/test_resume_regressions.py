@@ -1,0 +1,70 @@
+"""Resume bugs the crash tests found, pinned in-process (no subprocess, no kill).
+
+A journal store that refuses every append from a chosen record on stops the session there
+(``JournalUnavailable``), leaving the journal a crash at that point would have left.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rma_shell import MemoryJournal, resume, run
+from rma_shell.journal import JournalStoreError
+from tests.journal import _scenario as sc
+
+
+class StopsAt(MemoryJournal):
+    """Refuses appends from the first record of kind ``kind`` on, until ``stopping`` is cleared."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.stopping = True
+
+    def append(self, key: str, records: Sequence[str]) -> None:
+        if self.stopping and any(json.loads(r)["kind"] == self.kind for r in records):
+            self.kind = ""  # every later append fails too
+            raise JournalStoreError("stopped here by the test")
+        if self.stopping and not self.kind:
+            raise JournalStoreError("stopped here by the test")
+        super().append(key, records)
+
+
+async def _run(spec: dict[str, Any], handler: object, journal: Any) -> Any:
+    provider = sc.provider(spec)
+    try:
+        return await run(
+            provider,
+            handler=handler,
+            prompt=sc.PROMPT,
+            journal=journal,
+            journal_key=sc.KEY,
+            timeout=30,
+            **sc.run_options(spec),
+        )
+    finally:
+        await provider.close()
+
+
+async def _resume(spec: dict[str, Any], handler: object, journal: Any) -> Any:
+    provider = sc.provider(spec)
+    try:
+        return await resume(journal, sc.KEY, provider=provider, handler=handler, timeout=30)
+    finally:
+        await provider.close()
+
+
+async def test_an_ended_journal_resumes_to_the_same_result_transcript_included(tmp_path: Any) -> None:
+    # The end record's transcript came back a list; the result's is a tuple: never equal.
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    journal = MemoryJournal()
+    with sc.emulator("local") as (emu, spec):
+        ran = (await _run(spec, sc.Payments(effects), journal)).unwrap()
+        sent = len(emu.requests)
+        again = (await _resume(spec, sc.Payments(effects), journal)).unwrap()
+        assert len(emu.requests) == sent  # an ended session: nothing sent
+    assert ran.transcript is not None and isinstance(again.transcript, tuple)
+    assert again == ran
