@@ -68,3 +68,17 @@ async def test_an_ended_journal_resumes_to_the_same_result_transcript_included(t
         assert len(emu.requests) == sent  # an ended session: nothing sent
     assert ran.transcript is not None and isinstance(again.transcript, tuple)
     assert again == ran
+
+
+async def test_a_journal_that_fails_inside_a_batch_of_calls_stops_the_run_with_journal_unavailable(
+    tmp_path: Any,
+) -> None:
+    # A call's start record is written from the batch's task: with two calls in the batch the
+    # store's error came out of the task group as an ExceptionGroup, and the run "crashed".
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    with sc.emulator("local") as (_emu, spec):
+        stopped = await _run(spec, sc.Payments(effects), StopsAt("tool_start"))
+    error = stopped.failure()
+    assert error.kind == "journal_unavailable", error
+    assert sc.read_effects(effects).executions == []  # no call ran without its start record
