@@ -82,3 +82,31 @@ async def test_a_journal_that_fails_inside_a_batch_of_calls_stops_the_run_with_j
     error = stopped.failure()
     assert error.kind == "journal_unavailable", error
     assert sc.read_effects(effects).executions == []  # no call ran without its start record
+
+
+async def test_a_claude_session_resumed_mid_batch_counts_the_turn_the_host_played_meanwhile(
+    tmp_path: Any,
+) -> None:
+    # The process stopped as its first batch was to start. On resume the tools run, their
+    # results go out, the host plays turn 2 before the new stream subscribes, and the listing
+    # must replay that turn (its usage, events, the call it asks for) — not treat the whole
+    # history as settled as a fresh reattach (``run(session_id=…)``) does.
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    with sc.emulator("cma") as (_emu, spec):
+        undisturbed = (await _run(spec, sc.Payments(effects), MemoryJournal())).unwrap()
+    sc.create_effects(effects := str(tmp_path / "effects2.db"))
+    with sc.emulator("cma") as (emu, spec):
+        journal = StopsAt("tool_start")
+        stopped = await _run(spec, sc.Payments(effects), journal)
+        assert stopped.failure().kind == "journal_unavailable"
+        journal.stopping = False
+        resumed = (await _resume(spec, sc.Payments(effects), journal)).unwrap()
+        posts = [r for r in emu.requests if r.method == "POST" and r.path.endswith("/events")]
+    assert sc.comparable(resumed, "cma") == sc.comparable(undisturbed, "cma")
+    assert resumed.turns == 3
+    # user.message, the first batch's results, the third call's result: each posted once.
+    assert len(posts) == 3
+    assert sorted(sc.read_effects(effects).effects.values()) == sorted(
+        u.id for u in undisturbed.custom_tool_uses
+    )
