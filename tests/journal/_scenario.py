@@ -125,12 +125,15 @@ def cma_script() -> list[Any]:
 def agentcore_script() -> list[Any]:
     from rma_shell.testing import agentcore as ace
 
+    # One fragment per tool input and one text chunk: fewer live-event records, same loop.
     return [
         ace.tool_turn(
-            ("pay", {"n": 1}, "tooluse_crash00000000001"), ("pay", {"n": 2}, "tooluse_crash00000000002")
+            ("pay", {"n": 1}, "tooluse_crash00000000001"),
+            ("pay", {"n": 2}, "tooluse_crash00000000002"),
+            fragments=1,
         ),
-        ace.tool_turn(("pay", {"n": 3}, "tooluse_crash00000000003")),
-        ace.text_turn(FINAL),
+        ace.tool_turn(("pay", {"n": 3}, "tooluse_crash00000000003"), fragments=1),
+        ace.text_turn(FINAL, chunks=1),
     ]
 
 
