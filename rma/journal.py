@@ -11,11 +11,13 @@ Records (``kind``):
 - ``header`` — first: ``format``, the ``key``, the ``provider`` name, the session's ``config``
   and the JSON parts of its open request (``request``);
 - ``event`` — one per input event, in the order the core saw it, written *before* the core
-  takes it, so the commands it causes run only once it is durable;
-- ``conn`` — what reattaching to the host needs (``Provider.snapshot``), after the open and
-  whenever a poll or a reconnect changed it. A ``history`` list in it is stored as the suffix
-  the previous ``conn`` record did not have (``history_from``), so a long Local transcript is
-  written once, not once per turn;
+  takes it, so the commands it causes run only once it is durable. With it, in the same
+  record, ``conn``: what reattaching to the host needs (``Provider.snapshot``), when the open,
+  a poll or a reconnect changed it. A ``history`` list in it is stored as the suffix the
+  previous ``conn`` did not have (``history_from``), so a long Local transcript is written
+  once, not once per turn. One record, not two: every append is one record, so a journal cut
+  short anywhere is cut between appends — what a crash leaves — never between an event and
+  the snapshot it brought (which would resume a conversation that lacks the turn);
 - ``tool_start`` / ``tool_result`` — a tool call's start (``id``, ``attempt``), durable before
   the tool runs, and its result, durable before it goes to the host; ``confirm`` marks a
   host-run call's verdict (a Claude tool confirmation);
@@ -159,15 +161,14 @@ def header_record(key: str, provider: str, config_json: str, request: Mapping[st
     )
 
 
-def event_record(event_json: str) -> str:
-    return '{"kind":"event","event":' + event_json + "}"
-
-
-def conn_record(snapshot: Mapping[str, JSON], history_from: int | None) -> str:
-    body: dict[str, JSON] = {"kind": "conn", "conn": dict(snapshot)}
-    if history_from is not None:
-        body["history_from"] = history_from
-    return encode(body)
+def event_record(
+    event_json: str, snapshot: Mapping[str, JSON] | None = None, history_from: int | None = None
+) -> str:
+    """An event's record; ``snapshot``: the conn it brought (its history's new suffix only)."""
+    if snapshot is None:
+        return '{"kind":"event","event":' + event_json + "}"
+    where = "" if history_from is None else ',"history_from":' + str(int(history_from))
+    return '{"kind":"event","event":' + event_json + ',"conn":' + encode(dict(snapshot)) + where + "}"
 
 
 def tool_start_record(tool_use_id: str, attempt: int) -> str:
@@ -230,7 +231,7 @@ class Loaded:
     request: Mapping[str, JSON]
     events: tuple[ev.Event, ...]
     snapshot: Mapping[str, JSON] | None
-    """The latest ``conn`` record, its history whole again; None before the open."""
+    """The latest ``conn`` an event brought, its history whole again; None before the open."""
     results: Mapping[str, ToolResult]
     """Journaled tool results by tool-use id (calls run by the handler)."""
     verdicts: Mapping[str, ToolResult]
@@ -297,13 +298,13 @@ def load(
                 header = record
             elif kind == "event":
                 events.append(from_jsonable(record["event"]))
-            elif kind == "conn":
-                conn = dict(record["conn"])
-                start = record.get("history_from")
-                if isinstance(start, int):
-                    history = [*history[:start], *conn["history"]]
-                    conn["history"] = list(history)
-                snapshot = conn
+                if "conn" in record:
+                    conn = dict(record["conn"])
+                    start = record.get("history_from")
+                    if isinstance(start, int):
+                        history = [*history[:start], *conn["history"]]
+                        conn["history"] = list(history)
+                    snapshot = conn
             elif kind == "tool_start":
                 starts[str(record["id"])] = int(record["attempt"])
             elif kind == "tool_result":

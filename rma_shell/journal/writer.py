@@ -51,9 +51,10 @@ class SessionJournal:
         self.store.append(self.key, [fmt.header_record(self.key, provider, config_json, request)])
 
     def event(self, event: Event, snapshot: Mapping[str, JSON] | None = None) -> None:
-        """The event, and with it ``snapshot`` when that changed: the history's new suffix only,
-        so a turn costs what it added, not the whole transcript again."""
-        records = [fmt.event_record(encode(event))]
+        """The event, and in its record ``snapshot`` when that changed: the history's new suffix
+        only, so a turn costs what it added, not the whole transcript again."""
+        part: Mapping[str, JSON] | None = None
+        start: int | None = None
         if snapshot is not None:
             rest = encode(_without_history(snapshot))
             history = snapshot.get("history")
@@ -61,8 +62,7 @@ class SessionJournal:
             if rest != self._rest or grew:
                 self._rest = rest
                 part, start, self._history = fmt.history_suffix(snapshot, self._history)
-                records.append(fmt.conn_record(part, start))
-        self.store.append(self.key, records)
+        self.store.append(self.key, [fmt.event_record(encode(event), part, start)])
 
     def tool_start(self, use: ToolUse, attempt: int) -> None:
         if use.id is not None:

@@ -119,13 +119,15 @@ class Tracing(SQLiteJournal):
 
     def append(self, key: str, records: Sequence[str]) -> None:
         kinds = tuple(_kind(json.loads(r)) for r in records)
+        assert len(kinds) == 1, kinds  # one record per append: a cut is always between appends
         self.trace.append(Append(kinds, *self.observe()))
         super().append(key, records)
 
 
 def _kind(record: dict[str, Any]) -> str:
+    """A record's kind; an event's type, with ``+conn`` when it carries the host's snapshot."""
     if record["kind"] == "event":
-        return str(record["event"]["$type"])
+        return str(record["event"]["$type"]) + ("+conn" if "conn" in record else "")
     return str(record["kind"])
 
 
@@ -231,7 +233,7 @@ def test_a_run_killed_at_any_boundary_resumes_to_the_undisturbed_result(
     base = _baseline(host, tmp_path)
     kinds = {k for a in base.trace for k in a.kinds}
     # The loop crosses every record kind a tool loop writes (approvals are not part of it).
-    assert {"header", "conn", "tool_start", "tool_result", "end"} <= kinds, kinds
+    assert {"header", "Opened+conn", "tool_start", "tool_result", "ToolsFinished", "end"} <= kinds, kinds
     points = kill_points(base)
     for i, kill in enumerate(points):
         backend = ("trio", "asyncio")[i % 2]

@@ -106,6 +106,21 @@ def _edit(ran: Ran, name: str, sql: str, *args: Any) -> Path:
     return path
 
 
+# ── cut short: what a crash leaves ───────────────────────────────────────────────────
+
+
+def test_a_journal_cut_after_any_record_resumes_to_the_undisturbed_result(ran: Ran) -> None:
+    total = len(_rows(ran.journal))
+    for keep in range(1, total):
+        cut = _edit(ran, f"cut-{keep}.db", "DELETE FROM rma_journal WHERE seq > ?", keep)
+        outcome = ran.resume(cut)
+        assert sc.comparable(outcome.unwrap(), "local") == sc.comparable(ran.result, "local"), keep
+    # Every call's effect once, by its key, however many resumes ran it again.
+    assert sorted(sc.read_effects(ran.effects).effects) == sorted(
+        f"{sc.KEY}:{u.id}" for u in ran.result.custom_tool_uses
+    )
+
+
 # ── damaged ──────────────────────────────────────────────────────────────────────────
 
 
