@@ -135,6 +135,9 @@ CREATE TABLE IF NOT EXISTS rma_journal (
 """
 
 
+_INSERT = "INSERT INTO rma_journal (key, seq, body, chain) VALUES (?, ?, ?, ?)"
+
+
 class SQLiteJournal(ChainedStore):
     """Journals in one SQLite file (created if absent), shared safely by several processes."""
 
@@ -158,10 +161,35 @@ class SQLiteJournal(ChainedStore):
         except sqlite3.Error as exc:
             raise JournalStoreError(f"cannot open journal {self.path}: {exc}") from exc
         self._lock = threading.Lock()
+        self._tails: dict[str, tuple[int, str]] = {}
+        """The last (seq, chain) this store wrote per key: the next record's seal, unread."""
+
+    def append(self, key: str, records: Sequence[str]) -> None:
+        # A session's appends are one record each, one after the other: sealed onto the tail
+        # this store wrote last, that record is one INSERT — its own transaction — instead of a
+        # BEGIN IMMEDIATE, a read of the tail and a COMMIT. Another process's append in between
+        # (an approval) took that seq: the INSERT fails on the key, and the general path reads
+        # the tail again under the write lock.
+        last = self._tails.get(key) if len(records) == 1 else None
+        if last is not None:
+            text = records[0]
+            seq, sealed = last[0] + 1, chain(last[1], text)
+            with self._lock:
+                try:
+                    self._db.execute(_INSERT, (key, seq, text, sealed))
+                except sqlite3.IntegrityError:
+                    self._tails.pop(key, None)
+                except sqlite3.Error as exc:
+                    raise JournalStoreError(f"journal {self.path}: {exc}") from exc
+                else:
+                    self._tails[key] = (seq, sealed)
+                    return
+        super().append(key, records)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[tuple[_Tail, _Insert]]:
         db = self._db
+        written: dict[str, tuple[int, str]] = {}
 
         def tail(key: str) -> tuple[int, str] | None:
             row = db.execute(
@@ -170,7 +198,9 @@ class SQLiteJournal(ChainedStore):
             return None if row is None else (int(row[0]), str(row[1]))
 
         def insert(rows: list[tuple[str, int, str, str]]) -> None:
-            db.executemany("INSERT INTO rma_journal (key, seq, body, chain) VALUES (?, ?, ?, ?)", rows)
+            db.executemany(_INSERT, rows)
+            for key, seq, _text, sealed in rows:
+                written[key] = (seq, sealed)
 
         with self._lock:
             try:
@@ -183,6 +213,7 @@ class SQLiteJournal(ChainedStore):
                 db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise JournalStoreError(f"journal {self.path}: {exc}") from exc
+            self._tails.update(written)
 
     def rows(self, key: str) -> Sequence[tuple[int, str, str]]:
         try:
