@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -161,14 +161,12 @@ def header_record(key: str, provider: str, config_json: str, request: Mapping[st
     )
 
 
-def event_record(
-    event_json: str, snapshot: Mapping[str, JSON] | None = None, history_from: int | None = None
-) -> str:
-    """An event's record; ``snapshot``: the conn it brought (its history's new suffix only)."""
-    if snapshot is None:
+def event_record(event_json: str, conn_json: str | None = None, history_from: int | None = None) -> str:
+    """An event's record; ``conn_json``: the snapshot it brought (``conn_text``)."""
+    if conn_json is None:
         return '{"kind":"event","event":' + event_json + "}"
     where = "" if history_from is None else ',"history_from":' + str(int(history_from))
-    return '{"kind":"event","event":' + event_json + ',"conn":' + encode(dict(snapshot)) + where + "}"
+    return '{"kind":"event","event":' + event_json + ',"conn":' + conn_json + where + "}"
 
 
 def tool_start_record(tool_use_id: str, attempt: int) -> str:
@@ -208,14 +206,19 @@ def end_record(outcome_json: str) -> str:
     return '{"kind":"end","outcome":' + outcome_json + "}"
 
 
-def history_suffix(snapshot: Mapping[str, JSON], written: int) -> tuple[dict[str, JSON], int | None, int]:
-    """The part of ``snapshot`` to write after ``written`` history entries were: the snapshot with
-    only the new suffix of its ``history`` list, where that suffix starts, and the new total."""
-    history = snapshot.get("history")
-    if not isinstance(history, list | tuple):
-        return dict(snapshot), None, written
-    start = written if len(history) >= written else 0  # a history that shrank is written whole
-    return {**snapshot, "history": list(history[start:])}, start, len(history)
+def conn_text(
+    rest: Mapping[str, JSON], history: Sequence[JSON] | None, written: int
+) -> tuple[str, int | None, int]:
+    """A snapshot's text — ``rest`` (all but its ``history``) and the part of ``history`` after
+    the ``written`` entries already in the journal — where that part starts, and the new total.
+    A history that shrank is written whole."""
+    rest_json = encode(dict(rest))
+    if history is None:
+        return rest_json, None, written
+    start = written if len(history) >= written else 0
+    suffix = '"history":' + encode(list(history[start:]))
+    text = "{" + suffix + "}" if rest_json == "{}" else rest_json[:-1] + "," + suffix + "}"
+    return text, start, len(history)
 
 
 # ── reading ──────────────────────────────────────────────────────────────────────────

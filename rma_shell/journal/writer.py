@@ -45,7 +45,7 @@ class SessionJournal:
         snapshot = loaded.snapshot if loaded is not None else None
         history = snapshot.get("history") if snapshot is not None else None
         self._history = len(history) if isinstance(history, list | tuple) else 0
-        self._rest: str | None = None if snapshot is None else encode(_without_history(snapshot))
+        self._rest: dict[str, JSON] | None = None if snapshot is None else _without_history(snapshot)
 
     def begin(self, provider: str, config_json: str, request: Mapping[str, JSON]) -> None:
         self.store.append(self.key, [fmt.header_record(self.key, provider, config_json, request)])
@@ -53,16 +53,16 @@ class SessionJournal:
     def event(self, event: Event, snapshot: Mapping[str, JSON] | None = None) -> None:
         """The event, and in its record ``snapshot`` when that changed: the history's new suffix
         only, so a turn costs what it added, not the whole transcript again."""
-        part: Mapping[str, JSON] | None = None
+        conn: str | None = None
         start: int | None = None
         if snapshot is not None:
-            rest = encode(_without_history(snapshot))
+            rest = _without_history(snapshot)
             history = snapshot.get("history")
-            grew = isinstance(history, list | tuple) and len(history) != self._history
-            if rest != self._rest or grew:
+            listed = history if isinstance(history, list | tuple) else None
+            if rest != self._rest or (listed is not None and len(listed) != self._history):
                 self._rest = rest
-                part, start, self._history = fmt.history_suffix(snapshot, self._history)
-        self.store.append(self.key, [fmt.event_record(encode(event), part, start)])
+                conn, start, self._history = fmt.conn_text(rest, listed, self._history)
+        self.store.append(self.key, [fmt.event_record(encode(event), conn, start)])
 
     def tool_start(self, use: ToolUse, attempt: int) -> None:
         if use.id is not None:
