@@ -11,13 +11,15 @@ Records (``kind``):
 - ``header`` — first: ``format``, the ``key``, the ``provider`` name, the session's ``config``
   and the JSON parts of its open request (``request``);
 - ``event`` — one per input event, in the order the core saw it, written *before* the core
-  takes it, so the commands it causes run only once it is durable. With it, in the same
+  takes it and durable before any command it causes acts outside the process (a request, a
+  tool, a result handed back; the shell commits the records pending then, in one transaction,
+  so stream events that cause nothing else share a commit). With it, in the same
   record, ``conn``: what reattaching to the host needs (``Provider.snapshot``), when the open,
   a poll or a reconnect changed it. A ``history`` list in it is stored as the suffix the
   previous ``conn`` did not have (``history_from``), so a long Local transcript is written
-  once, not once per turn. One record, not two: every append is one record, so a journal cut
-  short anywhere is cut between appends — what a crash leaves — never between an event and
-  the snapshot it brought (which would resume a conversation that lacks the turn);
+  once, not once per turn. One record, not two, so a journal cut short anywhere never parts an
+  event from the snapshot it brought (which would resume a conversation that lacks the turn):
+  every prefix of a journal is one a crash could have left;
 - ``tool_start`` / ``tool_result`` — a tool call's start (``id``, ``attempt``), durable before
   the tool runs, and its result, durable before it goes to the host; ``confirm`` marks a
   host-run call's verdict (a Claude tool confirmation);

@@ -18,6 +18,7 @@ What this is not: the format (``rma.journal``) or the session driver (``rma_shel
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -136,6 +137,13 @@ CREATE TABLE IF NOT EXISTS rma_journal (
 
 
 _INSERT = "INSERT INTO rma_journal (key, seq, body, chain) VALUES (?, ?, ?, ?)"
+_ONE_STATEMENT = 64
+"""Up to this many records are written by one INSERT (SQLite allows 32,766 parameters)."""
+
+
+@functools.cache
+def _inserts(n: int) -> str:
+    return _INSERT + ", (?, ?, ?, ?)" * (n - 1)
 
 
 class SQLiteJournal(ChainedStore):
@@ -165,18 +173,21 @@ class SQLiteJournal(ChainedStore):
         """The last (seq, chain) this store wrote per key: the next record's seal, unread."""
 
     def append(self, key: str, records: Sequence[str]) -> None:
-        # A session's appends are one record each, one after the other: sealed onto the tail
-        # this store wrote last, that record is one INSERT — its own transaction — instead of a
-        # BEGIN IMMEDIATE, a read of the tail and a COMMIT. Another process's append in between
-        # (an approval) took that seq: the INSERT fails on the key, and the general path reads
-        # the tail again under the write lock.
-        last = self._tails.get(key) if len(records) == 1 else None
+        # A session appends to its key one batch after another: sealed onto the tail this
+        # store wrote last, a batch is written without reading that tail (one record: one
+        # INSERT, its own transaction). Another process's append in between (an approval) took
+        # the next seq: the INSERT fails on the key, and the general path reads the tail again
+        # under the write lock.
+        last = self._tails.get(key) if records else None
         if last is not None:
-            text = records[0]
-            seq, sealed = last[0] + 1, chain(last[1], text)
+            seq, sealed = last
+            rows = []
+            for text in records:
+                seq, sealed = seq + 1, chain(sealed, text)
+                rows.append((key, seq, text, sealed))
             with self._lock:
                 try:
-                    self._db.execute(_INSERT, (key, seq, text, sealed))
+                    self._insert(rows)
                 except sqlite3.IntegrityError:
                     self._tails.pop(key, None)
                 except sqlite3.Error as exc:
@@ -185,6 +196,20 @@ class SQLiteJournal(ChainedStore):
                     self._tails[key] = (seq, sealed)
                     return
         super().append(key, records)
+
+    def _insert(self, rows: list[tuple[str, int, str, str]]) -> None:
+        db = self._db
+        if len(rows) <= _ONE_STATEMENT:  # one statement: its own transaction, one commit
+            db.execute(_inserts(len(rows)), [v for row in rows for v in row])
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(_INSERT, rows)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[tuple[_Tail, _Insert]]:
