@@ -34,6 +34,7 @@ BENCHMARKS = (
     "bench/scale.py",
     "bench/stream_latency.py",
     "bench/temporal_overhead.py",
+    "bench/journal_overhead.py",
 )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -36,22 +36,49 @@ for _module in (vocabulary, errors, events, commands, options, live):
 
 
 def to_jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
-        return value.value if isinstance(value, enum.Enum) else value
+    # The exact JSON types first — most of what is encoded is a provider's raw JSON — so a plain
+    # dict, list or scalar costs a type check, not the ABC and attrs checks of ``_other``.
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        body = {k if type(k) is str else str(k): to_jsonable(v) for k, v in value.items()}
+        for k in body:
+            if k.startswith("$"):
+                return {"$dict": body}
+        return body
+    if kind is list or kind is tuple:
+        return [to_jsonable(v) for v in value]
+    return _other(value)
+
+
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+"""Per attrs class: (attribute, JSON key) of the fields an encoding carries (init, not ``codec``)."""
+
+
+def _fields(cls: type) -> tuple[tuple[str, str], ...]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = tuple(
+            (f.name, f.alias or f.name) for f in attrs.fields(cls) if f.init and f.name != "codec"
+        )
+    return fields
+
+
+def _other(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, bool | int | float | str):
+        return value
     if isinstance(value, Success):
         return {"$ok": to_jsonable(value.unwrap())}
     if isinstance(value, Failure):
         return {"$err": to_jsonable(value.failure())}
-    if attrs.has(type(value)):
-        out: dict[str, Any] = {"$type": type(value).__name__}
-        for field in attrs.fields(type(value)):
-            if not field.init:
-                continue
-            if field.name == "codec":
-                continue
-            out[field.alias or field.name] = to_jsonable(getattr(value, field.name))
+    cls = type(value)
+    if attrs.has(cls):
+        out: dict[str, Any] = {"$type": cls.__name__}
+        for name, key in _fields(cls):
+            out[key] = to_jsonable(getattr(value, name))
         return out
     if isinstance(value, Mapping):
         body = {str(k): to_jsonable(v) for k, v in value.items()}
@@ -84,8 +111,89 @@ def from_jsonable(value: Any) -> Any:
     return {k: from_jsonable(v) for k, v in value.items()}
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not plain JSON")
+
+
+def _plain_encoder() -> Callable[[Any], str]:
+    """The C encoder of ``json.dumps(ensure_ascii=False, separators=(",", ":"))``, made once:
+    ``JSONEncoder.encode`` builds a new one — and a dict for its circular check — on every call,
+    which for the small parts a journal writes costs more than the encoding."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)
+    quote = getattr(encoder, "c_encode_basestring", None)
+    if make is None or quote is None:  # no C accelerator: the standard encoder
+        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_refuse).encode
+    chunks = make(None, _refuse, quote, None, ":", ",", False, False, True)
+
+    def plain(value: Any) -> str:
+        if type(value) is str:
+            return str(quote(value))
+        return "".join(chunks(value, 0))
+
+    return plain
+
+
+_plain = _plain_encoder()
+_JSON_TYPES = frozenset({dict, list, tuple, str, int, float, bool, type(None)})
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    """``value``'s tagged JSON text: the text of ``to_jsonable(value)``, built without it.
+
+    A journal encodes every event a session takes, so this is on the hot path. A plain JSON
+    part — a provider's raw event, most of what is written — goes to the C encoder whole; it is
+    walked only when it holds something to tag (an attrs value, a result, an enum: the encoder
+    refuses it) or to escape (a key starting with ``$``: its text then holds ``"$``, which the
+    walk looks at more closely). So the text is ``to_jsonable``'s, at a fraction of the cost
+    (``properties/test_codec_json.py`` holds them equal)."""
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        if kind is dict or not value or type(value[0]) in _JSON_TYPES:  # a tuple of values: walk it
+            try:
+                text = _plain(value)
+            except TypeError:  # something in it to tag
+                pass
+            else:
+                if '"$' not in text:
+                    return text
+        if kind is dict:
+            return _dict_text(value)
+        return "[" + ",".join([dumps(v) for v in value]) + "]"
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return _plain(value)
+    if attrs.has(kind) and not isinstance(value, enum.Enum):
+        return _attrs_text(value)
+    if isinstance(value, Success):
+        return '{"$ok":' + dumps(value.unwrap()) + "}"
+    if isinstance(value, Failure):
+        return '{"$err":' + dumps(value.failure()) + "}"
+    return _plain(to_jsonable(value))
+
+
+def _dict_text(value: dict[Any, Any]) -> str:
+    keys = [k if type(k) is str else str(k) for k in value]
+    body = (
+        "{" + ",".join([_plain(k) + ":" + dumps(v) for k, v in zip(keys, value.values(), strict=True)]) + "}"
+    )
+    return '{"$dict":' + body + "}" if any(k.startswith("$") for k in keys) else body
+
+
+_ATTRS_TEXT: dict[type, tuple[str, tuple[tuple[str, str], ...]]] = {}
+"""Per attrs class: its ``{"$type":…`` opening and, per field, (attribute, ``,"key":``)."""
+
+
+def _attrs_text(value: Any) -> str:
+    cls = type(value)
+    shape = _ATTRS_TEXT.get(cls)
+    if shape is None:
+        shape = _ATTRS_TEXT[cls] = (
+            '{"$type":' + _plain(cls.__name__),
+            tuple((name, "," + _plain(key) + ":") for name, key in _fields(cls)),
+        )
+    opening, fields = shape
+    return opening + "".join([key + dumps(getattr(value, name)) for name, key in fields]) + "}"
 
 
 def loads(text: str) -> Any:

@@ -11,11 +11,15 @@ Records (``kind``):
 - ``header`` — first: ``format``, the ``key``, the ``provider`` name, the session's ``config``
   and the JSON parts of its open request (``request``);
 - ``event`` — one per input event, in the order the core saw it, written *before* the core
-  takes it, so the commands it causes run only once it is durable;
-- ``conn`` — what reattaching to the host needs (``Provider.snapshot``), after the open and
-  whenever a poll or a reconnect changed it. A ``history`` list in it is stored as the suffix
-  the previous ``conn`` record did not have (``history_from``), so a long Local transcript is
-  written once, not once per turn;
+  takes it and durable before any command it causes acts outside the process (a request, a
+  tool, a result handed back; the shell commits the records pending then, in one transaction,
+  so stream events that cause nothing else share a commit). With it, in the same
+  record, ``conn``: what reattaching to the host needs (``Provider.snapshot``), when the open,
+  a poll or a reconnect changed it. A ``history`` list in it is stored as the suffix the
+  previous ``conn`` did not have (``history_from``), so a long Local transcript is written
+  once, not once per turn. One record, not two, so a journal cut short anywhere never parts an
+  event from the snapshot it brought (which would resume a conversation that lacks the turn):
+  every prefix of a journal is one a crash could have left;
 - ``tool_start`` / ``tool_result`` — a tool call's start (``id``, ``attempt``), durable before
   the tool runs, and its result, durable before it goes to the host; ``confirm`` marks a
   host-run call's verdict (a Claude tool confirmation);
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -159,15 +163,12 @@ def header_record(key: str, provider: str, config_json: str, request: Mapping[st
     )
 
 
-def event_record(event_json: str) -> str:
-    return '{"kind":"event","event":' + event_json + "}"
-
-
-def conn_record(snapshot: Mapping[str, JSON], history_from: int | None) -> str:
-    body: dict[str, JSON] = {"kind": "conn", "conn": dict(snapshot)}
-    if history_from is not None:
-        body["history_from"] = history_from
-    return encode(body)
+def event_record(event_json: str, conn_json: str | None = None, history_from: int | None = None) -> str:
+    """An event's record; ``conn_json``: the snapshot it brought (``conn_text``)."""
+    if conn_json is None:
+        return '{"kind":"event","event":' + event_json + "}"
+    where = "" if history_from is None else ',"history_from":' + str(int(history_from))
+    return '{"kind":"event","event":' + event_json + ',"conn":' + conn_json + where + "}"
 
 
 def tool_start_record(tool_use_id: str, attempt: int) -> str:
@@ -207,14 +208,19 @@ def end_record(outcome_json: str) -> str:
     return '{"kind":"end","outcome":' + outcome_json + "}"
 
 
-def history_suffix(snapshot: Mapping[str, JSON], written: int) -> tuple[dict[str, JSON], int | None, int]:
-    """The part of ``snapshot`` to write after ``written`` history entries were: the snapshot with
-    only the new suffix of its ``history`` list, where that suffix starts, and the new total."""
-    history = snapshot.get("history")
-    if not isinstance(history, list | tuple):
-        return dict(snapshot), None, written
-    start = written if len(history) >= written else 0  # a history that shrank is written whole
-    return {**snapshot, "history": list(history[start:])}, start, len(history)
+def conn_text(
+    rest: Mapping[str, JSON], history: Sequence[JSON] | None, written: int
+) -> tuple[str, int | None, int]:
+    """A snapshot's text — ``rest`` (all but its ``history``) and the part of ``history`` after
+    the ``written`` entries already in the journal — where that part starts, and the new total.
+    A history that shrank is written whole."""
+    rest_json = encode(dict(rest))
+    if history is None:
+        return rest_json, None, written
+    start = written if len(history) >= written else 0
+    suffix = '"history":' + encode(list(history[start:]))
+    text = "{" + suffix + "}" if rest_json == "{}" else rest_json[:-1] + "," + suffix + "}"
+    return text, start, len(history)
 
 
 # ── reading ──────────────────────────────────────────────────────────────────────────
@@ -230,7 +236,7 @@ class Loaded:
     request: Mapping[str, JSON]
     events: tuple[ev.Event, ...]
     snapshot: Mapping[str, JSON] | None
-    """The latest ``conn`` record, its history whole again; None before the open."""
+    """The latest ``conn`` an event brought, its history whole again; None before the open."""
     results: Mapping[str, ToolResult]
     """Journaled tool results by tool-use id (calls run by the handler)."""
     verdicts: Mapping[str, ToolResult]
@@ -297,13 +303,13 @@ def load(
                 header = record
             elif kind == "event":
                 events.append(from_jsonable(record["event"]))
-            elif kind == "conn":
-                conn = dict(record["conn"])
-                start = record.get("history_from")
-                if isinstance(start, int):
-                    history = [*history[:start], *conn["history"]]
-                    conn["history"] = list(history)
-                snapshot = conn
+                if "conn" in record:
+                    conn = dict(record["conn"])
+                    start = record.get("history_from")
+                    if isinstance(start, int):
+                        history = [*history[:start], *conn["history"]]
+                        conn["history"] = list(history)
+                    snapshot = conn
             elif kind == "tool_start":
                 starts[str(record["id"])] = int(record["attempt"])
             elif kind == "tool_result":

@@ -24,6 +24,10 @@ def _json_tuple(items: Iterable[JSON]) -> tuple[JSON, ...]:
     return tuple(items)
 
 
+def _optional_json_tuple(items: Iterable[JSON] | None) -> tuple[JSON, ...] | None:
+    return None if items is None else tuple(items)
+
+
 def _uses_tuple(items: Iterable[ToolUse]) -> tuple[ToolUse, ...]:
     return tuple(items)
 
@@ -202,7 +206,7 @@ class SessionResult:
     usage: Usage = attrs.field(factory=Usage)
     turns: int = 0
     events: tuple[JSON, ...] = attrs.field(default=(), converter=_json_tuple)
-    transcript: tuple[JSON, ...] | None = None
+    transcript: tuple[JSON, ...] | None = attrs.field(default=None, converter=_optional_json_tuple)
     reason: str | None = None
     resumed: bool = False
     output: Any = attrs.field(default=None, eq=False)

@@ -131,6 +131,12 @@ class _Options:
 # The events after which the provider's reattach snapshot may have changed (a journal keeps it).
 _SNAPSHOT_EVENTS = (Opened, TurnPolled, TurnFailed, ReconnectFinished)
 
+# Commands before which the driver does not make the journal durable: those that act only
+# inside the process (an event that causes nothing else — most stream events — waits for the
+# next flush), and RunTools, whose task flushes before its first effect (a call's start record,
+# a confirmation's verdict, a pause), so a turn and its first call's start share one commit.
+_IN_PROCESS = frozenset({cmd.Emit, cmd.Log, cmd.DeliverEvent, cmd.DeliverUpdate, cmd.RunTools})
+
 
 class _Driver(Generic[C]):
     def __init__(self, provider: Provider[C], config: SessionConfig, opts: _Options) -> None:
@@ -269,6 +275,9 @@ class _Driver(Generic[C]):
             return
         if self.info.session_id != self.state.session_id:
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
+        outside = self.journal is not None and any(type(c) not in _IN_PROCESS for c in commands)
+        if outside and not self._flushed():
+            return
         for command in commands:
             await self.execute(command)
 
@@ -281,6 +290,16 @@ class _Driver(Generic[C]):
         try:
             self.journal.event(ev, snapshot)
         except Exception as exc:  # a full disk, a locked file, a store bug: stop, recorded so far
+            self._journal_failed(exc)
+            return False
+        return True
+
+    def _flushed(self) -> bool:
+        """The journal made durable before a command acts outside the process; False: it cannot be."""
+        assert self.journal is not None
+        try:
+            self.journal.flush()
+        except Exception as exc:
             self._journal_failed(exc)
             return False
         return True

@@ -18,6 +18,7 @@ What this is not: the format (``rma.journal``) or the session driver (``rma_shel
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -135,6 +136,16 @@ CREATE TABLE IF NOT EXISTS rma_journal (
 """
 
 
+_INSERT = "INSERT INTO rma_journal (key, seq, body, chain) VALUES (?, ?, ?, ?)"
+_ONE_STATEMENT = 64
+"""Up to this many records are written by one INSERT (SQLite allows 32,766 parameters)."""
+
+
+@functools.cache
+def _inserts(n: int) -> str:
+    return _INSERT + ", (?, ?, ?, ?)" * (n - 1)
+
+
 class SQLiteJournal(ChainedStore):
     """Journals in one SQLite file (created if absent), shared safely by several processes."""
 
@@ -158,10 +169,52 @@ class SQLiteJournal(ChainedStore):
         except sqlite3.Error as exc:
             raise JournalStoreError(f"cannot open journal {self.path}: {exc}") from exc
         self._lock = threading.Lock()
+        self._tails: dict[str, tuple[int, str]] = {}
+        """The last (seq, chain) this store wrote per key: the next record's seal, unread."""
+
+    def append(self, key: str, records: Sequence[str]) -> None:
+        # A session appends to its key one batch after another: sealed onto the tail this
+        # store wrote last, a batch is written without reading that tail (one record: one
+        # INSERT, its own transaction). Another process's append in between (an approval) took
+        # the next seq: the INSERT fails on the key, and the general path reads the tail again
+        # under the write lock.
+        last = self._tails.get(key) if records else None
+        if last is not None:
+            seq, sealed = last
+            rows = []
+            for text in records:
+                seq, sealed = seq + 1, chain(sealed, text)
+                rows.append((key, seq, text, sealed))
+            with self._lock:
+                try:
+                    self._insert(rows)
+                except sqlite3.IntegrityError:
+                    self._tails.pop(key, None)
+                except sqlite3.Error as exc:
+                    raise JournalStoreError(f"journal {self.path}: {exc}") from exc
+                else:
+                    self._tails[key] = (seq, sealed)
+                    return
+        super().append(key, records)
+
+    def _insert(self, rows: list[tuple[str, int, str, str]]) -> None:
+        db = self._db
+        if len(rows) <= _ONE_STATEMENT:  # one statement: its own transaction, one commit
+            db.execute(_inserts(len(rows)), [v for row in rows for v in row])
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(_INSERT, rows)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[tuple[_Tail, _Insert]]:
         db = self._db
+        written: dict[str, tuple[int, str]] = {}
 
         def tail(key: str) -> tuple[int, str] | None:
             row = db.execute(
@@ -170,7 +223,9 @@ class SQLiteJournal(ChainedStore):
             return None if row is None else (int(row[0]), str(row[1]))
 
         def insert(rows: list[tuple[str, int, str, str]]) -> None:
-            db.executemany("INSERT INTO rma_journal (key, seq, body, chain) VALUES (?, ?, ?, ?)", rows)
+            db.executemany(_INSERT, rows)
+            for key, seq, _text, sealed in rows:
+                written[key] = (seq, sealed)
 
         with self._lock:
             try:
@@ -183,6 +238,7 @@ class SQLiteJournal(ChainedStore):
                 db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise JournalStoreError(f"journal {self.path}: {exc}") from exc
+            self._tails.update(written)
 
     def rows(self, key: str) -> Sequence[tuple[int, str, str]]:
         try:

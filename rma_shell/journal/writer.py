@@ -2,7 +2,11 @@
 
 ``SessionJournal`` is what the driver (``rma_shell.session``) writes through: the header, each
 event before the core takes it (with the provider's reattach snapshot when a poll, an open or
-a reconnect changed it), each tool call's start and result, a pause, the final outcome.
+a reconnect changed it), each tool call's start and result, a pause, the final outcome. What
+it writes is pending until a ``flush`` commits it, in one transaction: the driver flushes before
+any command acts outside the process, a call's start flushes before the tool runs, so nothing
+happens that the journal would not know of after a crash, at two commits per Local turn or
+Claude tool round trip instead of one per record.
 ``JournaledTools`` runs a batch of tool calls so that a journaled result is never run again,
 a call that started but left no result runs again with the same idempotency key (or, when it
 is at-most-once, is answered as interrupted), and a call that needs an approval waits for one.
@@ -45,38 +49,60 @@ class SessionJournal:
         snapshot = loaded.snapshot if loaded is not None else None
         history = snapshot.get("history") if snapshot is not None else None
         self._history = len(history) if isinstance(history, list | tuple) else 0
-        self._rest: str | None = None if snapshot is None else encode(_without_history(snapshot))
+        self._rest: dict[str, JSON] | None = None if snapshot is None else _without_history(snapshot)
+        self._pending: list[str] = []
+        """Records written but not yet durable: they go with the next ``flush``, in one transaction."""
+
+    def flush(self) -> None:
+        """Make every pending record durable, in one transaction. The driver calls it before a
+        command acts outside the process (a request, a tool, a result handed back): what an
+        event caused happens only once the event is durable, as when each record was its own
+        transaction, at a commit per effect instead of one per record."""
+        if self._pending:
+            records, self._pending = self._pending, []
+            self.store.append(self.key, records)
+
+    def _write(self, record: str, *, now: bool = True) -> None:
+        self._pending.append(record)
+        if now:
+            self.flush()
 
     def begin(self, provider: str, config_json: str, request: Mapping[str, JSON]) -> None:
-        self.store.append(self.key, [fmt.header_record(self.key, provider, config_json, request)])
+        self._write(fmt.header_record(self.key, provider, config_json, request))
 
     def event(self, event: Event, snapshot: Mapping[str, JSON] | None = None) -> None:
-        """The event, and with it ``snapshot`` when that changed: the history's new suffix only,
-        so a turn costs what it added, not the whole transcript again."""
-        records = [fmt.event_record(encode(event))]
+        """The event, and in its record ``snapshot`` when that changed: the history's new suffix
+        only, so a turn costs what it added, not the whole transcript again. Pending until the
+        next ``flush``."""
+        conn: str | None = None
+        start: int | None = None
         if snapshot is not None:
-            rest = encode(_without_history(snapshot))
+            rest = _without_history(snapshot)
             history = snapshot.get("history")
-            grew = isinstance(history, list | tuple) and len(history) != self._history
-            if rest != self._rest or grew:
+            listed = history if isinstance(history, list | tuple) else None
+            if rest != self._rest or (listed is not None and len(listed) != self._history):
                 self._rest = rest
-                part, start, self._history = fmt.history_suffix(snapshot, self._history)
-                records.append(fmt.conn_record(part, start))
-        self.store.append(self.key, records)
+                conn, start, self._history = fmt.conn_text(rest, listed, self._history)
+        self._write(fmt.event_record(encode(event), conn, start), now=False)
 
     def tool_start(self, use: ToolUse, attempt: int) -> None:
+        """Durable at once, with everything pending (the turn that asked for it): the tool runs
+        next."""
         if use.id is not None:
-            self.store.append(self.key, [fmt.tool_start_record(use.id, attempt)])
+            self._pending.append(fmt.tool_start_record(use.id, attempt))
+        self.flush()
 
-    def tool_result(self, result: ToolResult, *, confirm: bool = False) -> None:
+    def tool_result(self, result: ToolResult, *, confirm: bool = False, now: bool = True) -> None:
+        """``now=False``: pending, for the batch's last result — the batch's end follows at once
+        and is flushed before the results go to the host."""
         if result.tool_use_id is not None:
-            self.store.append(self.key, [fmt.tool_result_record(result, confirm=confirm)])
+            self._write(fmt.tool_result_record(result, confirm=confirm), now=now)
 
     def waiting(self, waiting: Sequence[PendingApproval]) -> None:
-        self.store.append(self.key, [fmt.waiting_record(waiting)])
+        self._write(fmt.waiting_record(waiting))
 
     def end(self, outcome: object) -> None:
-        self.store.append(self.key, [fmt.end_record(encode(outcome))])
+        self._write(fmt.end_record(encode(outcome)))
 
 
 @attrs.frozen
@@ -100,6 +126,8 @@ class JournaledTools:
         self.verdicts: dict[str, ToolResult] = {}
         self.starts: dict[str, int] = {}
         self.approvals: dict[str, tuple[Decision, str | None]] = {}
+        self._running = 0
+        """Calls of the current batch still running."""
         adapter.key_scope = journal.key
         adapter.on_start = self._started
         adapter.on_finish = self._finished
@@ -123,7 +151,10 @@ class JournaledTools:
 
     def _finished(self, result: ToolResult) -> None:
         if result.tool_use_id is not None and result.tool_use_id not in self.results:
-            self.journal.tool_result(result)
+            # A result that ends the batch goes with the batch's end (its ToolsFinished, flushed
+            # before the results reach the host); one that finishes while others run, at once.
+            self._running = max(0, self._running - 1)
+            self.journal.tool_result(result, now=self._running > 0)
             self.results[result.tool_use_id] = result
 
     def _record(self, result: ToolResult) -> ToolResult:
@@ -159,6 +190,7 @@ class JournaledTools:
                 continue
             runnable.append((i, use))
         if runnable:
+            self._running = len(runnable)
             ran = await self.adapter.run_batch([u for _, u in runnable], info)
             decided.update({i: r for (i, _), r in zip(runnable, ran, strict=True)})
         if waiting:

@@ -254,8 +254,9 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         return opened
 
     def snapshot(self, conn: CMAConn) -> Mapping[str, JSON] | None:
-        """The session id: the host keeps the rest (its history is listed on reattach)."""
-        return {"session_id": conn.session_id}
+        """The session id — the host keeps the rest (its history is listed on reattach) — and
+        whether the run itself was a reattach whose first listing is still to come."""
+        return {"session_id": conn.session_id, "resumed": conn.resumed, "attached": conn.attached}
 
     async def restore(
         self, request: OpenRequest, snapshot: Mapping[str, JSON]
@@ -270,9 +271,11 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         }
         opened = await self.open(attrs.evolve(request, session_id=session_id, extra=extra, budget=None))
         if isinstance(opened, Success):
-            # The journal knows what this client processed: its reconnects consolidate from
-            # that position (the machine's seen ids), not as a first attach.
-            opened.unwrap().attached = True
+            # The journal knows what the stopped process took of the history (the machine's seen
+            # ids): its reconnects consolidate from there, not as a first attach — unless the
+            # journaled run was itself a reattach that had not listed yet: then, as for it, the
+            # history before it is settled (``consolidate``'s attach).
+            opened.unwrap().attached = snapshot.get("attached") is True or snapshot.get("resumed") is not True
         return opened
 
     async def _open(
