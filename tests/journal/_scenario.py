@@ -138,9 +138,10 @@ def agentcore_script() -> list[Any]:
 
 
 @contextmanager
-def emulator(host: str) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """A fresh emulator for ``host`` and the JSON a child needs to build the provider. Fresh
-    per run, so the ids the emulator generates (Claude's event ids) come out the same."""
+def emulator(host: str, script: list[Any] | None = None) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """A fresh emulator for ``host`` (Claude's: ``script`` instead of the loop's) and the JSON a
+    child needs to build the provider. Fresh per run, so the ids the emulator generates
+    (Claude's event ids) come out the same."""
     if host == "local":
         from rma_shell.testing import OpenAIEmulator
 
@@ -150,7 +151,7 @@ def emulator(host: str) -> Iterator[tuple[Any, dict[str, Any]]]:
         from rma_shell.testing import CMAEmulator
         from tests.helpers import cma_agent_and_environment
 
-        with CMAEmulator(cma_script(), api_key=CMA_KEY) as emu:
+        with CMAEmulator(script or cma_script(), api_key=CMA_KEY) as emu:
             yield emu, {"host": host, "base_url": emu.base_url, **cma_agent_and_environment(emu, CMA_KEY)}
     elif host == "agentcore":
         from rma_shell.testing import AgentCoreEmulator

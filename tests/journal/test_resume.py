@@ -209,7 +209,7 @@ class _FailingStore(MemoryJournal):
 
 
 async def test_a_journal_that_cannot_be_written_stops_the_run_with_its_progress() -> None:
-    store = _FailingStore(after=7)
+    store = _FailingStore(after=4)  # the second turn's commit fails (a run of this loop makes 8)
     handler = _Crashing()
     with anyio.fail_after(5):
         outcome = await run(_loop(), handler=handler, prompt="go", journal=store, journal_key="k")

@@ -16,18 +16,22 @@ from tests.journal import _scenario as sc
 
 
 class StopsAt(MemoryJournal):
-    """Refuses appends from the first record of kind ``kind`` on, until ``stopping`` is cleared."""
+    """Refuses appends from the first one holding a record of kind ``kind`` (or whose text holds
+    ``containing``) on, until ``stopping`` is cleared."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str = "", containing: str = "") -> None:
         super().__init__()
-        self.kind = kind
+        self.kind, self.containing = kind, containing
         self.stopping = True
+        self.stopped = False
 
     def append(self, key: str, records: Sequence[str]) -> None:
-        if self.stopping and any(json.loads(r)["kind"] == self.kind for r in records):
-            self.kind = ""  # every later append fails too
-            raise JournalStoreError("stopped here by the test")
-        if self.stopping and not self.kind:
+        if self.stopping and not self.stopped:
+            self.stopped = any(
+                json.loads(r)["kind"] == self.kind or (self.containing and self.containing in r)
+                for r in records
+            )
+        if self.stopping and self.stopped:  # this append and every later one
             raise JournalStoreError("stopped here by the test")
         super().append(key, records)
 
@@ -110,3 +114,44 @@ async def test_a_claude_session_resumed_mid_batch_counts_the_turn_the_host_playe
     assert sorted(sc.read_effects(effects).effects.values()) == sorted(
         u.id for u in undisturbed.custom_tool_uses
     )
+
+
+async def test_a_journaled_claude_reattach_stopped_before_its_first_listing_resumes_as_a_reattach(
+    tmp_path: Any,
+) -> None:
+    # run(session_id=…) reattaches: its first listing settles the history before it (earlier
+    # requests). A journal that stopped before that listing must resume the same way, not
+    # consolidate from "nothing seen" and take the earlier requests' turns as this one's.
+    from rma_shell.testing import text_turn
+
+    async def two_requests(journal: Any) -> tuple[Any, Any, list[Any]]:
+        effects = str(tmp_path / f"effects-{id(journal)}.db")
+        sc.create_effects(effects)
+        script = [*sc.cma_script(), text_turn("Nothing more to pay.")]
+        with sc.emulator("cma", script=script) as (emu, spec):
+            first = (await _run(spec, sc.Payments(effects), MemoryJournal())).unwrap()
+            provider = sc.provider(spec)
+            try:
+                again = await run(
+                    provider,
+                    handler=sc.Payments(effects),
+                    prompt="Anything else?",
+                    session_id=first.session_id,
+                    journal=journal,
+                    journal_key="again",
+                    timeout=30,
+                )
+                if isinstance(journal, StopsAt):
+                    assert again.failure().kind == "journal_unavailable"
+                    journal.stopping = False
+                    again = await resume(journal, "again", provider=provider, handler=sc.Payments(effects))
+            finally:
+                await provider.close()
+            return first, again, emu.history(first.session_id)
+
+    _, undisturbed, history = await two_requests(MemoryJournal())
+    _, resumed, resumed_history = await two_requests(StopsAt(containing='"$type":"ReconnectFinished"'))
+    assert resumed.unwrap().turns == undisturbed.unwrap().turns == 1
+    assert sc.comparable(resumed.unwrap(), "cma") == sc.comparable(undisturbed.unwrap(), "cma")
+    strip = [{k: v for k, v in e.items() if k != "processed_at"} for e in history]
+    assert [{k: v for k, v in e.items() if k != "processed_at"} for e in resumed_history] == strip
