@@ -43,6 +43,8 @@ class MinimalClient:
         self.agent, self.environment = agent, environment
         self.http = async_client(timeout=httpx.Timeout(600, connect=30.0), follow_redirects=False)
         self.nursery = nursery
+        self.stream_pools = True
+        """A client of its own per stream, as rma's ``CMAClient`` does (False: ``http`` for all)."""
 
     async def post_events(self, session_id: str, events: list[Any]) -> None:
         response = await self.http.post(
@@ -87,17 +89,29 @@ class MinimalSession:
         client = self.client
         self.session_id = await client.create_session()
         url = f"{client.base_url}/v1/sessions/{self.session_id}/events/stream"
+        own = async_client(follow_redirects=False) if client.stream_pools else client.http
+        try:
+            await self._stream(own, url, prompt, tool, on_event, tool_started, on_result)
+        finally:
+            if own is not client.http:
+                await own.aclose()
+
+    async def _stream(
+        self,
+        own: httpx.AsyncClient,
+        url: str,
+        prompt: str,
+        tool: Callable[[dict[str, Any]], str],
+        on_event: Callable[[dict[str, Any]], None],
+        tool_started: ToolStarted,
+        on_result: Callable[[str], None],
+    ) -> None:
+        client = self.client
         inputs: dict[str, dict[str, Any]] = {}
         text = ""
-        async with (
-            async_client(follow_redirects=False) as own,
-            own.stream(
-                "GET",
-                url,
-                headers={**client.headers, "accept": "text/event-stream"},
-                timeout=httpx.Timeout(None, connect=30.0),
-            ) as response,
-        ):
+        headers = {**client.headers, "accept": "text/event-stream"}
+        timeout = httpx.Timeout(None, connect=30.0)
+        async with own.stream("GET", url, headers=headers, timeout=timeout) as response:
             response.raise_for_status()
             await client.post_events(self.session_id, [user_message(prompt)])
             decoder = SSEDecoder()
