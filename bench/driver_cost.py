@@ -150,7 +150,9 @@ async def play(client_name: str, sessions: int, rounds: int, count: bool, backen
     async def rma_session(slot: int, task_status: Any) -> None:
         from rma_shell import open_session
 
-        async with open_session(provider, handler=tools, prompt=PROMPT, max_turns=1_000_000) as session:
+        async with open_session(
+            provider, handler=tools, prompt=PROMPT, max_turns=1_000_000, telemetry=telemetry
+        ) as session:
             task_status.started(session)
             while True:
                 outcome = await session.next_result()
@@ -168,6 +170,12 @@ async def play(client_name: str, sessions: int, rounds: int, count: bool, backen
         )
 
     provider: Any = None
+    from rma_shell.telemetry import Telemetry
+
+    # As in bench/scale.py, which times tool starts through telemetry: one handler attached,
+    # so every event's telemetry is built and offered to it.
+    telemetry = Telemetry()
+    telemetry.attach("bench", "rma.tool.start", lambda name, measurements, metadata: None)
     if client_name == "rma":
         from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 
