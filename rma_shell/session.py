@@ -386,7 +386,7 @@ class _Driver(Generic[C]):
                 self.updates.publish(update)
                 await self.tools.deliver_update(update, self.info)
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
-                if self.telemetry.listening():
+                if self.telemetry.listening(name):
                     # The core reuses one Emit for every stream event of a type: each emission
                     # gets maps of its own, so no subscriber can alter what a later one sees.
                     self.telemetry.emit(name, dict(measurements), dict(metadata), content)
