@@ -29,6 +29,7 @@ time per event of a few in-process repetitions.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import re
@@ -218,11 +219,14 @@ async def play(client_name: str, sessions: int, rounds: int, count: bool, backen
 
         events[0] = 0
         counted0 = _sched_counts.snapshot()
+        blocks0, gc0 = sys.getallocatedblocks(), gc.get_stats()[0]["collections"]
         c0 = time.process_time()
         async with anyio.create_task_group() as drivers:
             for slot in range(sessions):
                 drivers.start_soon(drive, slot)
         out["cpu_s"] = time.process_time() - c0
+        out["gc0_per_event"] = (gc.get_stats()[0]["collections"] - gc0) / max(1, events[0])
+        out["blocks_per_session"] = (sys.getallocatedblocks() - blocks0) / sessions
         out["events"] = events[0]
         out["per_event"] = {
             k: (v - counted0.get(k, 0)) / max(1, events[0]) for k, v in _sched_counts.snapshot().items()
@@ -294,6 +298,7 @@ def main() -> int:
                 ]
                 value = statistics.median(r["cpu_s"] / r["events"] * 1e6 for r in runs)
                 counted = "".join(f", {k} {v:.2f}" for k, v in sorted(runs[0]["per_event"].items()))
+                counted += f", gen-0 collections per 1,000 events {runs[0]['gc0_per_event'] * 1000:.1f}"
                 print(f"  {client:>8} {backend:<7} {value:8.1f} µs CPU per event{counted}", flush=True)
             table[backend, client] = value
     for backend in args.backends.split(","):

@@ -90,7 +90,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import _scale_minimal  # noqa: E402
 import _sched_counts  # noqa: E402
-from _scale_report import report, targets  # noqa: E402
+from _scale_report import _short, report, targets  # noqa: E402
 from local_loop import load, machine, source_digest  # noqa: E402
 
 API_KEY = "sk-ant-bench"
@@ -410,6 +410,11 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             traced1 = tracemalloc.get_traced_memory()[0]
             snap1 = tracemalloc.take_snapshot()
             out["traced_per_idle_kib"] = (traced1 - traced0) / k / 1024
+            if args.tracemalloc_key == "caller":
+                out["traced_by_file"] = _by_caller(snap1.compare_to(snap0, "traceback"), k)[: args.top]
+                tracemalloc.stop()
+                nursery.cancel_scope.cancel()
+                return out
             top = snap1.compare_to(snap0, args.tracemalloc_key)
             out["traced_by_file"] = [
                 [_site(stat.traceback[0], args.tracemalloc_key), stat.size_diff / k]
@@ -585,6 +590,22 @@ def versions() -> dict[str, str]:
         with contextlib.suppress(PackageNotFoundError):
             out[dist] = version(dist)
     return out
+
+
+def _by_caller(stats: list[tracemalloc.StatisticDiff], k: int) -> list[list[Any]]:
+    """``--tracemalloc-key caller`` (with ``--tracemalloc-frames 25`` or so): the traced growth
+    grouped by the innermost frame in rma or the bench that led to each allocation, beside the
+    frame that made it — which line of rma holds what, per session."""
+    sizes: dict[str, float] = {}
+    for stat in stats:
+        frames = list(stat.traceback)  # oldest first
+        ours = [f for f in frames if "/rma" in f.filename or "/bench/" in f.filename]
+        site = "?"
+        if ours:
+            inner = frames[-1]
+            site = f"{_short(ours[-1].filename)}:{ours[-1].lineno} <- {_short(inner.filename)}:{inner.lineno}"
+        sizes[site] = sizes.get(site, 0) + stat.size_diff
+    return sorted(([site, size / k] for site, size in sizes.items()), key=lambda row: -row[1])
 
 
 def _site(frame: Any, key: str) -> str:

@@ -535,14 +535,15 @@ class _Driver(Generic[C]):
     def _start_stream(self, gen: int, ready: anyio.Event | None = None) -> None:
         scope = anyio.CancelScope()
         self.stream_scope = scope
-        self._spawn(self._stream, gen, scope, ready if ready is not None else anyio.Event())
+        self._spawn(self._stream, gen, scope, ready)
 
-    async def _stream(self, gen: int, scope: anyio.CancelScope, ready: anyio.Event) -> None:
+    async def _stream(self, gen: int, scope: anyio.CancelScope, ready: anyio.Event | None) -> None:
         assert self.conn is not None
         conn = self.conn
 
         async def connected() -> None:
-            ready.set()
+            if ready is not None:
+                ready.set()
             self.post(StreamConnected(gen))
 
         async def event(raw: JSON) -> None:
@@ -555,7 +556,8 @@ class _Driver(Generic[C]):
                 self.post(StreamFailed(gen, _provider_error(exc)))
                 return
             finally:
-                ready.set()  # a stream that never connected must not hold up a reconnect
+                if ready is not None:
+                    ready.set()  # a stream that never connected must not hold up a reconnect
             self.post(StreamClosed(gen) if isinstance(ended, Success) else StreamFailed(gen, ended.failure()))
 
     # ── live-session API ──
