@@ -305,7 +305,8 @@ class CMAClient:
             return Failure(bad_url), None, "never"
         meta = {"provider": "claude_managed_agents", "method": method, "path": path, "attempt": attempt}
         t0 = time.perf_counter()
-        self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
+        if self.telemetry.listening("rma.request.start"):  # built only for a subscriber
+            self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
         wire = _WireTrace()
         try:
             response = await self._http.request(
@@ -370,7 +371,8 @@ class CMAClient:
         return Failure(error), response.headers, "if_idempotent"
 
     def _stop(self, meta: Mapping[str, Any], t0: float, **extra: Any) -> None:
-        self.telemetry.emit("rma.request.stop", {"duration": time.perf_counter() - t0}, {**meta, **extra})
+        if self.telemetry.listening("rma.request.stop"):
+            self.telemetry.emit("rma.request.stop", {"duration": time.perf_counter() - t0}, {**meta, **extra})
 
     async def _list_all(
         self, path: str, params: Mapping[str, Any] | None = None, *, beta: str | None = ""
