@@ -88,6 +88,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import _scale_minimal  # noqa: E402
+import _sched_counts  # noqa: E402
+from _scale_report import _short, report, targets  # noqa: E402
 from local_loop import load, machine, source_digest  # noqa: E402
 
 API_KEY = "sk-ant-bench"
@@ -95,8 +98,6 @@ PROMPT = "Run the step."
 FULL_SIZES = (100, 1_000, 10_000)
 QUICK_SIZES = (100,)
 TRACED_SIZES_MAX = 1_000
-TARGET_IDLE_KIB = 100
-TARGET_P99_MS = 20
 REQUESTS_PER_SESSION = 200  # per session; the steady phase gives a session ~10 follow-ups at most
 
 
@@ -133,6 +134,8 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
 
     k = args.worker
     raise_fd_limit()
+    if args.count:
+        _sched_counts.install(args.backend)
     # tool_use_id -> (perf_counter, process_time, processed_at) when its idle was handed over
     arrivals: dict[str, tuple[float, float, str]] = {}
     # (client latency s, the process's CPU time meanwhile s, tool start wall clock, processed_at)
@@ -183,13 +186,17 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             await s.message("again")
             assert (await s.next_result()).unwrap().text == expected
 
-    await warm_up()
+    if args.client == "minimal":
+        minimal = _scale_minimal.MinimalClient(args.base_url, API_KEY, args.agent, args.env, None)
+    else:
+        await warm_up()
     live: list[Any] = []
     busy: list[bool] = []
     failures: list[str] = []
     all_open = anyio.Event()
     opening = anyio.Semaphore(args.open_concurrency)
     done_rounds = [0]
+    round_done = [anyio.Event() for _ in range(k)]
 
     async def check(session: Any, what: str) -> None:
         """Wait for the session's next result and check it; keep no reference to it (a result
@@ -221,8 +228,50 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
                     await check(session, "result")
                     busy[slot] = False
                     done_rounds[0] += 1
+                    round_done[slot].set()
         finally:
             if not released:
+                opening.release()
+
+    def minimal_tool(input: dict[str, Any]) -> str:
+        return f"step {input['n']} done"
+
+    def minimal_event(event: dict[str, Any]) -> None:
+        counters["events"] += 1
+        stop = event.get("stop_reason") if event.get("type") == "session.status_idle" else None
+        if measuring[0] and isinstance(stop, dict) and stop.get("type") == "requires_action":
+            now, cpu = time.perf_counter(), time.process_time()
+            for ident in stop.get("event_ids") or ():
+                arrivals[ident] = (now, cpu, event.get("processed_at", ""))
+
+    def minimal_tool_started(ident: str) -> None:
+        tool_started("", {}, {"tool_use_id": ident})
+
+    async def one_minimal(index: int) -> None:
+        """The floor (``bench/_scale_minimal.py``): the same bookkeeping, no rma session."""
+        await opening.acquire()
+        session = _scale_minimal.MinimalSession(minimal)
+        slot = [-1]
+
+        def on_result(text: str) -> None:
+            if text != expected:
+                failures.append(f"result: {text!r}"[:300])
+            if slot[0] < 0:
+                opening.release()
+                live.append(session)
+                busy.append(False)
+                slot[0] = len(live) - 1
+                if len(live) == k:
+                    all_open.set()
+            else:
+                busy[slot[0]] = False
+                done_rounds[0] += 1
+                round_done[slot[0]].set()
+
+        try:
+            await session.run(PROMPT, minimal_tool, minimal_event, minimal_tool_started, on_result)
+        finally:
+            if slot[0] < 0:
                 opening.release()
 
     gc_pauses: list[float] = []
@@ -251,6 +300,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
         c0, w0 = time.process_time(), time.perf_counter()
         if profiler:
             profiler.enable()
+        counted0 = _sched_counts.snapshot()
         deadline = w0 + args.duration
         next_at = w0
         while True:
@@ -272,6 +322,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
                 await anyio.sleep(0.01)
         if profiler:
             profiler.disable()
+        counted = _sched_counts.snapshot()
         wall = time.perf_counter() - w0
         cpu = time.process_time() - c0
         measuring[0] = False
@@ -304,7 +355,27 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             "e2e_p99_ms": percentile(e2e, 99),
             "gc2_pauses": len(gc_pauses),
             "gc2_max_ms": max(gc_pauses) if gc_pauses else 0.0,
+            "per_event": {
+                name: (counted[name] - counted0.get(name, 0)) / max(1, counters["events"]) for name in counted
+            },
         }
+
+    async def closed_loop(rounds: int) -> dict[str, Any]:
+        """``--closed R``: every session plays R round trips back to back (``--instructions``)."""
+        counters["events"] = 0
+        failed = len(failures)
+
+        async def drive(slot: int) -> None:
+            for _ in range(rounds):
+                round_done[slot] = anyio.Event()
+                busy[slot] = True
+                await live[slot].message("again")
+                await round_done[slot].wait()
+
+        async with anyio.create_task_group() as drivers:
+            for slot in range(k):
+                drivers.start_soon(drive, slot)
+        return {"events": counters["events"], "round_trips": rounds * k, "failed": len(failures) - failed}
 
     profiler = cProfile.Profile(time.process_time) if args.profile else None
     async with anyio.create_task_group() as nursery:
@@ -315,8 +386,10 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             snap0 = tracemalloc.take_snapshot()
             traced0 = tracemalloc.get_traced_memory()[0]
         w0, c0 = time.perf_counter(), time.process_time()
+        if args.client == "minimal":
+            minimal.nursery = nursery
         for index in range(k):
-            nursery.start_soon(one, index)
+            nursery.start_soon(one_minimal if args.client == "minimal" else one, index)
         with anyio.move_on_after(args.open_timeout) as opened_in_time:
             await all_open.wait()
         if opened_in_time.cancelled_caught:
@@ -326,6 +399,10 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
         out["open_s"] = time.perf_counter() - w0
         out["open_cpu_ms_per_session"] = (time.process_time() - c0) / k * 1000
         await anyio.sleep(0.5)  # let closed keep-alive connections and finished tasks go
+        if args.closed:
+            out.update(await closed_loop(args.closed))
+            nursery.cancel_scope.cancel()
+            return out
         gc.collect()
         out["rss_per_idle_kib"] = (rss_bytes() - rss0) / k / 1024
         out["rss_mib"] = rss_bytes() / 2**20
@@ -333,9 +410,15 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
             traced1 = tracemalloc.get_traced_memory()[0]
             snap1 = tracemalloc.take_snapshot()
             out["traced_per_idle_kib"] = (traced1 - traced0) / k / 1024
-            top = snap1.compare_to(snap0, "filename")
+            if args.tracemalloc_key == "caller":
+                out["traced_by_file"] = _by_caller(snap1.compare_to(snap0, "traceback"), k)[: args.top]
+                tracemalloc.stop()
+                nursery.cancel_scope.cancel()
+                return out
+            top = snap1.compare_to(snap0, args.tracemalloc_key)
             out["traced_by_file"] = [
-                [str(stat.traceback[0].filename), stat.size_diff / k] for stat in top[: args.top]
+                [_site(stat.traceback[0], args.tracemalloc_key), stat.size_diff / k]
+                for stat in top[: args.top]
             ]
             tracemalloc.stop()
             nursery.cancel_scope.cancel()
@@ -425,15 +508,28 @@ class Emulator:
         self.log.close()
 
 
-def run_worker(k: int, args: argparse.Namespace, *, traced: bool, backend: str = "trio") -> dict[str, Any]:
+def run_worker(
+    k: int,
+    args: argparse.Namespace,
+    *,
+    traced: bool,
+    backend: str = "trio",
+    client: str = "rma",
+    closed: int = 0,
+    wrap: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """One worker process against an emulator of its own; ``closed``/``wrap``: ``--instructions``."""
     emulator = Emulator()
     cmd = [
+        *wrap,
         sys.executable,
         str(Path(__file__).resolve()),
         "--worker",
         str(k),
         "--backend",
         backend,
+        "--client",
+        client,
         "--base-url",
         emulator.base_url,
         "--agent",
@@ -457,6 +553,10 @@ def run_worker(k: int, args: argparse.Namespace, *, traced: bool, backend: str =
         cmd += ["--profile", args.profile]
     if args.gc_freeze:
         cmd.append("--gc-freeze")
+    if args.count:
+        cmd.append("--count")
+    if closed:
+        cmd += ["--closed", str(closed)]
     cpu0 = emulator.cpu_s()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.open_timeout + 600)
@@ -475,6 +575,9 @@ def run_worker(k: int, args: argparse.Namespace, *, traced: bool, backend: str =
     result["emulator_errors"] = len(emulator_errors)
     result["emulator_rss_mib"] = emulator_rss
     result["backend"] = backend
+    result["client"] = client
+    if wrap:
+        result["valgrind"] = done.stderr
     return result
 
 
@@ -489,111 +592,24 @@ def versions() -> dict[str, str]:
     return out
 
 
-def fmt(value: Any, spec: str) -> str:
-    return format(value, spec) if isinstance(value, int | float) else "-"
+def _by_caller(stats: list[tracemalloc.StatisticDiff], k: int) -> list[list[Any]]:
+    """``--tracemalloc-key caller`` (with ``--tracemalloc-frames 25`` or so): the traced growth
+    grouped by the innermost frame in rma or the bench that led to each allocation, beside the
+    frame that made it — which line of rma holds what, per session."""
+    sizes: dict[str, float] = {}
+    for stat in stats:
+        frames = list(stat.traceback)  # oldest first
+        ours = [f for f in frames if "/rma" in f.filename or "/bench/" in f.filename]
+        site = "?"
+        if ours:
+            inner = frames[-1]
+            site = f"{_short(ours[-1].filename)}:{ours[-1].lineno} <- {_short(inner.filename)}:{inner.lineno}"
+        sizes[site] = sizes.get(site, 0) + stat.size_diff
+    return sorted(([site, size / k] for site, size in sizes.items()), key=lambda row: -row[1])
 
 
-def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    print(
-        f"\nmemory and idle cost; then steady phases of {args.duration:g} s at each rate (follow-ups/s, "
-        "Poisson); latency = idle event handed to the session → its tool call starts"
-    )
-    print(
-        f"  {'sessions':>8} {'backend':>7} {'RSS KiB/idle':>12} {'traced KiB':>10} {'idle CPU%':>9} "
-        f"{'open s':>7} "
-        f"{'full GC':>8} {'frozen':>7} "
-        f"{'rate/s':>6} {'trips':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'busy99':>7} "
-        f"{'busy%':>6} {'e2e p50':>8} "
-        f"{'e2e p99':>8} {'CPU µs/ev':>9} {'CPU %':>6} {'gc2 max':>8}"
-    )
-    per_size = (
-        ("rss_per_idle_kib", "12.1f"),
-        ("traced_per_idle_kib", "10.1f"),
-        ("idle_cpu_pct", "9.2f"),
-        ("open_s", "7.1f"),
-        ("full_gc_ms", "8.1f"),
-        ("full_gc_frozen_ms", "7.1f"),
-    )
-    per_rate = (
-        ("rate", "6g"),
-        ("round_trips", "6d"),
-        ("p50_ms", "7.2f"),
-        ("p99_ms", "7.2f"),
-        ("max_ms", "7.1f"),
-        ("on_cpu_p99_ms", "7.2f"),
-        ("slowest_on_cpu_share", "6.0%"),
-        ("e2e_p50_ms", "8.2f"),
-        ("e2e_p99_ms", "8.2f"),
-        ("cpu_us_per_event", "9.0f"),
-        ("cpu_pct", "6.1f"),
-        ("gc2_max_ms", "8.1f"),
-    )
-    blank = " " * (8 + 12 + 10 + 9 + 7 + 8 + 7 + 5)
-    for r in rows:
-        if "error" in r:
-            print(f"  {r['sessions']:>8} {r['error']}")
-            continue
-        head = f"  {r['sessions']:>8} {r.get('backend', 'trio'):>7} " + " ".join(
-            fmt(r.get(name), spec) for name, spec in per_size
-        )
-        for i, phase in enumerate(r.get("steady", [])):
-            lead = head if i == 0 else f"  {'':>8} {blank}"
-            print(lead + " " + " ".join(fmt(phase.get(name), spec) for name, spec in per_rate))
-        if r.get("failed"):
-            print(f"  {'':>8} {r['failed']} session results were wrong: {r['failures']}")
-    for r in rows:
-        if r.get("traced_by_file"):
-            print(f"\n  where the traced heap of an idle session is ({r['sessions']} sessions), B/session:")
-            for filename, size in r["traced_by_file"]:
-                print(f"    {size:9.0f}  {_short(filename)}")
-    emulator = [
-        f"{r['sessions']} sessions {r.get('emulator_cpu_s', 0):.0f} s CPU, "
-        f"{r.get('emulator_rss_mib', 0):.0f} MiB, {r.get('emulator_errors', 0)} errors"
-        for r in rows
-    ]
-    print("\n  emulator process: " + "; ".join(emulator))
-
-
-def _short(filename: str) -> str:
-    parts = Path(filename).parts
-    for anchor in ("site-packages", "lib"):
-        if anchor in parts:
-            return "/".join(parts[parts.index(anchor) + 1 :])
-    for top in ("rma_shell", "rma", "bench"):
-        if top in parts:
-            return "/".join(parts[parts.index(top) :])
-    return filename
-
-
-def targets(rows: list[dict[str, Any]]) -> None:
-    print("\ntargets")
-    for r in rows:
-        if "rss_per_idle_kib" in r:
-            kib = r["rss_per_idle_kib"]
-            verdict = "holds" if kib < TARGET_IDLE_KIB else "FAILS"
-            target = f"(< {TARGET_IDLE_KIB}): {verdict}"
-            print(
-                f"  {r['sessions']} sessions ({r.get('backend', 'trio')}): "
-                f"{kib:.1f} KiB RSS per idle session {target}"
-            )
-    for r in rows:
-        for phase in r.get("steady", []) if r["sessions"] == 1_000 else []:
-            p99 = phase["p99_ms"]
-            verdict = "holds" if p99 < TARGET_P99_MS else "FAILS"
-            backend = r.get("backend", "trio")
-            print(
-                f"  1,000 sessions ({backend}) at {phase['rate']:g}/s: "
-                f"p99 {p99:.2f} ms (< {TARGET_P99_MS}): {verdict}"
-            )
-    sized = [r for r in rows if "rss_per_idle_kib" in r and r.get("backend", "trio") == "trio"]
-    if len(sized) >= 2:
-        lo, hi = sized[0], sized[-1]
-        growth = (hi["rss_per_idle_kib"] * hi["sessions"]) / (lo["rss_per_idle_kib"] * lo["sessions"])
-        print(
-            f"  memory growth {lo['sessions']} → {hi['sessions']} sessions: ×{growth:.1f} "
-            f"for ×{hi['sessions'] / lo['sessions']:.0f} sessions (linear: per-session cost "
-            f"{lo['rss_per_idle_kib']:.1f} → {hi['rss_per_idle_kib']:.1f} KiB)"
-        )
+def _site(frame: Any, key: str) -> str:
+    return f"{frame.filename}:{frame.lineno}" if key == "lineno" else str(frame.filename)
 
 
 def main() -> int:
@@ -617,6 +633,15 @@ def main() -> int:
         "--backends", default="trio,asyncio", help="anyio backends to run, in order (default trio,asyncio)"
     )
     parser.add_argument("--backend", default="trio", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--clients",
+        default="rma,minimal",
+        help="clients to run, in order: rma, minimal (the httpx-streams floor; default both)",
+    )
+    parser.add_argument("--client", default="rma", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--count", action="store_true", help="count reschedules, spawns, cancel scopes (slows the run)"
+    )
     parser.add_argument("--local", action="store_true", help="only the many-sessions-on-one-Local case")
     parser.add_argument("--local-deadline", type=float, default=60.0, help="seconds for the Local case")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
@@ -625,6 +650,20 @@ def main() -> int:
     parser.add_argument("--env", help=argparse.SUPPRESS)
     parser.add_argument("--tracemalloc", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tracemalloc-frames", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--closed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per stream event under valgrind (rma and the minimal client)",
+    )
+    parser.add_argument("--instructions-sessions", type=int, default=10, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--instructions-rounds",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=(2, 8),
+        help=argparse.SUPPRESS,
+    )
+    parser.add_argument("--tracemalloc-key", default="filename", help=argparse.SUPPRESS)
     parser.add_argument("--top", type=int, default=12, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.rates = [float(r) for r in (args.rates or ("30" if args.quick else "20,50")).split(",")]
@@ -637,6 +676,13 @@ def main() -> int:
         print(json.dumps(anyio.run(worker, args, backend=args.backend)))
         sys.stdout.flush()
         os._exit(0)  # tearing down thousands of sessions measures nothing; the emulator copes
+
+    if args.instructions:
+        import _scale_instructions
+
+        print(f"machine: {machine()}; load average at start {load()}")
+        _scale_instructions.count(args, run_worker)
+        return 0
 
     if args.local or args.quick:
         from _scale_local import main_local
@@ -664,16 +710,18 @@ def main() -> int:
     rows = []
     for k in sizes:
         for backend in args.backends.split(","):
-            row = run_worker(k, args, traced=False, backend=backend)
-            # The traced heap per session does not depend on K (nor on the backend much);
-            # 10,000 traced opens take long.
-            traced_run = k <= TRACED_SIZES_MAX and not args.no_tracemalloc and not args.quick
-            if traced_run and "error" not in row and backend == "trio":
-                traced = run_worker(k, args, traced=True, backend=backend)
-                row["traced_per_idle_kib"] = traced.get("traced_per_idle_kib")
-                row["traced_by_file"] = traced.get("traced_by_file")
-            rows.append(row)
-            print(f"  {k} sessions on {backend} done ({time.perf_counter() - started:.0f} s)", flush=True)
+            for client in args.clients.split(","):
+                row = run_worker(k, args, traced=False, backend=backend, client=client)
+                # The traced heap per session does not depend on K (nor on the backend much);
+                # 10,000 traced opens take long.
+                traced_run = k <= TRACED_SIZES_MAX and not args.no_tracemalloc and not args.quick
+                if traced_run and "error" not in row and backend == "trio":
+                    traced = run_worker(k, args, traced=True, backend=backend, client=client)
+                    row["traced_per_idle_kib"] = traced.get("traced_per_idle_kib")
+                    row["traced_by_file"] = traced.get("traced_by_file")
+                rows.append(row)
+                elapsed = time.perf_counter() - started
+                print(f"  {k} sessions, {client} on {backend} done ({elapsed:.0f} s)", flush=True)
     report(rows, args)
     if args.profile:
         buf = io.StringIO()

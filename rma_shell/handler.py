@@ -159,10 +159,11 @@ class HandlerAdapter:
             getattr(handler, "handle_update") if update_hook else None  # noqa: B009
         )
         self._update_takes_info = update_hook == "update3"
-        self._limiter = anyio.CapacityLimiter(max_concurrency)
+        self._max_concurrency = max_concurrency
         # Sync tools need their own thread budget: anyio's shared default (40 threads) would
-        # cap max_concurrency and make sessions compete for threads.
-        self._threads = anyio.CapacityLimiter(max_concurrency)
+        # cap max_concurrency and make sessions compete for threads. Built on the first sync
+        # call: a session of async tools never needs it (a limiter is ~0.7 KiB per session).
+        self._threads: anyio.CapacityLimiter | None = None
         self._telemetry = telemetry
         self._metadata = metadata
         # The model's arguments are checked against the declared schemas before a raw handler
@@ -231,19 +232,25 @@ class HandlerAdapter:
         return self._update_fn is not None
 
     async def run_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
+        """Run one batch, at most ``max_concurrency`` calls at a time. The session runs one
+        batch at a time (the core's RunTools is single-flight), so the bound is the batch's
+        own: a limiter only for a batch larger than it."""
         finish = self.on_finish
         if len(uses) == 1:
             # The common batch: nothing to run concurrently, so no nursery and no task.
-            async with self._limiter:
-                only = await self.run_one(uses[0], info)
+            only = await self.run_one(uses[0], info)
             if finish is not None:
                 finish(only)
             return (only,)
         results: list[ToolResult | None] = [None] * len(uses)
+        limiter = anyio.CapacityLimiter(self._max_concurrency) if len(uses) > self._max_concurrency else None
 
         async def one(i: int, use: ToolUse) -> None:
-            async with self._limiter:
+            if limiter is None:
                 result = results[i] = await self.run_one(use, info)
+            else:
+                async with limiter:
+                    result = results[i] = await self.run_one(use, info)
             if finish is not None:
                 finish(result)
 
@@ -341,6 +348,8 @@ class HandlerAdapter:
     async def _call(self, args: tuple[Any, ...]) -> Any:
         if self._tool_async:
             return await self._tool_fn(*args)
+        if self._threads is None:
+            self._threads = anyio.CapacityLimiter(self._max_concurrency)
         # abandon_on_cancel: a run's timeout returns even if a sync tool never does.
         # Boxed: a thread function's awaitable return value must not be mistaken for a coroutine.
         (value,) = await anyio.to_thread.run_sync(

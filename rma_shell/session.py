@@ -11,7 +11,6 @@ streams included (S-81, S-84 Better). The driver decides nothing.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import math
@@ -69,6 +68,7 @@ from rma.session.options import (
 )
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
+from rma_shell._mailbox import Mailbox
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, HandlerAdapter
 from rma_shell.journal.setup import begin_journal, check_new, request_record
 from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
@@ -160,8 +160,8 @@ class _Driver(Generic[C]):
             config = attrs.evolve(config, deliver_updates=True)
         self.config = config
         self.state: State = initial_state(config)
-        self.inbox_send, self.inbox = anyio.create_memory_object_stream[Event](math.inf)
-        self.results_send, self.results = anyio.create_memory_object_stream[Outcome_](math.inf)
+        self.inbox: Mailbox[Event] = Mailbox()
+        self.results: Mailbox[Outcome_] = Mailbox()
         self.conn: C | None = None
         self.info = SessionInfo(provider=config.provider_name, metadata=config.metadata)
         self.final: Outcome_ | None = None
@@ -252,10 +252,8 @@ class _Driver(Generic[C]):
                 await self.feed(Opened(self.provider.session_id(conn), self.provider.resumed(conn)))
                 if self.config.codec.mode is Mode.STREAMING and not self.provider.resumed(conn):
                     self._start_stream(self.state.gen)
-            async for ev in self.inbox:
-                await self.feed(ev)
-                if self.final is not None:
-                    break
+            while self.final is None:
+                await self.feed(await self.inbox.get())
             nursery.cancel_scope.cancel()
 
     async def feed(self, ev: Event) -> None:
@@ -370,8 +368,7 @@ class _Driver(Generic[C]):
         await self._push(input)
 
     def post(self, ev: Event) -> None:
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self.inbox_send.send_nowait(ev)
+        self.inbox.put(ev)
 
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         assert self.nursery is not None
@@ -389,7 +386,7 @@ class _Driver(Generic[C]):
                 self.updates.publish(update)
                 await self.tools.deliver_update(update, self.info)
             case cmd.Emit(name=name, measurements=measurements, metadata=metadata, content=content):
-                if self.telemetry.listening():
+                if self.telemetry.listening(name):
                     # The core reuses one Emit for every stream event of a type: each emission
                     # gets maps of its own, so no subscriber can alter what a later one sees.
                     self.telemetry.emit(name, dict(measurements), dict(metadata), content)
@@ -450,7 +447,7 @@ class _Driver(Generic[C]):
                         "journal end record failed: %s", exc, extra={"session_id": self.info.session_id}
                     )
                 self.journal = None
-        self.results_send.send_nowait(outcome)
+        self.results.put(outcome)
 
     # ── background work: each reports back with an event ──
 
@@ -538,14 +535,15 @@ class _Driver(Generic[C]):
     def _start_stream(self, gen: int, ready: anyio.Event | None = None) -> None:
         scope = anyio.CancelScope()
         self.stream_scope = scope
-        self._spawn(self._stream, gen, scope, ready if ready is not None else anyio.Event())
+        self._spawn(self._stream, gen, scope, ready)
 
-    async def _stream(self, gen: int, scope: anyio.CancelScope, ready: anyio.Event) -> None:
+    async def _stream(self, gen: int, scope: anyio.CancelScope, ready: anyio.Event | None) -> None:
         assert self.conn is not None
         conn = self.conn
 
         async def connected() -> None:
-            ready.set()
+            if ready is not None:
+                ready.set()
             self.post(StreamConnected(gen))
 
         async def event(raw: JSON) -> None:
@@ -558,7 +556,8 @@ class _Driver(Generic[C]):
                 self.post(StreamFailed(gen, _provider_error(exc)))
                 return
             finally:
-                ready.set()  # a stream that never connected must not hold up a reconnect
+                if ready is not None:
+                    ready.set()  # a stream that never connected must not hold up a reconnect
             self.post(StreamClosed(gen) if isinstance(ended, Success) else StreamFailed(gen, ended.failure()))
 
     # ── live-session API ──
@@ -596,7 +595,7 @@ class _Driver(Generic[C]):
         if self.recorder:
             self.recorder.close()
             self.recorder = None
-        self.results_send.close()
+        self.results.close()
         if self.conn is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 try:
@@ -957,7 +956,7 @@ class LiveSession:
     async def next_result(self) -> Result[SessionResult, SessionError]:
         """The next request's result; ``Failure(Closed)`` once the session is closed."""
         try:
-            return await self._driver.results.receive()
+            return await self._driver.results.next()
         except anyio.EndOfStream:
             return Failure(Closed())
 
@@ -975,7 +974,11 @@ class LiveSession:
         return UpdateStream(self._driver.updates, ended=self._driver.final is not None)
 
     async def _iterate(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
-        async for outcome in self._driver.results:
+        while True:
+            try:
+                outcome = await self._driver.results.next()
+            except anyio.EndOfStream:
+                return
             yield outcome
 
 

@@ -33,6 +33,8 @@ class Telemetry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, tuple[tuple[str, ...], Handler, bool]] = {}
+        self._wanted: dict[str, bool] = {}
+        """Whether some subscriber matches a name, per name asked about; cleared on (de)tach."""
 
     def attach(
         self, handler_id: str, names: str | Iterable[str], handler: Handler, *, content: bool = False
@@ -47,12 +49,21 @@ class Telemetry:
             raise ValueError(f"telemetry handler {handler_id!r} is already attached")
         patterns = (names,) if isinstance(names, str) else tuple(names)
         self._handlers[handler_id] = (patterns, handler, content)
+        self._wanted.clear()
 
     def detach(self, handler_id: str) -> bool:
+        self._wanted.clear()
         return self._handlers.pop(handler_id, None) is not None
 
-    def listening(self) -> bool:
-        return bool(self._handlers)
+    def listening(self, name: str | None = None) -> bool:
+        """Whether anyone subscribes at all, or, given ``name``, to that event (emitters skip
+        building an event nobody would receive)."""
+        if name is None or not self._handlers:
+            return bool(self._handlers)
+        wanted = self._wanted.get(name)
+        if wanted is None:
+            wanted = self._wanted[name] = any(_matches(name, p) for p, _, _ in self._handlers.values())
+        return wanted
 
     @property
     def wants_content(self) -> bool:
@@ -89,6 +100,7 @@ class Telemetry:
                     extra={"handler_id": handler_id, "event": name},
                 )
                 self._handlers.pop(handler_id, None)
+                self._wanted.clear()
 
     @contextmanager
     def span(self, prefix: str, metadata: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

@@ -113,6 +113,24 @@ def test_M10_a_raising_subscriber_is_detached_and_logged_once(caplog: pytest.Log
     assert tel.detach("broken") is False
 
 
+def test_M10_listening_to_a_name_follows_attach_detach_and_a_detached_raiser() -> None:
+    tel = Telemetry()
+    assert not tel.listening() and not tel.listening("rma.stream.event")
+    tel.attach("tools", "rma.tool.*", Collector())
+    assert tel.listening() and tel.listening("rma.tool.start")
+    assert not tel.listening("rma.stream.event")  # asked twice: the answer is remembered
+    assert not tel.listening("rma.stream.event")
+
+    def broken(name: str, m: Any, md: Any) -> None:
+        raise RuntimeError("down")
+
+    tel.attach("all", ["rma.stream.event", "rma.turn.*"], broken)
+    assert tel.listening("rma.stream.event") and tel.listening("rma.turn.stop")
+    tel.emit("rma.stream.event", {}, {})  # raises, so it is detached
+    assert not tel.listening("rma.stream.event")
+    assert tel.detach("tools") and not tel.listening("rma.tool.start")
+
+
 def test_M10_span_start_stop_and_exception() -> None:
     tel = Telemetry()
     c = _collect(tel)

@@ -13,6 +13,7 @@ interrupts a session rma stops driving mid-request (issue #15) and waits for it 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from decimal import Decimal
@@ -430,46 +431,71 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             response = opened.unwrap()
             url, rid = str(response.request.url), request_id(response.headers)
             await on_connected()
-            decoder = SSEDecoder()
-            chunks = response.aiter_bytes().__aiter__()
-            while True:
-                with anyio.move_on_after(self.stream_idle_timeout_s) as idle:
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        return Success(None)  # a clean close: the machine treats it as a drop
-                    except Exception as exc:  # the connection broke mid-stream
-                        return Failure(
-                            with_origin(StreamDropped(detail=type(exc).__name__), url=url, request_id=rid)
-                        )
-                if idle.cancelled_caught:
-                    idle_drop = StreamDropped(detail=f"no data for {self.stream_idle_timeout_s}s")
-                    return Failure(with_origin(idle_drop, url=url, request_id=rid))
-                for message in decoder.feed(chunk):
-                    if message.event == "ping" or not message.data:
-                        continue
-                    if message.event == "error":
-                        payload = _json_or_text(message.data)
-                        frame = with_origin(
-                            ProviderError(
-                                detail=_frame_message(payload) or "stream error frame",
-                                error_type=error_code(payload),
-                                payload=payload,
-                            ),
-                            url=url,
-                            request_id=rid,
-                        )
-                        return Failure(client.redact_error(frame))
-                    if message.event == "message":
-                        continue  # the SDK drops frames without an event name
-                    try:
-                        event = json.loads(message.data)
-                    except ValueError:
-                        bad = MalformedResponse(
-                            detail="stream frame is not JSON", response=message.data[:500]
-                        )
-                        return Failure(client.redact_error(with_origin(bad, url=url, request_id=rid)))
-                    await on_event(event)
+            idle_s = self.stream_idle_timeout_s
+            with anyio.CancelScope() as idle:
+                dropped = await self._read(client, response, on_event, idle, url, rid)
+            if idle.cancelled_caught:
+                idle_drop = StreamDropped(detail=f"no data for {idle_s}s")
+                return Failure(with_origin(idle_drop, url=url, request_id=rid))
+            return dropped
+
+    async def _read(
+        self,
+        client: CMAClient,
+        response: httpx.Response,
+        on_event: Callable[[JSON], Awaitable[None]],
+        idle: anyio.CancelScope,
+        url: str,
+        rid: str | None,
+    ) -> Result[None, SessionError]:
+        """Decode the stream into ``on_event`` until it ends; ``idle`` fails silence.
+
+        One deadline for the whole stream, moved on as data arrives, instead of a timeout
+        around every read (a cancel scope entered and left per chunk, and a deadline
+        registered with the event loop each time): it is moved at most once per tenth of the
+        idle timeout, so silence fails the stream after between 1 and 1.1 times
+        ``stream_idle_timeout_s``.
+        """
+        idle_s = self.stream_idle_timeout_s
+        slack = idle_s / 10
+        if idle_s != math.inf:
+            idle.deadline = anyio.current_time() + idle_s + slack
+        decoder = SSEDecoder()
+        chunks = response.aiter_bytes().__aiter__()
+        while True:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                return Success(None)  # a clean close: the machine treats it as a drop
+            except Exception as exc:  # the connection broke mid-stream
+                return Failure(with_origin(StreamDropped(detail=type(exc).__name__), url=url, request_id=rid))
+            if idle_s != math.inf:
+                now = anyio.current_time()
+                if idle.deadline - now < idle_s:
+                    idle.deadline = now + idle_s + slack
+            for message in decoder.feed(chunk):
+                if message.event == "ping" or not message.data:
+                    continue
+                if message.event == "error":
+                    payload = _json_or_text(message.data)
+                    frame = with_origin(
+                        ProviderError(
+                            detail=_frame_message(payload) or "stream error frame",
+                            error_type=error_code(payload),
+                            payload=payload,
+                        ),
+                        url=url,
+                        request_id=rid,
+                    )
+                    return Failure(client.redact_error(frame))
+                if message.event == "message":
+                    continue  # the SDK drops frames without an event name
+                try:
+                    event = json.loads(message.data)
+                except ValueError:
+                    bad = MalformedResponse(detail="stream frame is not JSON", response=message.data[:500])
+                    return Failure(client.redact_error(with_origin(bad, url=url, request_id=rid)))
+                await on_event(event)
 
     async def reconnect(
         self, conn: CMAConn, seen: tuple[str, ...]

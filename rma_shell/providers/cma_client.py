@@ -24,8 +24,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
@@ -38,7 +39,7 @@ from rma.origin import error_code, request_id, undialable, with_origin
 from rma.redact import redact_error
 from rma.retry import next_delay_s
 from rma.vocabulary import JSON
-from rma_shell.http import async_client, host_of
+from rma_shell.http import async_client, host_of, shared_ssl_context
 from rma_shell.logging import log_fields
 from rma_shell.providers.token_file import TokenFileError, read_token_file, read_token_file_async
 from rma_shell.telemetry import Telemetry
@@ -122,6 +123,8 @@ class CMAClient:
         self._own_client = http_client is None
         timeout = httpx.Timeout(settings.receive_timeout_ms / 1000, connect=30.0)
         self._http = http_client or async_client(timeout=timeout, follow_redirects=False)
+        self._env_proxies = self._own_client and bool(urllib.request.getproxies())
+        """A proxy is configured in the environment (read once, as httpx reads it)."""
         self._sleep = sleep
         self._rand = rand
         self._clock = clock
@@ -302,7 +305,8 @@ class CMAClient:
             return Failure(bad_url), None, "never"
         meta = {"provider": "claude_managed_agents", "method": method, "path": path, "attempt": attempt}
         t0 = time.perf_counter()
-        self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
+        if self.telemetry.listening("rma.request.start"):  # built only for a subscriber
+            self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
         wire = _WireTrace()
         try:
             response = await self._http.request(
@@ -367,7 +371,8 @@ class CMAClient:
         return Failure(error), response.headers, "if_idempotent"
 
     def _stop(self, meta: Mapping[str, Any], t0: float, **extra: Any) -> None:
-        self.telemetry.emit("rma.request.stop", {"duration": time.perf_counter() - t0}, {**meta, **extra})
+        if self.telemetry.listening("rma.request.stop"):
+            self.telemetry.emit("rma.request.stop", {"duration": time.perf_counter() - t0}, {**meta, **extra})
 
     async def _list_all(
         self, path: str, params: Mapping[str, Any] | None = None, *, beta: str | None = ""
@@ -475,60 +480,80 @@ class CMAClient:
         path = f"/v1/sessions/{session_id}/events/stream"
         attempt = 0
         while True:
-            async with AsyncExitStack() as stack:
-                opened, retry_after, retryable = await self._open_stream(stack, path)
+            opened, retry_after, retryable, held = await self._open_stream(path)
+            try:
                 if isinstance(opened, Success) or not retryable or attempt >= self.max_retries:
                     yield opened
                     return
+            finally:
+                await _release(held)
             error = opened.failure()
             await self._back_off("GET", path, error, attempt, retry_after)
             attempt += 1
 
+    def _stream_pool(self) -> httpx.AsyncBaseTransport | httpx.AsyncClient:
+        """What a stream of this client's own pool is sent through.
+
+        A stream holds its connection for the session's whole life, so it gets a pool of its
+        own. In the shared pool, 100 live sessions would deadlock (the default cap: the next
+        stream and every event post wait for a connection the streams never return), and past
+        the cap httpcore's pool, which walks every connection on each request and each
+        response close, would make every post cost O(sessions) — quadratic at 1,000 sessions
+        (bench/scale.py). The pool is a bare transport (0.6 KiB per live session, where a
+        whole ``httpx.AsyncClient`` is 2.8 KiB); with a proxy in the environment, a client,
+        which honours it exactly as the shared one does.
+        """
+        if self._env_proxies:
+            return async_client(follow_redirects=False)
+        return httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+
     async def _open_stream(
-        self, stack: AsyncExitStack, path: str
-    ) -> tuple[Result[httpx.Response, SessionError], Mapping[str, str] | None, bool]:
-        """One attempt at opening the stream: the outcome, the headers a retry honours, and
-        whether a retry may help. A failed attempt's response is closed with ``stack``."""
+        self, path: str
+    ) -> tuple[Result[httpx.Response, SessionError], Mapping[str, str] | None, bool, _Held]:
+        """One attempt at opening the stream: the outcome, the headers a retry honours,
+        whether a retry may help, and what to close once done with it."""
         headers = await self._headers(beta=self.settings.beta, accept="text/event-stream")
         if isinstance(headers, Failure):
-            return Failure(headers.failure()), None, False  # K-17: before dispatch, every attempt
+            return Failure(headers.failure()), None, False, ()  # K-17: before dispatch, every attempt
         # Only the opening is guarded: an error the caller's body raises while reading must
         # propagate as itself, not be caught here (a second yield would turn it into
         # "generator didn't stop after athrow()").
+        held: _Held = ()
         try:
-            http = self._http
-            if self._own_client:
-                # A stream holds its connection for the session's whole life, so it gets a
-                # pool of its own. In the shared pool, 100 live sessions would deadlock (the
-                # default cap: the next stream and every event post wait for a connection
-                # the streams never return), and past the cap httpcore's pool, which walks
-                # every connection on each request and each response close, would make
-                # every post cost O(sessions) — quadratic at 1,000 sessions (bench/scale.py).
-                http = await stack.enter_async_context(async_client(follow_redirects=False))
-            response = await stack.enter_async_context(
-                http.stream(
-                    "GET",
-                    self._url(path),
-                    headers=headers.unwrap(),
-                    timeout=httpx.Timeout(None, connect=30.0),
-                    follow_redirects=False,  # K-18
-                )
+            request = self._http.build_request(
+                "GET", self._url(path), headers=headers.unwrap(), timeout=httpx.Timeout(None, connect=30.0)
             )
+            if not self._own_client:
+                response = await self._http.send(request, stream=True, follow_redirects=False)  # K-18
+            else:
+                request.headers.pop("cookie", None)  # a pool of its own has no cookies to send
+                pool = self._stream_pool()
+                held = (pool,)
+                if isinstance(pool, httpx.AsyncClient):
+                    response = await pool.send(request, stream=True, follow_redirects=False)
+                else:  # redirects, cookies, auth: none to handle on a bare transport (K-18)
+                    response = await pool.handle_async_request(request)
+                    response.request = request
+            held = (response, *held)
             if response.status_code != 200:
                 await response.aread()
         except httpx.HTTPError as exc:
+            await _release(held)
             failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
-            return Failure(with_origin(failure, url=self._url(path))), None, True
+            return Failure(with_origin(failure, url=self._url(path))), None, True, ()
+        except BaseException:
+            await _release(held)
+            raise
         status = response.status_code
         if status == 200:
-            return Success(response), None, False
+            return Success(response), None, False, held
         body: JSON
         try:
             body = response.json()
         except ValueError:
             body = response.text[:2000]
         if status == 401:
-            return Failure(self.redact_error(self._rejected("GET", path, body))), None, False
+            return Failure(self.redact_error(self._rejected("GET", path, body))), None, False, held
         error = with_origin(
             HttpError(status=status, body=body, method="GET", url=path),
             url=self._url(path),
@@ -537,7 +562,7 @@ class CMAClient:
         )
         should_retry = response.headers.get("x-should-retry")
         retryable = should_retry == "true" or (should_retry != "false" and status in RETRY_STATUSES)
-        return Failure(self.redact_error(error)), dict(response.headers), retryable
+        return Failure(self.redact_error(error)), dict(response.headers), retryable, held
 
     # ── session resources and files ──
 
@@ -580,6 +605,20 @@ class CMAClient:
 
     async def delete_file(self, file_id: str) -> Result[JSON, SessionError]:
         return await self.request("DELETE", f"/v1/files/{file_id}", beta=self._files_beta())
+
+
+_Held = tuple[httpx.Response | httpx.AsyncBaseTransport | httpx.AsyncClient, ...]
+"""What an opened stream holds: its response, then the pool of its own it came through."""
+
+
+async def _release(held: _Held) -> None:
+    """Close an opened stream's response, then its own pool, even when the first close fails."""
+    if not held:
+        return
+    try:
+        await held[0].aclose()
+    finally:
+        await _release(held[1:])
 
 
 def _query(params: Mapping[str, Any] | None) -> httpx.QueryParams | None:

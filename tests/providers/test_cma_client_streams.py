@@ -8,9 +8,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from returns.result import Success
+from returns.result import Failure, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, Secret
+from rma.errors import TransportError
 from rma_shell.http import async_client
 from rma_shell.providers import cma_client
 from rma_shell.providers.cma_client import CMAClient
@@ -50,3 +51,31 @@ async def test_open_streams_leave_the_request_pool_to_the_posts(monkeypatch: pyt
         finally:
             await client.aclose()
     assert b'"text":"hello"' in received
+
+
+async def test_a_stream_honours_a_proxy_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stream gets a pool of its own; with a proxy configured in the environment it goes
+    # through it, as the posts do (here a proxy nobody listens on, so opening fails).
+    with CMAEmulator([text_turn("hello")], api_key=KEY) as emu:
+        settings = AnthropicSettings(auth=ApiKeyAuth(Secret(KEY)), base_url=emu.base_url)
+        direct = CMAClient(settings, max_retries=0)
+        try:
+            with anyio.fail_after(30):
+                agent = (await direct.create_agent({"name": "a", "model": "claude-sonnet-4-6"})).unwrap()
+                env = (await direct.create_environment({"name": "e"})).unwrap()
+                body = {"agent": agent["id"], "environment_id": env["id"]}
+                session_id = (await direct.create_session(body)).unwrap()["id"]
+                monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+                monkeypatch.delenv("NO_PROXY", raising=False)
+                monkeypatch.delenv("no_proxy", raising=False)
+                proxied = CMAClient(settings, max_retries=0)
+                try:
+                    async with proxied.stream_events(session_id) as opened:
+                        assert isinstance(opened, Failure)
+                        assert isinstance(opened.failure(), TransportError)
+                finally:
+                    await proxied.aclose()
+                async with direct.stream_events(session_id) as opened:
+                    assert isinstance(opened, Success)  # the client built before the proxy
+        finally:
+            await direct.aclose()
