@@ -7,6 +7,10 @@ core and executes the commands it returns. Every background task (poll, push, st
 tools, guard, reconnect timer) lives in the session's nursery, so cancelling the run's
 scope — its timeout, or leaving ``open_session`` — cancels all of them, tools and HTTP
 streams included (S-81, S-84 Better). The driver decides nothing.
+
+Over ~800 lines, for now: the driver and the public entry points (``run``, ``open_session``,
+``LiveSession``) share the driver's private state; moving the driver to a module of its own is
+the next step once its scheduling work (issue #17) settles.
 """
 
 from __future__ import annotations
