@@ -442,14 +442,17 @@ class OpenAIEmulator(LoopbackEmulator):
         cut = next((f.after_chars for f in faults if f.kind == "length"), None)
         message, usage, finish = self._reply(self._turns[turn_index], body, turn_index, cut)
         body_fault = next((f for f in faults if f.kind in ("drop", "malformed")), None)
-        completed = (
+        if body.get("stream"):
             self._send_stream(h, body, message, usage, finish, body_fault, faults)
-            if body.get("stream")
-            else self._send_completion(h, body, message, usage, finish, body_fault)
-        )
-        if completed:
-            with self._lock:
-                self._answered += 1
+        else:
+            self._send_completion(h, body, message, usage, finish, body_fault)
+
+    def _claim(self) -> None:
+        """The turn is answered: counted before the bytes that finish it leave, because a
+        client that has read them may send its next request before this thread runs again
+        (counting after the write served that request the same turn twice, under load)."""
+        with self._lock:
+            self._answered += 1
 
     def _check_auth(self, headers: Mapping[str, str]) -> None:
         if self._api_key is not None and headers.get("authorization") != f"Bearer {self._api_key}":
@@ -574,7 +577,7 @@ class OpenAIEmulator(LoopbackEmulator):
         usage: JSONDict,
         finish: str,
         fault: Fault | None,
-    ) -> bool:
+    ) -> None:
         response = {
             **self._completion_base(body, "chat.completion"),
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
@@ -590,9 +593,10 @@ class OpenAIEmulator(LoopbackEmulator):
         if fault is not None and fault.kind == "drop":
             h.wfile.write(payload[: len(payload) // 2])
             self._drop(h)
-            return False
+            return
+        if fault is None:
+            self._claim()
         h.wfile.write(payload)
-        return fault is None
 
     def _chunks(self, body: JSONDict, message: JSONDict, usage: JSONDict, finish: str) -> list[JSONDict]:
         base = self._completion_base(body, "chat.completion.chunk")
@@ -639,7 +643,7 @@ class OpenAIEmulator(LoopbackEmulator):
         finish: str,
         fault: Fault | None,
         faults: Sequence[Fault] = (),
-    ) -> bool:
+    ) -> None:
         pace_s = sum(f.seconds for f in faults if f.kind == "pace")
         held = next((f for f in faults if f.kind == "hold"), None)
         self._start(h, 200)
@@ -654,6 +658,8 @@ class OpenAIEmulator(LoopbackEmulator):
         chunks = self._chunks(body, message, usage, finish)
         # A fault asked for past the last chunk still happens, just before [DONE].
         cut = min(max(0, fault.after_chunks), len(chunks)) if fault is not None else -1
+        # The chunk that carries finish_reason ends the reply for a client (usage may follow).
+        finishing = next(n for n, c in enumerate(chunks) if c["choices"] and c["choices"][0]["finish_reason"])
         for n, chunk in enumerate([*chunks, None]):
             if held is not None and held.release is not None and n == held.after_chunks:
                 released = held.release.wait(held.seconds)
@@ -664,13 +670,14 @@ class OpenAIEmulator(LoopbackEmulator):
             if n == cut and fault is not None:
                 if fault.kind == "drop":
                     self._drop(h)
-                    return False
+                    return
                 write(b'data: {"id": "chatcmpl-broken", "choices": [\n\n')
+            if n == finishing and fault is None:
+                self._claim()
             if chunk is not None:
                 write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         write(b"data: [DONE]\n\n")
         h.wfile.write(b"0\r\n\r\n")
-        return fault is None
 
     @staticmethod
     def _drop(h: LoopbackHandler) -> None:
