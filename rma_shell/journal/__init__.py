@@ -5,6 +5,7 @@ on in any process; ``approve`` decides a call that waits for a person. The forma
 ``rma.journal`` (pure); here are the stores and the shell's side. See docs/durable.md.
 """
 
+from rma.errors import TurnLost
 from rma.journal import (
     AwaitingApproval,
     JournalDamaged,
@@ -24,6 +25,7 @@ __all__ = [
     "MemoryJournal",
     "PendingApproval",
     "SQLiteJournal",
+    "TurnLost",
     "approve",
     "pending_approvals",
     "resume",

@@ -282,6 +282,9 @@ async def _reattach(driver: _Driver[Any], loaded: Loaded) -> Result[InFlight | N
     driver.state = folded.state
     if folded.outcome is not None:  # it ended as the old process stopped
         driver._report(folded.outcome, final=True)
+    elif folded.in_flight is not None and folded.in_flight.poll is not None:
+        # The turn is asked again; the dead process may have sent it and the host taken it.
+        driver.conn = driver.provider.turn_in_doubt(driver.conn)
     return Success(folded.in_flight)
 
 
