@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import Closed, Crashed, InvalidOpts, SessionError, Timeout
@@ -55,6 +56,7 @@ from rma_shell.session import (
     _output_tool,
     _serve_reporting,
     _tool_limits,
+    _typed_output,
 )
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -135,7 +137,7 @@ def _resumed_driver(
         max_concurrency=max_concurrency,
         telemetry=telemetry or default_telemetry,
         record=None,
-        open_request=request_from(loaded.request, model_config),
+        open_request=request_from(loaded.request, model_config, output_tool),
         output=output_tool,
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
@@ -194,7 +196,7 @@ async def resume(
         return Failure(built.failure())
     driver, loaded = built.unwrap()
     if loaded.outcome is not None:
-        return loaded.outcome  # it ended: the outcome, as it was returned
+        return _as_returned(driver, loaded.outcome)  # it ended: the outcome, as it was returned
     try:
         return await _carry_on(driver, loaded, timeout)
     except BaseException as exc:
@@ -286,6 +288,16 @@ async def _reattach(driver: _Driver[Any], loaded: Loaded) -> Result[InFlight | N
         # The turn is asked again; the dead process may have sent it and the host taken it.
         driver.conn = driver.provider.turn_in_doubt(driver.conn)
     return Success(folded.in_flight)
+
+
+def _as_returned(driver: _Driver[Any], outcome: Outcome_) -> Outcome_:
+    """A journaled outcome as the run returned it: with its typed output, the answer the run
+    accepted, validated again by the ``output_type`` given to ``resume`` (the journal keeps
+    the answer's arguments, not the user's type)."""
+    if isinstance(outcome, Success) and driver.opts.output is not None:
+        result = outcome.unwrap()
+        return Success(attrs.evolve(result, output=_typed_output(driver.opts.output, result, driver.tools)))
+    return outcome
 
 
 def _restore_answers(driver: _Driver[Any], loaded: Loaded, output_tool: Any) -> None:

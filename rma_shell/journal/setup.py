@@ -20,8 +20,9 @@ from rma_shell.journal.writer import SessionJournal, declares_approvals
 from rma_shell.providers.base import OpenRequest, Provider
 
 MAX_KEY_CHARS = 256
-_NOT_KEPT = frozenset({"model_config"})
-"""Request options a journal does not keep: they may carry credentials; resume takes them again."""
+_NOT_KEPT = frozenset({"model_config", "output_tool"})
+"""Request options a journal does not keep: a ``model_config`` may carry credentials, and the
+answer's tool is ``output_type``'s (code); resume takes them again."""
 
 
 def check_key(key: object) -> Result[str, SessionError]:
@@ -122,13 +123,18 @@ def request_record(request: OpenRequest) -> Result[dict[str, Any], SessionError]
     return Success(kept)
 
 
-def request_from(record: Mapping[str, Any], model_config: Mapping[str, Any] | None) -> OpenRequest:
-    """The open request a journal kept, with ``model_config`` given again at resume."""
+def request_from(
+    record: Mapping[str, Any], model_config: Mapping[str, Any] | None, output_tool: Any = None
+) -> OpenRequest:
+    """The open request a journal kept, with ``model_config`` and ``output_type``'s tool
+    (``output_tool.spec``, declared beside the provider's tools, as ``run`` does) given again."""
     from rma.codec_json import from_jsonable
 
     extra = dict(from_jsonable(record.get("extra") or {}))
     if model_config is not None:
         extra["model_config"] = model_config
+    if output_tool is not None:
+        extra["output_tool"] = output_tool.spec
     return OpenRequest(
         prompt=record.get("prompt"),
         session_id=record.get("session_id"),

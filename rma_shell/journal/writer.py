@@ -22,6 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
+from returns.result import Success
 
 from rma import journal as fmt
 from rma.journal import Decision, Loaded, PendingApproval
@@ -102,6 +103,11 @@ class SessionJournal:
         self._write(fmt.waiting_record(waiting))
 
     def end(self, outcome: object) -> None:
+        # A typed output (``output_type=``) is the user's type, with no JSON form the journal
+        # can read back: it is kept as the answer's tool result, and ``resume`` validates that
+        # again with the ``output_type`` it is given.
+        if isinstance(outcome, Success) and getattr(outcome.unwrap(), "output", None) is not None:
+            outcome = Success(attrs.evolve(outcome.unwrap(), output=None))
         self._write(fmt.end_record(encode(outcome)))
 
 
