@@ -7,14 +7,18 @@ journal keeps of the request is JSON only and never a credential: a ``model_conf
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts, SessionError
 from rma.recording import encode
 from rma.session.options import SessionConfig
+from rma_shell.journal.lease import Lease, acquire
 from rma_shell.journal.store import JournalStore, JournalStoreError, open_store
 from rma_shell.journal.writer import SessionJournal, declares_approvals
 from rma_shell.providers.base import OpenRequest, Provider
@@ -42,14 +46,56 @@ def store_of(journal: object) -> Result[JournalStore, SessionError]:
         return Failure(InvalidOpts("journal", str(exc)))
 
 
+@attrs.define(eq=False)
+class Held:
+    """What a run holds of a journal while it carries a key on: the key's lease, and the store
+    when it opened that from a path (a store the caller passed is the caller's to close)."""
+
+    store: JournalStore
+    owned: bool
+    lease: Lease | None = None
+
+    def release(self) -> None:
+        """Idempotent; never raises (it runs as a session closes)."""
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            lease.release()
+        if self.owned:
+            self.owned = False
+            with contextlib.suppress(Exception):  # a store that fails to close has nothing to lose
+                self.store.close()
+
+
+def opened(journal: object) -> Result[Held, SessionError]:
+    """``journal=`` as a store, without a lease (``approve``, ``pending_approvals``): release it."""
+    store = store_of(journal)
+    if isinstance(store, Failure):
+        return Failure(store.failure())
+    return Success(Held(store.unwrap(), owned=isinstance(journal, str | os.PathLike)))
+
+
+def hold(journal: object, key: str) -> Result[Held, SessionError]:
+    """``journal=`` as a store with ``key``'s lease taken (``JournalBusy`` if another run has it)."""
+    held = opened(journal)
+    if isinstance(held, Failure):
+        return held
+    lease = acquire(held.unwrap().store, key)
+    if isinstance(lease, Failure):
+        held.unwrap().release()
+        return Failure(lease.failure())
+    held.unwrap().lease = lease.unwrap()
+    return held
+
+
 def resumable(provider: Provider[Any]) -> bool:
     return type(provider).snapshot is not Provider.snapshot
 
 
 def check_new(
     journal: object, key: object, provider: Provider[Any], handler: object
-) -> Result[tuple[JournalStore, str] | None, SessionError]:
-    """The store and key of a fresh journaled run, None without ``journal=``, or why not."""
+) -> Result[tuple[Held, str] | None, SessionError]:
+    """The held store (the key's lease taken: release it) and the key of a fresh journaled
+    run, None without ``journal=``, or why not."""
     if journal is None:
         if key is not None:
             return Failure(InvalidOpts("journal_key", "names a session in a journal: pass journal= too"))
@@ -69,14 +115,16 @@ def check_new(
         return Failure(
             InvalidOpts("journal", f"{type(provider).__name__} sessions cannot be resumed from a journal")
         )
-    store = store_of(journal)
-    if isinstance(store, Failure):
-        return Failure(store.failure())
+    held = hold(journal, checked.unwrap())  # before the check: two new runs of one key race
+    if isinstance(held, Failure):
+        return Failure(held.failure())
     try:
-        taken = bool(store.unwrap().rows(checked.unwrap()))
+        taken = bool(held.unwrap().store.rows(checked.unwrap()))
     except JournalStoreError as exc:
+        held.unwrap().release()
         return Failure(InvalidOpts("journal", str(exc)))
     if taken:
+        held.unwrap().release()
         return Failure(
             InvalidOpts(
                 "journal_key",
@@ -84,7 +132,7 @@ def check_new(
                 "resume(journal, key, ...), or choose a new key",
             )
         )
-    return Success((store.unwrap(), checked.unwrap()))
+    return Success((held.unwrap(), checked.unwrap()))
 
 
 def begin_journal(

@@ -4,6 +4,7 @@ a path is closed when it returns — one the caller passed stays open."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -72,10 +73,8 @@ def _open_files(path: Path) -> int:
     names = {str(path), f"{path}-wal", f"{path}-shm"}
     count = 0
     for fd in os.listdir("/proc/self/fd"):
-        try:
+        with contextlib.suppress(OSError):  # an fd closed as we list them
             count += os.readlink(f"/proc/self/fd/{fd}") in names
-        except OSError:
-            pass
     return count
 
 
