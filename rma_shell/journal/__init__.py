@@ -8,6 +8,7 @@ on in any process; ``approve`` decides a call that waits for a person. The forma
 from rma.errors import TurnLost
 from rma.journal import (
     AwaitingApproval,
+    JournalBusy,
     JournalDamaged,
     JournalMismatch,
     JournalUnavailable,
@@ -17,6 +18,7 @@ from rma_shell.journal.store import JournalStore, JournalStoreError, MemoryJourn
 
 __all__ = [
     "AwaitingApproval",
+    "JournalBusy",
     "JournalDamaged",
     "JournalMismatch",
     "JournalStore",
