@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
+from returns.result import Failure
 
 from rma_shell import MemoryJournal, SQLiteJournal, resume, run
 from rma_shell.providers.local import Local
@@ -111,3 +112,34 @@ async def test_resume_leaves_open_a_journal_the_caller_passed(tmp_path: Path) ->
     assert again.unwrap().text == "hi"
     assert journal.keys() == ["k"]  # still open: the caller's to close
     journal.close()
+
+
+async def test_a_run_with_output_type_stopped_mid_way_resumes_to_its_parsed_output() -> None:
+    # The journaled request held output_type's tool spec, which could not be read back: every
+    # resume of such a run failed before sending anything.
+    from tests.journal.test_resume_regressions import StopsAt
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:  # asked again, the model answers the same
+        return _script()[0] if len(body["messages"]) == 1 else _script()[1]
+
+    journal = StopsAt(containing='"$type":"TurnPolled"')
+    with OpenAIEmulator([reply] * 8, api_key=KEY) as emu:
+        provider = Local(base_url=emu.base_url, model="m", api_key=KEY)
+        try:
+            stopped = await run(
+                provider,
+                handler=NoTools(),
+                prompt="forecast?",
+                output_type=Forecast,
+                journal=journal,
+                journal_key="forecast",
+            )
+            assert stopped.failure().kind == "journal_unavailable"
+            journal.stopping = False
+            done = await resume(
+                journal, "forecast", provider=provider, handler=NoTools(), output_type=Forecast
+            )
+        finally:
+            await provider.close()
+    assert not isinstance(done, Failure), done.failure()
+    assert done.unwrap().output == Forecast(city="Oslo", temp_c=3.5)
