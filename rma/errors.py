@@ -520,6 +520,30 @@ class MalformedFrame(MalformedResponse):
         return f"malformed frame{why}: {self.detail}{_origin(self.host, self.request_id)}"
 
 
+@attrs.frozen
+class TurnLost(SessionError):
+    """Resuming a run whose model turn was in flight when its process died, on a host that
+    keeps the conversation (AgentCore): the host had already taken that turn — its reply died
+    with the process — and refused it when asked again (``detail``: the host's refusal, whose
+    type is ``error_type``). The host offers no way to read the reply back, so the run ends
+    here: every tool result journaled before stays applied once, nothing ran twice.
+    ``runtime_session_id`` is the host session that holds the lost reply."""
+
+    kind: ClassVar[str] = "turn_lost"
+    runtime_session_id: str = ""
+    detail: str = ""
+    error_type: str | None = None
+
+    @property
+    def message(self) -> str:
+        kind = f" ({self.error_type})" if self.error_type else ""
+        return (
+            f"the turn in flight when the process stopped had been taken by the host (runtime "
+            f"session {self.runtime_session_id}), and its reply was lost with that process; asked "
+            f"again, the host refused it{kind}: {self.detail}"
+        )
+
+
 ERROR_TYPES: tuple[type[SessionError], ...] = (
     Timeout,
     MaxTurnsExceeded,
@@ -545,6 +569,7 @@ ERROR_TYPES: tuple[type[SessionError], ...] = (
     CommandException,
     EarlyTermination,
     MalformedFrame,
+    TurnLost,
 )
 """Every concrete error, for decoders and exhaustive tests."""
 

@@ -106,6 +106,25 @@ class JournalUnavailable(SessionError):
 
 
 @attrs.frozen
+class JournalBusy(SessionError):
+    """Another run carries this key on right now (``run``, ``resume`` or ``resume_session``,
+    in this process or another): two would both drive the host. ``holder`` names it when
+    known (``pid 4242 on host-a``). Refused at once, nothing sent; a holder that died holds
+    nothing (docs/decisions.md)."""
+
+    kind: ClassVar[str] = "journal_busy"
+    key: str = ""
+    holder: str | None = None
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        by = f" by {self.holder}" if self.holder else ""
+        more = f" ({self.detail})" if self.detail else ""
+        return f"journal {self.key!r} is being carried on{by}{more}: try again when it returns"
+
+
+@attrs.frozen
 class PendingApproval:
     """A tool call that waits for a person: ``approve(journal, key, tool_use_id, ...)``."""
 

@@ -14,7 +14,7 @@ from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.raising import run_or_raise, unwrap
 from rma_shell.session import LiveSession, SessionFailed, open_session, run  # isort: split
 
-from rma.journal import AwaitingApproval, JournalDamaged, JournalMismatch, PendingApproval
+from rma.journal import AwaitingApproval, JournalBusy, JournalDamaged, JournalMismatch, PendingApproval
 from rma_shell.journal.resuming import approve, pending_approvals, resume, resume_session
 from rma_shell.journal.store import JournalStore, MemoryJournal, SQLiteJournal
 from rma_shell.telemetry import Telemetry, attach, detach
@@ -27,6 +27,7 @@ __all__ = [
     "Budget",
     "Failure",
     "Halt",
+    "JournalBusy",
     "JournalDamaged",
     "JournalMismatch",
     "JournalStore",

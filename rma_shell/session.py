@@ -595,6 +595,13 @@ class _Driver(Generic[C]):
             self.recorder.end(outcome, at="open" if self.conn is None else None)
 
     async def close(self) -> None:
+        try:
+            await self._close()
+        finally:
+            if self.opts.journal is not None:
+                self.opts.journal.close()  # the key's lease, last; and a store opened from a path
+
+    async def _close(self) -> None:
         self.updates.close()
         if self.recorder:
             self.recorder.close()
@@ -777,12 +784,13 @@ def _prepare(
     session_journal: SessionJournal | None = None
     kept_request: dict[str, Any] = {}
     if journaled.unwrap() is not None:
-        store, key = journaled.unwrap()  # type: ignore[misc]
+        held, key = journaled.unwrap()  # type: ignore[misc]
         kept = request_record(request)
         if isinstance(kept, Failure):
+            held.release()
             return Failure(kept.failure())
         kept_request = kept.unwrap()
-        session_journal = SessionJournal(store, key)
+        session_journal = SessionJournal(held.store, key, held=held)  # closed with the driver
     opts = _Options(
         handler=handler,
         context=context,
@@ -800,10 +808,13 @@ def _prepare(
     if session_journal is not None:
         began = begin_journal(session_journal, driver.config, kept_request)
         if isinstance(began, Failure):
+            session_journal.close()
             return Failure(began.failure())
     if record is not None:
         recorder = open_recorder(record, driver.config)
         if isinstance(recorder, Failure):
+            if session_journal is not None:
+                session_journal.close()
             return Failure(recorder.failure())
         driver.recorder = recorder.unwrap()
     return Success(driver)

@@ -5,8 +5,10 @@ on in any process; ``approve`` decides a call that waits for a person. The forma
 ``rma.journal`` (pure); here are the stores and the shell's side. See docs/durable.md.
 """
 
+from rma.errors import TurnLost
 from rma.journal import (
     AwaitingApproval,
+    JournalBusy,
     JournalDamaged,
     JournalMismatch,
     JournalUnavailable,
@@ -16,6 +18,7 @@ from rma_shell.journal.store import JournalStore, JournalStoreError, MemoryJourn
 
 __all__ = [
     "AwaitingApproval",
+    "JournalBusy",
     "JournalDamaged",
     "JournalMismatch",
     "JournalStore",
@@ -24,6 +27,7 @@ __all__ = [
     "MemoryJournal",
     "PendingApproval",
     "SQLiteJournal",
+    "TurnLost",
     "approve",
     "pending_approvals",
     "resume",

@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import Closed, Crashed, InvalidOpts, SessionError, Timeout
@@ -40,7 +41,7 @@ from rma.session.events import DeadlineReached
 from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S, handler_shape
 from rma.vocabulary import SessionResult
 from rma_shell._interrupt import keyboard_interrupt
-from rma_shell.journal.setup import check_key, request_from, resumable, store_of
+from rma_shell.journal.setup import Held, check_key, hold, opened, request_from, resumable
 from rma_shell.journal.store import JournalStore, JournalStoreError
 from rma_shell.journal.writer import SessionJournal
 from rma_shell.providers.base import Provider
@@ -55,6 +56,7 @@ from rma_shell.session import (
     _output_tool,
     _serve_reporting,
     _tool_limits,
+    _typed_output,
 )
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -103,10 +105,46 @@ def _resumed_driver(
         return Failure(checked.failure())
     if not resumable(provider):
         return Failure(InvalidOpts("provider", f"{type(provider).__name__} sessions cannot be resumed"))
-    store = store_of(journal)
-    if isinstance(store, Failure):
-        return Failure(store.failure())
-    loaded_ = _loaded(store.unwrap(), key, provider)
+    held = hold(journal, key)  # the key's lease: before reading, so two resumes never both run it
+    if isinstance(held, Failure):
+        return Failure(held.failure())
+    built = _driver_holding(
+        held.unwrap(),
+        key,
+        provider=provider,
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry,
+        output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        model_config=model_config,
+        live=live,
+    )
+    if isinstance(built, Failure):
+        held.unwrap().release()
+    return built
+
+
+def _driver_holding(
+    held: Held,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
+    max_concurrency: int,
+    telemetry: Telemetry | None,
+    output_type: Any,
+    tool_timeout: float | None,
+    max_tool_result_chars: int | None,
+    model_config: Mapping[str, Any] | None,
+    live: bool,
+) -> Result[tuple[_Driver[Any], Loaded], SessionError]:
+    loaded_ = _loaded(held.store, key, provider)
     if isinstance(loaded_, Failure):
         return Failure(loaded_.failure())
     loaded = loaded_.unwrap()
@@ -135,11 +173,11 @@ def _resumed_driver(
         max_concurrency=max_concurrency,
         telemetry=telemetry or default_telemetry,
         record=None,
-        open_request=request_from(loaded.request, model_config),
+        open_request=request_from(loaded.request, model_config, output_tool),
         output=output_tool,
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
-        journal=SessionJournal(store.unwrap(), key, loaded),
+        journal=SessionJournal(held.store, key, loaded, held=held),
     )
     if handler_shape(handler) is None:
         return Failure(InvalidOpts("handler", f"{type(handler).__name__} is not a handler"))
@@ -193,9 +231,9 @@ async def resume(
     if isinstance(built, Failure):
         return Failure(built.failure())
     driver, loaded = built.unwrap()
-    if loaded.outcome is not None:
-        return loaded.outcome  # it ended: the outcome, as it was returned
     try:
+        if loaded.outcome is not None:
+            return _as_returned(driver, loaded.outcome)  # it ended: the outcome, as it was returned
         return await _carry_on(driver, loaded, timeout)
     except BaseException as exc:
         interrupt = keyboard_interrupt(exc)
@@ -282,7 +320,20 @@ async def _reattach(driver: _Driver[Any], loaded: Loaded) -> Result[InFlight | N
     driver.state = folded.state
     if folded.outcome is not None:  # it ended as the old process stopped
         driver._report(folded.outcome, final=True)
+    elif folded.in_flight is not None and folded.in_flight.poll is not None:
+        # The turn is asked again; the dead process may have sent it and the host taken it.
+        driver.conn = driver.provider.turn_in_doubt(driver.conn)
     return Success(folded.in_flight)
+
+
+def _as_returned(driver: _Driver[Any], outcome: Outcome_) -> Outcome_:
+    """A journaled outcome as the run returned it: with its typed output, the answer the run
+    accepted, validated again by the ``output_type`` given to ``resume`` (the journal keeps
+    the answer's arguments, not the user's type)."""
+    if isinstance(outcome, Success) and driver.opts.output is not None:
+        result = outcome.unwrap()
+        return Success(attrs.evolve(result, output=_typed_output(driver.opts.output, result, driver.tools)))
+    return outcome
 
 
 def _restore_answers(driver: _Driver[Any], loaded: Loaded, output_tool: Any) -> None:
@@ -336,13 +387,15 @@ def approve(
                 "tool_use_id", f"{tool_use_id!r} does not wait for approval in {key!r} (waiting: {ids})"
             )
         )
-    store = store_of(journal)
-    if isinstance(store, Failure):
-        return Failure(store.failure())
+    held = opened(journal)
+    if isinstance(held, Failure):
+        return Failure(held.failure())
     try:
-        store.unwrap().append(key, [approval_record(tool_use_id, decision, reason)])
+        held.unwrap().store.append(key, [approval_record(tool_use_id, decision, reason)])
     except JournalStoreError as exc:
         return Failure(InvalidOpts("journal", str(exc)))
+    finally:
+        held.unwrap().release()
     return Success(None)
 
 
@@ -351,13 +404,15 @@ def pending_approvals(journal: Any, key: str) -> Result[tuple[PendingApproval, .
     checked = check_key(key)
     if isinstance(checked, Failure):
         return Failure(checked.failure())
-    store = store_of(journal)
-    if isinstance(store, Failure):
-        return Failure(store.failure())
+    held = opened(journal)
+    if isinstance(held, Failure):
+        return Failure(held.failure())
     try:
-        rows = store.unwrap().rows(key)
+        rows = held.unwrap().store.rows(key)
     except JournalStoreError as exc:
         return Failure(InvalidOpts("journal", str(exc)))
+    finally:
+        held.unwrap().release()
     loaded = load(key, rows, _any_codec)
     if isinstance(loaded, Failure):
         return Failure(loaded.failure())

@@ -19,9 +19,10 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+from returns.result import Success
 
 from rma import journal as fmt
 from rma.journal import Decision, Loaded, PendingApproval
@@ -30,6 +31,9 @@ from rma.session.events import Event
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.handler import HandlerAdapter
 from rma_shell.journal.store import JournalStore
+
+if TYPE_CHECKING:
+    from rma_shell.journal.setup import Held
 
 log = logging.getLogger("rma.handler")
 
@@ -43,9 +47,13 @@ DENIED = "denied by the approver: {reason}"
 class SessionJournal:
     """The journal of one session (``store`` under ``key``), written as the session goes."""
 
-    def __init__(self, store: JournalStore, key: str, loaded: Loaded | None = None) -> None:
+    def __init__(
+        self, store: JournalStore, key: str, loaded: Loaded | None = None, *, held: Held | None = None
+    ) -> None:
         self.store = store
         self.key = key
+        self.held = held
+        """The key's lease, and the store when the run opened it from a path: ``close``."""
         snapshot = loaded.snapshot if loaded is not None else None
         history = snapshot.get("history") if snapshot is not None else None
         self._history = len(history) if isinstance(history, list | tuple) else 0
@@ -101,7 +109,17 @@ class SessionJournal:
     def waiting(self, waiting: Sequence[PendingApproval]) -> None:
         self._write(fmt.waiting_record(waiting))
 
+    def close(self) -> None:
+        """The session is over in this process: let the key go (and close a store it opened)."""
+        if self.held is not None:
+            self.held.release()
+
     def end(self, outcome: object) -> None:
+        # A typed output (``output_type=``) is the user's type, with no JSON form the journal
+        # can read back: it is kept as the answer's tool result, and ``resume`` validates that
+        # again with the ``output_type`` it is given.
+        if isinstance(outcome, Success) and getattr(outcome.unwrap(), "output", None) is not None:
+            outcome = Success(attrs.evolve(outcome.unwrap(), output=None))
         self._write(fmt.end_record(encode(outcome)))
 
 

@@ -171,6 +171,12 @@ class Provider(Generic[C]):
         connection, as ``open`` would have left it by then. Nothing is sent to the model."""
         return Failure(Unsupported(operation="resume from a journal"))
 
+    def turn_in_doubt(self, conn: C) -> C:
+        """The connection for re-asking a model turn that was in flight when a journaled
+        process stopped (``resume``): the host may already have taken it. Default: the same
+        connection (Local's model keeps nothing between requests, so asking again is safe)."""
+        return conn
+
     async def stop_remote(self, conn: C) -> Result[StopReport, SessionError]:
         """Stop the host's loop of this session (issue #15): called when a run times out or is
         cancelled, or a live session is left, while a request was in flight — before

@@ -39,7 +39,9 @@ from rma.errors import (
     ProviderError,
     SessionError,
     StreamDropped,
+    StreamException,
     TransportError,
+    TurnLost,
 )
 from rma.live import attempt_discarded_event
 from rma.origin import with_origin
@@ -101,6 +103,8 @@ class AgentCoreConn:
     user_id: str | None = None
     overrides: Mapping[str, JSON] = attrs.field(factory=dict)
     client: AgentCoreClient | None = attrs.field(default=None, eq=False, repr=False)
+    in_doubt: bool = False
+    """The next invoke re-asks a turn the harness may already have taken (``resume``)."""
 
 
 class BedrockAgentCore(Provider[AgentCoreConn]):
@@ -358,6 +362,13 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         extra = {k: v for k, v in request.extra.items() if k != "runtime_session_id"}
         return await self.open(attrs.evolve(request, session_id=session, extra=extra))
 
+    def turn_in_doubt(self, conn: AgentCoreConn) -> AgentCoreConn:
+        """The turn in flight is asked again with the same messages. If the harness had taken
+        it, it refuses them (they repeat what its conversation holds) — and that refusal is
+        the only trace of the lost reply the wire gives (no listing; a reattach returns
+        nothing): the poll then fails with ``TurnLost`` (docs/durable.md)."""
+        return attrs.evolve(conn, in_doubt=True)
+
     async def open(self, request: OpenRequest) -> Result[AgentCoreConn, SessionError]:
         """B-2: validate everything before any network call; no call is made here."""
         opts = {**{k: v for k, v in self.defaults.items() if v is not None}}
@@ -476,6 +487,8 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
     async def poll_turn(
         self, conn: AgentCoreConn, input: Input, live: LiveSink | None
     ) -> PollOutcome[AgentCoreConn]:
+        if conn.in_doubt:
+            return _in_doubt(await self.poll_turn(attrs.evolve(conn, in_doubt=False), input, live))
         client = conn.client
         if client is None:
             return PollOutcome(Failure(ProviderError(detail="the AgentCore connection has no client")), conn)
@@ -638,6 +651,31 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             )
 
         return SessionStorage(run, base_path=base_path)
+
+
+_REFUSALS = frozenset(
+    {"runtimeClientError", "validationException", "RuntimeClientError", "ValidationException"}
+)
+"""How the harness refuses a request's messages: an exception frame on the stream (Bedrock's
+conversation rules, wire §5.1, §5.3) or the HTTP error of a session still running the turn."""
+
+
+def _in_doubt(polled: PollOutcome[AgentCoreConn]) -> PollOutcome[AgentCoreConn]:
+    """A re-asked turn (``turn_in_doubt``): the host's refusal of the same messages the dead
+    process sent means it had taken them — ``TurnLost``; anything else is what it is."""
+    error = polled.result.failure() if isinstance(polled.result, Failure) else None
+    refused = (isinstance(error, StreamException) and error.error_type in _REFUSALS) or (
+        isinstance(error, HttpError) and error.status in (400, 424) and error.code in _REFUSALS
+    )
+    if not refused or error is None:
+        return polled
+    lost = TurnLost(
+        runtime_session_id=polled.conn.runtime_session_id,
+        detail=str(getattr(error, "detail", "") or getattr(error, "body", "") or ""),
+        error_type=getattr(error, "error_type", None) or getattr(error, "code", None),
+        result=error.result,
+    )
+    return PollOutcome(Failure(lost), polled.conn)
 
 
 def _retryable(error: SessionError) -> bool:

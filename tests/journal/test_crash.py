@@ -27,9 +27,12 @@ does hold there:
 
 - Claude, ``before 2``: the host created the session, the process died before journaling its
   id; the resume creates another (the first stays on the host, empty: nothing was posted to it).
-- AgentCore, a model turn in flight (the invoke sent, its result not journaled): the harness
-  keeps the conversation and has no listing, so the turn is asked again and the harness refuses
-  the repeated messages — a typed error, never a tool run twice or a call of another turn.
+- AgentCore, a model turn the harness had taken when the process died (the invoke landed, its
+  reply not journaled): the harness keeps the conversation, has no listing and does not send a
+  reply again, so the turn asked again is refused (its messages repeat what the conversation
+  holds) — ``TurnLost``, never a tool run twice or a call of another turn; the host holds the
+  undisturbed run's conversation up to that turn. A turn sent that had not landed is asked
+  again and the run ends as the undisturbed one.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import attrs
 import pytest
 from returns.result import Failure, Success
 
+from rma.errors import TurnLost
 from rma.vocabulary import SessionResult
 from rma_shell import SQLiteJournal, resume, run
 from tests.journal import _scenario as sc
@@ -294,8 +298,14 @@ def _check(host: str, base: Baseline, kill: dict[str, Any], zygote: Zygote, tmp:
     assert set(after.effects) <= base.effects, f"{where}: effects of calls it never made"
 
     if _turn_in_flight(host, kill, base.trace):
+        # The harness had taken the turn; asked again, it refused: the reply is lost.
         assert isinstance(outcome, Failure), f"{where}: {outcome}"
-        assert outcome.failure().kind == "stream_exception", f"{where}: {outcome.failure()}"
+        lost = outcome.failure()
+        assert isinstance(lost, TurnLost), f"{where}: {lost}"
+        assert lost.runtime_session_id == sc.SID and lost.error_type == "runtimeClientError", where
+        # What the host holds is the undisturbed run's conversation so far: nothing twice.
+        (held,) = logs
+        assert held and held == base.host_log[: len(held)], f"{where}: the host holds {held}"
         return
 
     assert isinstance(outcome, Success), f"{where}: {outcome}"

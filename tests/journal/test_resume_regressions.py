@@ -17,20 +17,25 @@ from tests.journal import _scenario as sc
 
 class StopsAt(MemoryJournal):
     """Refuses appends from the first one holding a record of kind ``kind`` (or whose text holds
-    ``containing``) on, until ``stopping`` is cleared."""
+    ``containing``) on — after ``skip`` such appends — until ``stopping`` is cleared."""
 
     def __init__(self, kind: str = "", containing: str = "") -> None:
         super().__init__()
         self.kind, self.containing = kind, containing
         self.stopping = True
         self.stopped = False
+        self.skip = 0
 
     def append(self, key: str, records: Sequence[str]) -> None:
         if self.stopping and not self.stopped:
-            self.stopped = any(
+            hit = any(
                 json.loads(r)["kind"] == self.kind or (self.containing and self.containing in r)
                 for r in records
             )
+            if hit and self.skip:
+                self.skip -= 1
+                hit = False
+            self.stopped = hit
         if self.stopping and self.stopped:  # this append and every later one
             raise JournalStoreError("stopped here by the test")
         super().append(key, records)
@@ -155,3 +160,46 @@ async def test_a_journaled_claude_reattach_stopped_before_its_first_listing_resu
     assert sc.comparable(resumed.unwrap(), "cma") == sc.comparable(undisturbed.unwrap(), "cma")
     strip = [{k: v for k, v in e.items() if k != "processed_at"} for e in history]
     assert [{k: v for k, v in e.items() if k != "processed_at"} for e in resumed_history] == strip
+
+
+async def test_an_agentcore_turn_the_harness_had_taken_ends_the_resume_with_turn_lost_once(
+    tmp_path: Any,
+) -> None:
+    # The journal stopped as the second turn's result was to be journaled: the harness holds
+    # that turn. Asked again, it refuses the repeat — TurnLost, with the host's text; the run
+    # has ended (a second resume returns it, sending nothing); no call ran twice.
+    from rma.errors import TurnLost
+
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    with sc.emulator("agentcore") as (emu, spec):
+        journal = StopsAt(containing='"$type":"TurnPolled"')
+        journal.skip = 1  # the first turn's result is journaled; the second's is not
+        stopped = await _run(spec, sc.Payments(effects), journal)
+        assert stopped.failure().kind == "journal_unavailable"
+        journal.stopping = False
+        lost = (await _resume(spec, sc.Payments(effects), journal)).failure()
+        sent = len(emu.requests)
+        again = (await _resume(spec, sc.Payments(effects), journal)).failure()
+        assert len(emu.requests) == sent
+        held = emu.sessions[sc.SID].messages
+    assert isinstance(lost, TurnLost), lost
+    assert lost.runtime_session_id == sc.SID and lost.error_type == "runtimeClientError"
+    assert "echo exactly the toolUse blocks" in lost.detail  # the host's own words
+    assert lost.result is not None and len(lost.result.custom_tool_uses) == 2
+    assert again == lost
+    executions = sc.read_effects(effects).executions
+    assert sorted(i for i, _k, _a in executions) == ["tooluse_crash00000000001", "tooluse_crash00000000002"]
+    assert [m["role"] for m in held] == ["user", "assistant", "user"]  # the taken turn, once
+
+
+async def test_an_agentcore_refusal_outside_a_resumed_turn_stays_what_it_is(tmp_path: Any) -> None:
+    # Only a turn asked again is in doubt: the same refusal on a fresh run is the host's verdict.
+    from rma_shell.testing import agentcore as ace
+
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    with sc.emulator("agentcore") as (emu, spec):
+        emu.script_session(sc.SID, [[ace.stream_exception("runtimeClientError", "no")]])
+        outcome = await _run(spec, sc.Payments(effects), MemoryJournal())
+    assert outcome.failure().kind == "stream_exception"
