@@ -87,6 +87,24 @@ class MemoryJournal(ChainedStore):
         self._rows: dict[str, list[tuple[int, str, str]]] = {}
         self._lock = threading.Lock()
 
+    def append(self, key: str, records: Sequence[str]) -> None:
+        # The general path's transaction, without its context manager and closures: the tail
+        # is this process's own list, read and extended under one lock.
+        if not records:
+            return
+        with self._lock:
+            rows = self._rows.get(key)
+            seq, previous = (rows[-1][0], rows[-1][2]) if rows else (0, genesis(key))
+            staged = []
+            for text in records:
+                seq += 1
+                previous = chain(previous, text)
+                staged.append((seq, text, previous))
+            if rows is None:
+                self._rows[key] = staged
+            else:
+                rows.extend(staged)
+
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[tuple[_Tail, _Insert]]:
         with self._lock:
