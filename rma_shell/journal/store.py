@@ -88,8 +88,8 @@ class MemoryJournal(ChainedStore):
         self._lock = threading.Lock()
 
     def append(self, key: str, records: Sequence[str]) -> None:
-        # The general path's transaction, without its context manager and closures: the tail
-        # is this process's own list, read and extended under one lock.
+        # Not the general path's transaction (a context manager and two closures a commit): the
+        # tail is this process's own list, read and extended under one lock.
         if not records:
             return
         with self._lock:
@@ -104,22 +104,6 @@ class MemoryJournal(ChainedStore):
                 self._rows[key] = staged
             else:
                 rows.extend(staged)
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[tuple[_Tail, _Insert]]:
-        with self._lock:
-            staged: list[tuple[str, int, str, str]] = []
-
-            def tail(key: str) -> tuple[int, str] | None:
-                rows = self._rows.get(key)
-                return (rows[-1][0], rows[-1][2]) if rows else None
-
-            def insert(rows: list[tuple[str, int, str, str]]) -> None:
-                staged.extend(rows)
-
-            yield tail, insert
-            for key, seq, text, sealed in staged:
-                self._rows.setdefault(key, []).append((seq, text, sealed))
 
     def rows(self, key: str) -> Sequence[tuple[int, str, str]]:
         with self._lock:
