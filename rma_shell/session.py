@@ -73,6 +73,7 @@ from rma.session.options import (
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell._mailbox import Mailbox
+from rma_shell._tasks import TaskGroup, open_task_group
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, HandlerAdapter
 from rma_shell.journal.setup import begin_journal, check_new, request_record
 from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
@@ -169,7 +170,7 @@ class _Driver(Generic[C]):
         self.conn: C | None = None
         self.info = SessionInfo(provider=config.provider_name, metadata=config.metadata)
         self.final: Outcome_ | None = None
-        self.nursery: anyio.abc.TaskGroup | None = None
+        self.nursery: TaskGroup | None = None
         self.stream_scope: anyio.CancelScope | None = None
         self.replies: dict[int, tuple[anyio.Event, list[Result[None, SessionError]]]] = {}
         self.next_request = 0
@@ -246,7 +247,7 @@ class _Driver(Generic[C]):
         ``in_flight``: resuming from a journal — the state is already the journal's, and what
         was in flight when its process stopped is carried on instead of opening afresh."""
         assert self.conn is not None
-        async with anyio.create_task_group() as nursery:
+        async with open_task_group() as nursery:
             self.nursery = nursery
             task_status.started()
             conn = self.conn
