@@ -70,6 +70,7 @@ from rma.session.options import (
     lift_handles,
     validate,
 )
+from rma.session.receiving import live_event_forwards
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell._mailbox import Mailbox
@@ -459,8 +460,13 @@ class _Driver(Generic[C]):
     async def _poll(self, input: JSON) -> None:
         assert self.conn is not None
 
+        first = True
+
         async def live(event: JSON) -> None:
-            self.post(LiveEvent(event))
+            nonlocal first
+            if first or self._live_wanted():
+                first = False
+                self.post(LiveEvent(event))
 
         try:
             polled = await self.provider.poll_turn(self.conn, input, live)
@@ -471,6 +477,20 @@ class _Driver(Generic[C]):
         result = polled.result
         self.post(
             TurnPolled(result.unwrap()) if isinstance(result, Success) else TurnFailed(result.failure())
+        )
+
+    def _live_wanted(self) -> bool:
+        """Whether a live event after a turn's first must reach the core: something takes it
+        (``live_event_forwards``: ``handle_event``, live updates, or an update iterator just
+        opened), a subscriber wants its ``rma.stream.event``, or a recording or journal keeps
+        every event. Otherwise the core would only count it again (the first is always posted:
+        E-5's batch delivery hangs on it) — ~40,000 instructions a frame for nothing."""
+        return (
+            live_event_forwards(self.state)
+            or self.updates.wanted
+            or self.recorder is not None
+            or self.journal is not None
+            or self.telemetry.listening("rma.stream.event")
         )
 
     async def _push(self, input: JSON) -> None:
