@@ -28,6 +28,12 @@ with ratios to ``boto3``, and the server's invoke count is checked after every w
     python bench/agentcore_tool_loop.py            # full: 50×2, 10×10, 1×50
     python bench/agentcore_tool_loop.py --quick    # CI smoke: 2×2, 1×5
     python bench/agentcore_tool_loop.py --profile rma --scenarios 10x10 --profile-out F
+    python bench/agentcore_tool_loop.py --instructions rma,rma-asyncio   # needs valgrind
+
+``--instructions`` counts machine instructions per turn, the figure that does not move with the
+neighbours on a shared host: each client's worker runs under cachegrind with 2 and then 7
+conversations of 10 turns (``--scenarios`` sets another turn count; its runs are ignored), and
+the difference is divided by the extra turns, so start-up, imports and the warm-up cancel out.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import io
 import json
 import os
 import pstats
+import re
 import statistics
 import subprocess
 import sys
@@ -544,6 +551,41 @@ def profile_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def count_instructions(args: argparse.Namespace) -> int:
+    """``--instructions``: instructions per turn of each client, under cachegrind."""
+    turns = parse_scenarios(args.scenarios)[0][1] if args.scenarios else 10
+    small, big = 2, 7
+    server = Server()
+    try:
+        for name in args.instructions.split(","):
+            counts = []
+            for runs in (small, big):
+                done = subprocess.run(
+                    [
+                        *(
+                            "valgrind",
+                            "--tool=cachegrind",
+                            "--cache-sim=no",
+                            "--cachegrind-out-file=/dev/null",
+                        ),
+                        *(sys.executable, str(Path(__file__).resolve()), "--worker", name),
+                        *("--base-url", server.base_url, "--arn", server.arn),
+                        *("--scenarios", f"{runs}x{turns}", "--inner", "1"),
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
+                found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+                if done.returncode or found is None:
+                    raise SystemExit(f"{name} under valgrind failed:\n{done.stderr[-3000:]}")
+                counts.append(int(found.group(1).replace(",", "")))
+            per_turn = (counts[1] - counts[0]) / ((big - small) * turns)
+            print(f"  {name:>14}: {per_turn:12,.0f} instructions per turn ({turns}-turn conversations)")
+    finally:
+        server.close()
+    return 0
+
+
 def parse_scenarios(text: str) -> list[tuple[int, int]]:
     out = []
     for item in text.split(","):
@@ -576,6 +618,9 @@ def main() -> int:
         metavar="NAME=PATH",
         help="another checkout (with this bench/ copied in) measured as clients CLIENT@NAME",
     )
+    parser.add_argument(
+        "--instructions", metavar="CLIENTS", help="instructions per turn under valgrind (cachegrind)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-profile", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -595,6 +640,8 @@ def main() -> int:
         return 0
     if args.profile:
         return profile_worker(args)
+    if args.instructions:
+        return count_instructions(args)
 
     scenarios = (
         parse_scenarios(args.scenarios)

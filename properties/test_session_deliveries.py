@@ -13,14 +13,25 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from properties._world import scaled
 from properties.test_session_totality import ANSWER_TOOLS, GEN, configs, events, raw_events
+from rma.providers.scripted import ScriptedCodec
 from rma.session import commands as C
-from rma.session.events import Event, Opened, StreamEvent, ToolsFinished
+from rma.session.events import (
+    Event,
+    LiveEvent,
+    Opened,
+    StreamEvent,
+    ToolsFinished,
+    TurnPolled,
+    UpdatesWanted,
+    UserMessage,
+)
 from rma.session.machine import State, initial_state, step
+from rma.session.receiving import live_event_forwards
 from rma.vocabulary import ToolResult
 
 SETTINGS = settings(
@@ -141,3 +152,64 @@ def test_live_updates_only_add_their_own_deliveries(
     ):
         assert out_plain == out_sub, ev
         assert _value(plain) == _value(sub), ev
+
+
+# Request/response turns — a few live events, then the whole turn — among the totality mix.
+live_turn = st.tuples(
+    st.lists(st.builds(LiveEvent, raw_events), min_size=1, max_size=4),
+    st.builds(TurnPolled, st.lists(raw_events, max_size=4)),
+)
+_turn_block = live_turn.map(lambda t: [*t[0], t[1]])
+_between = st.sampled_from([ANSWER_TOOLS, UserMessage("more"), UpdatesWanted(True), UpdatesWanted(False)])
+live_heavy = st.lists(
+    st.one_of(_turn_block, _turn_block, _turn_block, _between.map(lambda e: [e]), events.map(lambda e: [e])),
+    min_size=3,
+    max_size=25,
+).map(lambda blocks: [e for block in blocks for e in block])
+
+
+@SETTINGS
+@given(
+    cfg=configs(),
+    opened=st.builds(Opened, st.just("s1"), st.just(False)),
+    evs=live_heavy,
+    consumed=st.sampled_from(["none", "none", "events", "updates"]),
+    request_response=st.sampled_from([True, True, True, False]),
+)
+def test_a_live_event_nothing_takes_after_the_turns_first_changes_only_its_telemetry(
+    cfg: Any, opened: Opened, evs: list[Event], consumed: str, request_response: bool
+) -> None:
+    """What the shell skips (``rma_shell.session``, ``live_event_forwards``): a live event
+    after the turn's first while neither ``handle_event`` nor live updates take it. Folded
+    without those, the session decides exactly as with them: the commands differ by their
+    ``rma.stream.event`` telemetry only, the states by the count of live events only."""
+    if request_response:  # a host that forwards live events, with a prompt: turns are driven
+        cfg = attrs.evolve(cfg, codec=ScriptedCodec(), prompt="go", provider_name=ScriptedCodec().name)
+    cfg = attrs.evolve(cfg, deliver_events=consumed == "events", deliver_updates=consumed == "updates")
+    plain, skipping = initial_state(cfg), initial_state(cfg)
+    last_batch: C.RunTools | None = None
+    skipped = 0
+    for ev in [opened, *evs]:
+        if ev is ANSWER_TOOLS:
+            if last_batch is None:
+                continue
+            ev = ToolsFinished(
+                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
+            )
+        plain, out_plain = step(plain, ev)
+        if isinstance(ev, LiveEvent) and skipping.live_forwarded >= 1 and not live_event_forwards(skipping):
+            skipped += 1
+            out_skipping: tuple[C.Command, ...] = ()
+        else:
+            skipping, out_skipping = step(skipping, ev)
+        telemetry = [c for c in out_plain if isinstance(c, C.Emit) and c.name == "rma.stream.event"]
+        if isinstance(ev, LiveEvent) and out_skipping == ():
+            assert [c for c in out_plain if c not in telemetry] == [], ev
+        else:
+            assert out_skipping == out_plain, ev
+        assert {**_value(skipping), "live_forwarded": None} == {**_value(plain), "live_forwarded": None}, ev
+        assert (skipping.live_forwarded == 0) == (plain.live_forwarded == 0), ev
+        last_batch = next((c for c in reversed(out_plain) if isinstance(c, C.RunTools)), last_batch)
+    event(f"skipped some: {skipped > 0}")
+    if consumed != "none":
+        assert skipped == 0

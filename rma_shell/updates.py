@@ -28,6 +28,11 @@ class UpdateHub:
         self._streams: dict[int, MemoryObjectSendStream[LiveUpdate]] = {}
         self._closed = False
 
+    @property
+    def wanted(self) -> bool:
+        """Whether an iterator is open (the core was told, or is about to be, to compute updates)."""
+        return bool(self._streams)
+
     def publish(self, update: LiveUpdate) -> None:
         for stream in self._streams.values():
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):

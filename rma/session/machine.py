@@ -316,7 +316,9 @@ def entry_for(s: State, ev: object) -> Go | Rule:
     if _stale(s, ev):
         return IGNORE
     row = TRANSITIONS[s.phase]
-    entry = next(row[cls] for cls in type(ev).__mro__ if cls in row)  # every row has ``object``
+    entry = row.get(type(ev))
+    if entry is None:  # a subclass of an event type, or a type the machine does not know
+        entry = next(row[cls] for cls in type(ev).__mro__ if cls in row)  # every row has ``object``
     if isinstance(entry, ByMode):
         return entry.streaming if s.config.codec.mode is Mode.STREAMING else entry.request_response
     return entry
@@ -359,7 +361,7 @@ def _take(s: State, ev: object, entry: Go | Rule) -> Step:
 def step(s: State, ev: Event) -> Step:
     """Apply one event. Total: any event in any phase yields a state (unknowns are ignored)."""
     entry = entry_for(s, ev)
-    if entry is DEFER or _waits_in_its_lane(s, ev):
+    if entry is DEFER or (s.deferred and _waits_in_its_lane(s, ev)):
         return evolve(s, deferred=(*s.deferred, ev)), ()
     s, commands = _take(s, ev, entry)
     if s.deferred and s.phase is not Phase.DONE:

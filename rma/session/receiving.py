@@ -65,6 +65,15 @@ def receive(s: State, raw: JSON) -> Step:
     return s, tuple(out)
 
 
+def live_event_forwards(s: State) -> bool:
+    """Whether a live event reaches a consumer of the machine's: the handler's ``handle_event``
+    (``deliver_events``) or live updates. When it does not, a live event after the turn's
+    first (``live_forwarded`` ≥ 1) only adds its ``rma.stream.event`` telemetry and its count,
+    so the shell need not post it while nothing subscribes to that telemetry (issue #17: eight
+    frames a turn on AgentCore; ``properties/test_session_deliveries.py`` pins it)."""
+    return s.config.deliver_events or s.updates
+
+
 def on_live_event(s: State, ev: LiveEvent) -> Step:
     """E-4: a request/response host forwarded an event mid-turn; the turn still comes whole."""
     out = forward(s, ev.event)
