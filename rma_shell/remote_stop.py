@@ -30,7 +30,7 @@ from rma.vocabulary import SessionResult
 from rma_shell.logging import log_fields
 
 if TYPE_CHECKING:
-    from rma_shell.session import _Driver
+    from rma_shell.driver import _Driver
 
 log = logging.getLogger("rma.session")
 

@@ -41,6 +41,7 @@ from rma.session.events import DeadlineReached
 from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S, handler_shape
 from rma.vocabulary import SessionResult
 from rma_shell._interrupt import keyboard_interrupt
+from rma_shell.driver import Outcome_, _crash, _Driver, _Options, _typed_output
 from rma_shell.journal.setup import Held, check_key, hold, opened, request_from, resumable
 from rma_shell.journal.store import JournalStore, JournalStoreError
 from rma_shell.journal.writer import SessionJournal
@@ -49,14 +50,9 @@ from rma_shell.remote_stop import stop_host, with_remote_stop
 from rma_shell.session import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
     LiveSession,
-    Outcome_,
-    _crash,
-    _Driver,
-    _Options,
     _output_tool,
     _serve_reporting,
     _tool_limits,
-    _typed_output,
 )
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
