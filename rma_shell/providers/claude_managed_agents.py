@@ -12,6 +12,7 @@ interrupts a session rma stops driving mid-request (issue #15) and waits for it 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -44,9 +45,10 @@ from rma.session.options import lift_handles
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
 from rma_shell.http import same_origin
+from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider, StopReport
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.cma_client import CMAClient, StreamResponse
 from rma_shell.telemetry import Telemetry
 
 OUTPUTS_DIR = "/mnt/session/outputs/"
@@ -429,7 +431,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
             response = opened.unwrap()
-            url, rid = str(response.request.url), request_id(response.headers)
+            url, rid = client.stream_url(conn.session_id), request_id(response.headers)
             await on_connected()
             idle_s = self.stream_idle_timeout_s
             with anyio.CancelScope() as idle:
@@ -442,7 +444,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     async def _read(
         self,
         client: CMAClient,
-        response: httpx.Response,
+        response: StreamResponse,
         on_event: Callable[[JSON], Awaitable[None]],
         idle: anyio.CancelScope,
         url: str,
@@ -461,14 +463,14 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         if idle_s != math.inf:
             idle.deadline = anyio.current_time() + idle_s + slack
         decoder = SSEDecoder()
-        chunks = response.aiter_bytes().__aiter__()
+        receive = _receiver(response)
         while True:
             try:
-                chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                return Success(None)  # a clean close: the machine treats it as a drop
+                chunk = await receive()
             except Exception as exc:  # the connection broke mid-stream
                 return Failure(with_origin(StreamDropped(detail=type(exc).__name__), url=url, request_id=rid))
+            if not chunk:
+                return Success(None)  # a clean close: the machine treats it as a drop
             if idle_s != math.inf:
                 now = anyio.current_time()
                 if idle.deadline - now < idle_s:
@@ -536,6 +538,22 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             if status in _STOPPED_STATUSES:
                 return Success(StopReport("confirmed"))
             await anyio.sleep(STOP_POLL_INTERVAL_S)
+
+
+def _receiver(response: StreamResponse) -> Callable[[], Awaitable[bytes]]:
+    """The next piece of the stream's body, ``b""`` once it ended: a lean response is read
+    directly, without a read timeout (the stream's idle deadline bounds it)."""
+    if isinstance(response, LeanResponse):
+        return functools.partial(response.receive, math.inf)
+    chunks = response.aiter_bytes().__aiter__()
+
+    async def receive() -> bytes:
+        try:
+            return await chunks.__anext__()
+        except StopAsyncIteration:
+            return b""
+
+    return receive
 
 
 def _agent_summary(session: JSON) -> JSON:
