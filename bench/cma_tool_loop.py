@@ -36,6 +36,7 @@ took, and the wall time per session next to the same client's time without a dro
     python bench/cma_tool_loop.py             # full: 50×1, 10×10, 1×100 and the drops
     python bench/cma_tool_loop.py --quick     # CI smoke: 2×3 and one drop, no figures to quote
     python bench/cma_tool_loop.py --profile rma --scenarios 1x100   # cProfile one worker
+    python bench/cma_tool_loop.py --no-drops --tree main=/tmp/main --clients rma,rma@main
 """
 
 from __future__ import annotations
@@ -404,8 +405,25 @@ class Emulator:
             self.proc.kill()
 
 
+TREES: dict[str, Path] = {}
+"""``--tree NAME=PATH``: another checkout whose rma a client ``CLIENT@NAME`` measures."""
+
+
 def run_worker(name: str, jobs: list[dict[str, Any]], inner: int, timeout: float) -> list[dict[str, Any]]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--inner", str(inner)]
+    names = name.split(",")
+    bases = [n.partition("@")[0] for n in names]
+    trees = {n.partition("@")[2] for n in names}
+    if len(trees) > 1:
+        raise SystemExit(f"one worker runs one tree's clients, not {name}")
+    tree = trees.pop()
+    script = TREES[tree] / "bench" / "cma_tool_loop.py" if tree else Path(__file__).resolve()
+    cmd = [sys.executable, str(script), "--worker", ",".join(bases), "--inner", str(inner)]
+    jobs = [
+        {**job, "clients": [c.partition("@")[0] for c in job["clients"] if c in names]}
+        if "clients" in job
+        else job
+        for job in jobs
+    ]
     try:
         done = subprocess.run(cmd, input=json.dumps(jobs), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -413,6 +431,8 @@ def run_worker(name: str, jobs: list[dict[str, Any]], inner: int, timeout: float
     if done.returncode != 0:
         raise SystemExit(f"worker {name} failed:\n{done.stderr[-4000:]}")
     results: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    for result in results:  # a tree's worker names its clients without the tree
+        result["client"] = names[bases.index(result["client"])]
     return results
 
 
@@ -569,6 +589,13 @@ def main() -> int:
     parser.add_argument("--profile", metavar="CLIENT", help="cProfile one worker (default scenario 1x100)")
     parser.add_argument("--profile-out", default="/tmp/cma_tool_loop.prof")
     parser.add_argument("--profile-lines", type=int, default=30)
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another checkout (with this bench/) whose rma CLIENT@NAME measures, e.g. rma@main",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-profile", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -587,10 +614,18 @@ def main() -> int:
     )
     drops = [] if args.no_drops else list(QUICK_DROPS if args.quick else FULL_DROPS)
     rounds, inner = (1, 1) if args.quick else (args.rounds, args.inner)
+    for tree in args.tree:
+        label, _, path = tree.partition("=")
+        if not (Path(path) / "bench" / "cma_tool_loop.py").exists():
+            raise SystemExit(f"--tree {tree}: copy bench/ (this benchmark and its helpers) into {path}/bench")
+        TREES[label] = Path(path).resolve()
     clients = [c for c in args.clients.split(",") if c]
     for name in clients:
-        if name not in CLIENTS:
-            raise SystemExit(f"unknown client {name!r}; known: {', '.join(CLIENTS)}")
+        base, _, tree = name.partition("@")
+        if base not in CLIENTS or (tree and tree not in TREES):
+            raise SystemExit(
+                f"unknown client {name!r}; known: {', '.join(CLIENTS)} (CLIENT@TREE with --tree)"
+            )
 
     print(f"machine: {machine()}; load average at start {load()}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()))

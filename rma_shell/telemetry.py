@@ -33,8 +33,6 @@ class Telemetry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, tuple[tuple[str, ...], Handler, bool]] = {}
-        self._wanted: dict[str, bool] = {}
-        """Whether some subscriber matches a name, per name asked about; cleared on (de)tach."""
 
     def attach(
         self, handler_id: str, names: str | Iterable[str], handler: Handler, *, content: bool = False
@@ -49,10 +47,8 @@ class Telemetry:
             raise ValueError(f"telemetry handler {handler_id!r} is already attached")
         patterns = (names,) if isinstance(names, str) else tuple(names)
         self._handlers[handler_id] = (patterns, handler, content)
-        self._wanted.clear()
 
     def detach(self, handler_id: str) -> bool:
-        self._wanted.clear()
         return self._handlers.pop(handler_id, None) is not None
 
     def listening(self, name: str | None = None) -> bool:
@@ -60,10 +56,7 @@ class Telemetry:
         building an event nobody would receive)."""
         if name is None or not self._handlers:
             return bool(self._handlers)
-        wanted = self._wanted.get(name)
-        if wanted is None:
-            wanted = self._wanted[name] = any(_matches(name, p) for p, _, _ in self._handlers.values())
-        return wanted
+        return any(_matches(name, patterns) for patterns, _, _ in self._handlers.values())
 
     @property
     def wants_content(self) -> bool:
@@ -100,7 +93,6 @@ class Telemetry:
                     extra={"handler_id": handler_id, "event": name},
                 )
                 self._handlers.pop(handler_id, None)
-                self._wanted.clear()
 
     @contextmanager
     def span(self, prefix: str, metadata: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

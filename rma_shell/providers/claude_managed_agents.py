@@ -12,6 +12,7 @@ interrupts a session rma stops driving mid-request (issue #15) and waits for it 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -44,9 +45,10 @@ from rma.session.options import lift_handles
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
 from rma_shell.http import same_origin
+from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider, StopReport
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.cma_client import CMAClient, StreamResponse
 from rma_shell.telemetry import Telemetry
 
 OUTPUTS_DIR = "/mnt/session/outputs/"
@@ -429,7 +431,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
             response = opened.unwrap()
-            url, rid = str(response.request.url), request_id(response.headers)
+            url, rid = client.stream_url(conn.session_id), request_id(response.headers)
             await on_connected()
             idle_s = self.stream_idle_timeout_s
             with anyio.CancelScope() as idle:
@@ -442,7 +444,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     async def _read(
         self,
         client: CMAClient,
-        response: httpx.Response,
+        response: StreamResponse,
         on_event: Callable[[JSON], Awaitable[None]],
         idle: anyio.CancelScope,
         url: str,
@@ -461,14 +463,14 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         if idle_s != math.inf:
             idle.deadline = anyio.current_time() + idle_s + slack
         decoder = SSEDecoder()
-        chunks = response.aiter_bytes().__aiter__()
+        receive = _receiver(response)
         while True:
             try:
-                chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                return Success(None)  # a clean close: the machine treats it as a drop
+                chunk = await receive()
             except Exception as exc:  # the connection broke mid-stream
                 return Failure(with_origin(StreamDropped(detail=type(exc).__name__), url=url, request_id=rid))
+            if not chunk:
+                return Success(None)  # a clean close: the machine treats it as a drop
             if idle_s != math.inf:
                 now = anyio.current_time()
                 if idle.deadline - now < idle_s:
@@ -491,7 +493,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
                 if message.event == "message":
                     continue  # the SDK drops frames without an event name
                 try:
-                    event = json.loads(message.data)
+                    event = _decode_event(message.data)
                 except ValueError:
                     bad = MalformedResponse(detail="stream frame is not JSON", response=message.data[:500])
                     return Failure(client.redact_error(with_origin(bad, url=url, request_id=rid)))
@@ -538,6 +540,22 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             await anyio.sleep(STOP_POLL_INTERVAL_S)
 
 
+def _receiver(response: StreamResponse) -> Callable[[], Awaitable[bytes]]:
+    """The next piece of the stream's body, ``b""`` once it ended: a lean response is read
+    directly, without a read timeout (the stream's idle deadline bounds it)."""
+    if isinstance(response, LeanResponse):
+        return functools.partial(response.receive, math.inf)
+    chunks = response.aiter_bytes().__aiter__()
+
+    async def receive() -> bytes:
+        try:
+            return await chunks.__anext__()
+        except StopAsyncIteration:
+            return b""
+
+    return receive
+
+
 def _agent_summary(session: JSON) -> JSON:
     """The part of a session resource ``describe`` reads: its agent's id, name and model.
 
@@ -566,6 +584,31 @@ def _frame_message(payload: JSON) -> str | None:
     inner = payload.get("error") if isinstance(payload, Mapping) else None
     message = inner.get("message") if isinstance(inner, Mapping) else None
     return message if isinstance(message, str) and message else None
+
+
+_KEYS: dict[str, str] = {}
+"""One string per key seen in stream events, shared by every event that has it (about
+``_KEYS_MAX`` at most: keys a server invents once it is full are left as decoded)."""
+_KEYS_MAX = 4096
+
+
+def _shared_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A decoded JSON object whose keys are the strings of ``_KEYS``.
+
+    ``json.loads`` makes every key a new string object (it shares them only within one
+    document), and a live session keeps its finished request's events until the next request
+    starts (S-67): with shared keys, the ``type``, ``id``, ``processed_at`` … of every event
+    are one string each, not one per event — ~4 KiB of an idle session's ~48 at one tool
+    round trip (``bench/scale.py``: issue #17's 50 KiB target), for ~1 µs per event.
+    """
+    keys = _KEYS
+    if len(keys) < _KEYS_MAX:
+        return {keys.setdefault(key, key): value for key, value in pairs}
+    return {keys.get(key, key): value for key, value in pairs}
+
+
+_decode_event = json.JSONDecoder(object_pairs_hook=_shared_keys).decode
+"""``json.loads`` for stream frames: the same values, the keys shared (``_shared_keys``)."""
 
 
 def _json_or_text(data: str) -> JSON:

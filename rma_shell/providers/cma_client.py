@@ -1,7 +1,9 @@
 """The Claude Managed Agents control-plane client: agents, environments, sessions, events, files.
 
-An httpx client speaking the wire described in ``shared/reference/claude-managed-agents-wire.md``
-(the SDK's current values as defaults). What it does around each call:
+A client speaking the wire described in ``shared/reference/claude-managed-agents-wire.md``
+(the SDK's current values as defaults), over lean h11 lanes of its own (``rma_shell.lean_http``)
+or httpx — a caller's ``http_client``, file uploads, a proxy (see ``CMAClient``). What it does
+around each call:
 
 - **Auth** — an API key (sent as ``Authorization: Bearer`` like the SDK, or ``x-api-key`` with
   ``api_key_header="x-api-key"``) or a bearer-token file re-read on every attempt, retries
@@ -21,10 +23,11 @@ Secrets (API key, token, token file path) never appear in a repr, a log line or 
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import random
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -39,7 +42,10 @@ from rma.origin import error_code, request_id, undialable, with_origin
 from rma.redact import redact_error
 from rma.retry import next_delay_s
 from rma.vocabulary import JSON
-from rma_shell.http import async_client, host_of, shared_ssl_context
+from rma_shell.http import async_client, env_proxies, host_of, shared_ssl_context
+from rma_shell.lean_http import Connection as LeanConnection
+from rma_shell.lean_http import LeanPool, Timeouts
+from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.logging import log_fields
 from rma_shell.providers.token_file import TokenFileError, read_token_file, read_token_file_async
 from rma_shell.telemetry import Telemetry
@@ -57,6 +63,8 @@ or the server said ``x-should-retry: true``), ``if_idempotent`` (a transient fai
 idempotent call) or ``never`` (``x-should-retry: false``, 401, a non-transient failure)."""
 # Transport failures raised before the request left: the request cannot have been processed.
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_MAX_CONNECTIONS = 100
+"""The client's own lean lanes at most: httpx's default connection cap, which they replace."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -72,7 +80,8 @@ _STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteErro
 class _WireTrace:
     """httpcore's ``trace`` extension for one request: was it sent on a reused (kept-alive)
     connection, and did any answer arrive? Without trace events (a mock transport) it claims
-    nothing, so only a real reused connection makes a failure look like the keep-alive race."""
+    nothing, so only a real reused connection makes a failure look like the keep-alive race.
+    On a lean lane, ``CMAClient._lean_call`` sets the same two facts."""
 
     __slots__ = ("answered", "fresh", "reused")
 
@@ -97,9 +106,12 @@ class _WireTrace:
 class CMAClient:
     """One client per set of credentials; safe to share between sessions.
 
-    Event streams do not use the pool of the client built here: each stream gets a connection
-    pool of its own (see ``stream_events``). A caller-owned ``http_client`` carries the streams
-    too, so its limits must allow one connection per concurrent live session plus the posts.
+    With no ``http_client`` given, the JSON calls (event posts, session and history reads …) go
+    over the client's own lean lanes (``rma_shell.lean_http``, up to 100 keep-alive
+    connections) and each event stream over a lean connection of its own (see
+    ``_open_stream``); file uploads, and everything while the environment configures a proxy,
+    over httpx. A caller-owned ``http_client`` carries everything, the streams too, so its
+    limits must allow one connection per concurrent live session plus the posts.
     """
 
     def __init__(
@@ -123,8 +135,13 @@ class CMAClient:
         self._own_client = http_client is None
         timeout = httpx.Timeout(settings.receive_timeout_ms / 1000, connect=30.0)
         self._http = http_client or async_client(timeout=timeout, follow_redirects=False)
-        self._env_proxies = self._own_client and bool(urllib.request.getproxies())
-        """A proxy is configured in the environment (read once, as httpx reads it)."""
+        self._lean: LeanPool | None = None
+        """The client's own lean lanes (``rma_shell.lean_http``), which carry its JSON calls —
+        the event posts of every tool round trip among them — when the client is its own and
+        the environment configures no proxy (only httpx honours one); otherwise httpx."""
+        if self._own_client and not env_proxies():
+            self._lean = LeanPool(_MAX_CONNECTIONS, ssl_context=shared_ssl_context())
+        self._timeouts = Timeouts(connect=30.0, read=timeout.read or math.inf, write=timeout.read or math.inf)
         self._sleep = sleep
         self._rand = rand
         self._clock = clock
@@ -140,6 +157,8 @@ class CMAClient:
     async def aclose(self) -> None:
         if self._own_client:
             await self._http.aclose()
+        if self._lean is not None:
+            await self._lean.aclose()
 
     def redact_error(self, error: SessionError) -> SessionError:
         """``error`` with this client's credentials masked wherever a server echoed them."""
@@ -309,17 +328,21 @@ class CMAClient:
             self.telemetry.emit("rma.request.start", {"system_time": time.time()}, meta)
         wire = _WireTrace()
         try:
-            response = await self._http.request(
-                method,
-                self._url(path),
-                headers=headers,
-                json=json_body if files is None and json_body is not None else None,
-                params=_query(params),
-                files=files,
-                data=data,
-                follow_redirects=False,  # K-18, whatever the injected client's default
-                extensions={"trace": wire},
-            )
+            if self._lean is not None and files is None and data is None:
+                status, got, content = await self._lean_call(method, path, headers, json_body, params, wire)
+            else:
+                response = await self._http.request(
+                    method,
+                    self._url(path),
+                    headers=headers,
+                    json=json_body if files is None and json_body is not None else None,
+                    params=_query(params),
+                    files=files,
+                    data=data,
+                    follow_redirects=False,  # K-18, whatever the injected client's default
+                    extensions={"trace": wire},
+                )
+                status, got, content = response.status_code, response.headers, response.content
         except _NEVER_SENT as exc:
             self._stop(meta, t0, error="transport_error")
             failure = TransportError(detail=_describe(exc), error_type="connect")
@@ -339,36 +362,68 @@ class CMAClient:
             elapsed = {"duration": time.perf_counter() - t0}
             self.telemetry.emit("rma.request.exception", elapsed, {**meta, "kind": type(exc).__name__})
             raise
-        status = response.status_code
         self._stop(meta, t0, status=status)
         if 200 <= status < 300:
             if raw:
-                return Success(response.content), None, "never"
+                return Success(content), None, "never"
             try:
-                return Success(response.json() if response.content else None), None, "never"
+                return Success(json.loads(content) if content else None), None, "never"
             except ValueError:
                 malformed = MalformedResponse(detail=f"{method} {path}: body is not JSON")
-                origin = with_origin(malformed, url=self._url(path), request_id=request_id(response.headers))
+                origin = with_origin(malformed, url=self._url(path), request_id=request_id(got))
                 return Failure(origin), None, "never"
         body: JSON
         try:
-            body = response.json()
+            body = json.loads(content)
         except ValueError:
-            body = response.text[:2000]
-        should_retry = response.headers.get("x-should-retry")
+            body = content.decode("utf-8", "replace")[:2000]
+        should_retry = got.get("x-should-retry")
         if status == 401:
             return Failure(self._rejected(method, path, body)), None, "never"
         error = with_origin(
             HttpError(status=status, body=body, method=method, url=path),
             url=self._url(path),
-            request_id=request_id(response.headers, body),
+            request_id=request_id(got, body),
             code=error_code(body),
         )
         if should_retry == "false":
             return Failure(error), None, "never"  # the server's word beats the status rules
         if should_retry == "true" or status in UNPROCESSED_STATUSES:
-            return Failure(error), response.headers, "always"
-        return Failure(error), response.headers, "if_idempotent"
+            return Failure(error), got, "always"
+        return Failure(error), got, "if_idempotent"
+
+    async def _lean_call(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        json_body: JSON,
+        params: Mapping[str, Any] | None,
+        wire: _WireTrace,
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """One call on a lean lane: its status, headers and whole body. Raises httpx's
+        exception classes (``rma_shell.lean_http``); ``wire`` learns, as httpcore's trace tells
+        it on httpx, whether a failed request went out on a kept-alive connection unanswered."""
+        assert self._lean is not None
+        url = httpx.URL(self._url(path), params=_query(params))
+        body = b""
+        if json_body is not None:
+            # What httpx sends for ``json=`` (0.28): compact, UTF-8, NaN refused.
+            body = json.dumps(json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+            headers = {**headers, "content-type": "application/json"}
+        lane = await self._lean.acquire(self._timeouts.read)
+        connects = lane.connects
+        try:
+            wire.reused = lane.is_open
+            try:
+                response = await lane.request(method, url, headers, body, self._timeouts)
+            except BaseException:
+                wire.reused = wire.reused and lane.connects == connects  # not a stale lane reopened
+                raise
+            wire.answered = True
+            return response.status_code, response.headers, await response.aread()
+        finally:
+            self._lean.release(lane)
 
     def _stop(self, meta: Mapping[str, Any], t0: float, **extra: Any) -> None:
         if self.telemetry.listening("rma.request.stop"):
@@ -469,8 +524,9 @@ class CMAClient:
         return await self._list_all(f"/v1/sessions/{session_id}/events", {"order": "asc", "limit": limit})
 
     @asynccontextmanager
-    async def stream_events(self, session_id: str) -> AsyncIterator[Result[httpx.Response, SessionError]]:
-        """Open ``GET …/events/stream``; yields the streaming response.
+    async def stream_events(self, session_id: str) -> AsyncIterator[Result[StreamResponse, SessionError]]:
+        """Open ``GET …/events/stream``; yields the streaming response (``aiter_bytes``,
+        ``aread``, ``headers``; an ``httpx.Response`` on httpx, a lean one on a lean lane).
 
         Opening it is retried like any idempotent call (issue #12): a transient status (408,
         409, 429, 5xx, 529, or ``x-should-retry: true``) or a connection that failed, up to
@@ -491,27 +547,25 @@ class CMAClient:
             await self._back_off("GET", path, error, attempt, retry_after)
             attempt += 1
 
-    def _stream_pool(self) -> httpx.AsyncBaseTransport | httpx.AsyncClient:
-        """What a stream of this client's own pool is sent through.
-
-        A stream holds its connection for the session's whole life, so it gets a pool of its
-        own. In the shared pool, 100 live sessions would deadlock (the default cap: the next
-        stream and every event post wait for a connection the streams never return), and past
-        the cap httpcore's pool, which walks every connection on each request and each
-        response close, would make every post cost O(sessions) — quadratic at 1,000 sessions
-        (bench/scale.py). The pool is a bare transport (0.6 KiB per live session, where a
-        whole ``httpx.AsyncClient`` is 2.8 KiB); with a proxy in the environment, a client,
-        which honours it exactly as the shared one does.
-        """
-        if self._env_proxies:
-            return async_client(follow_redirects=False)
-        return httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+    def stream_url(self, session_id: str) -> str:
+        """Where ``stream_events`` reads ``session_id``'s events (for errors that name it)."""
+        return self._url(f"/v1/sessions/{session_id}/events/stream")
 
     async def _open_stream(
         self, path: str
-    ) -> tuple[Result[httpx.Response, SessionError], Mapping[str, str] | None, bool, _Held]:
+    ) -> tuple[Result[StreamResponse, SessionError], Mapping[str, str] | None, bool, _Held]:
         """One attempt at opening the stream: the outcome, the headers a retry honours,
-        whether a retry may help, and what to close once done with it."""
+        whether a retry may help, and what to close once done with it.
+
+        A stream holds its connection for the session's whole life, so with the client's own
+        connections it gets one of its own: in the shared pool, 100 live sessions would
+        deadlock (the cap: the next stream and every event post wait for a connection the
+        streams never return), and past it httpcore's pool, which walks every connection on
+        each request and each response close, would make every post cost O(sessions). That
+        connection is a lean one (``rma_shell.lean_http``: ~6 KiB less per live session than
+        an ``httpx.AsyncClient`` of its own, and no generator stack per chunk), or, with a
+        proxy in the environment, a client of its own, which honours it as the shared one does.
+        """
         headers = await self._headers(beta=self.settings.beta, accept="text/event-stream")
         if isinstance(headers, Failure):
             return Failure(headers.failure()), None, False, ()  # K-17: before dispatch, every attempt
@@ -519,24 +573,26 @@ class CMAClient:
         # propagate as itself, not be caught here (a second yield would turn it into
         # "generator didn't stop after athrow()").
         held: _Held = ()
+        response: StreamResponse
         try:
-            request = self._http.build_request(
-                "GET", self._url(path), headers=headers.unwrap(), timeout=httpx.Timeout(None, connect=30.0)
-            )
-            if not self._own_client:
-                response = await self._http.send(request, stream=True, follow_redirects=False)  # K-18
+            if self._lean is not None:
+                lane = LeanConnection(shared_ssl_context())
+                held = (lane,)
+                response = await lane.request(
+                    "GET", httpx.URL(self._url(path)), headers.unwrap(), b"", _STREAM
+                )
             else:
-                request.headers.pop("cookie", None)  # a pool of its own has no cookies to send
-                pool = self._stream_pool()
-                held = (pool,)
-                if isinstance(pool, httpx.AsyncClient):
-                    response = await pool.send(request, stream=True, follow_redirects=False)
-                else:  # redirects, cookies, auth: none to handle on a bare transport (K-18)
-                    response = await pool.handle_async_request(request)
-                    response.request = request
+                client = self._http if not self._own_client else async_client(follow_redirects=False)
+                held = () if client is self._http else (client,)
+                request = client.build_request(
+                    "GET",
+                    self._url(path),
+                    headers=headers.unwrap(),
+                    timeout=httpx.Timeout(None, connect=30.0),
+                )
+                response = await client.send(request, stream=True, follow_redirects=False)  # K-18
             held = (response, *held)
-            if response.status_code != 200:
-                await response.aread()
+            content = await response.aread() if response.status_code != 200 else b""
         except httpx.HTTPError as exc:
             await _release(held)
             failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
@@ -549,9 +605,9 @@ class CMAClient:
             return Success(response), None, False, held
         body: JSON
         try:
-            body = response.json()
+            body = json.loads(content)
         except ValueError:
-            body = response.text[:2000]
+            body = content.decode("utf-8", "replace")[:2000]
         if status == 401:
             return Failure(self.redact_error(self._rejected("GET", path, body))), None, False, held
         error = with_origin(
@@ -607,8 +663,12 @@ class CMAClient:
         return await self.request("DELETE", f"/v1/files/{file_id}", beta=self._files_beta())
 
 
-_Held = tuple[httpx.Response | httpx.AsyncBaseTransport | httpx.AsyncClient, ...]
-"""What an opened stream holds: its response, then the pool of its own it came through."""
+StreamResponse = httpx.Response | LeanResponse
+"""An opened event stream: on the caller's client or a proxy's, httpx's; otherwise a lean one."""
+_STREAM = Timeouts(connect=30.0, read=math.inf, write=math.inf)
+"""A stream's: only connecting is bounded (the provider bounds its silence)."""
+_Held = tuple[httpx.Response | LeanResponse | LeanConnection | httpx.AsyncClient, ...]
+"""What an opened stream holds: its response, then the connection or client of its own."""
 
 
 async def _release(held: _Held) -> None:

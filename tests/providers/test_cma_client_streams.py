@@ -21,12 +21,14 @@ KEY = "sk-ant-test-streams"
 
 
 async def test_open_streams_leave_the_request_pool_to_the_posts(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every client the module builds gets a single connection: had the streams shared the
-    # client's pool, the second stream and every post would wait for it forever.
+    # Every client the module builds, and its own lean lanes, get a single connection: had
+    # the streams shared the client's pool, the second stream and every post would wait for
+    # it forever.
     def one_connection(**options: Any) -> httpx.AsyncClient:
         return async_client(**options, limits=httpx.Limits(max_connections=1))
 
     monkeypatch.setattr(cma_client, "async_client", one_connection)
+    monkeypatch.setattr(cma_client, "_MAX_CONNECTIONS", 1)
     with CMAEmulator([text_turn("hello")], api_key=KEY) as emu:
         client = CMAClient(AnthropicSettings(auth=ApiKeyAuth(Secret(KEY)), base_url=emu.base_url))
         try:
@@ -54,8 +56,9 @@ async def test_open_streams_leave_the_request_pool_to_the_posts(monkeypatch: pyt
 
 
 async def test_a_stream_honours_a_proxy_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A stream gets a pool of its own; with a proxy configured in the environment it goes
-    # through it, as the posts do (here a proxy nobody listens on, so opening fails).
+    # A stream gets a connection of its own; with a proxy configured in the environment it
+    # goes through httpx, which honours the proxy, as the posts do (here a proxy nobody
+    # listens on, so opening fails).
     with CMAEmulator([text_turn("hello")], api_key=KEY) as emu:
         settings = AnthropicSettings(auth=ApiKeyAuth(Secret(KEY)), base_url=emu.base_url)
         direct = CMAClient(settings, max_retries=0)
