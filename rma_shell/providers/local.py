@@ -17,6 +17,10 @@ and then failed — retried or not — is followed by an ``rma.attempt_discarded
 ``stream`` events are returned in batch and the delta granularity is the whole reply (E-10). A
 failed poll returns the conn it was given, unchanged, so nothing of a failed attempt leaks into
 the history. Cancelling the caller's cancel scope aborts an in-flight request.
+
+Over 800 lines (831) for now: the provider's open, snapshot/restore and its one request path
+(retries, streamed and whole replies, the lean lanes or a caller's client) share ``LocalConn``
+and the provider's settings; the request path is the part that could become a module of its own.
 """
 
 from __future__ import annotations
