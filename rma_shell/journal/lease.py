@@ -12,8 +12,12 @@ How it holds (docs/decisions.md):
   (``<journal>.leases/<sha256 of the key>``), taken non-blocking. The kernel drops the lock
   when its holder's file is closed — by ``release``, or by the process ending however it ends,
   SIGKILL included — so a dead holder never blocks a resume, and there is no expiry to tune.
-  The file holds its holder's ``pid … on <host>``, so a refused run can name it. The files
-  stay (removing one while another process opens it would let two lock two files).
+  The file holds its holder's ``pid … on <host>``, so a refused run can name it. ``release``
+  removes it while still holding the lock, so a journal of many keys does not leave a file per
+  key behind; a taker checks, once it holds the lock, that the file it locked is still the one
+  at the path (the same inode) and starts again if not — otherwise two processes could each
+  lock a file of their own for one key. A holder that dies leaves its file, unlocked: the next
+  run of that key takes it and removes it.
 - any other store (``MemoryJournal``, an ``SQLiteJournal(":memory:")``, a store of your
   own): a lease within this process, per store and key — such stores are one process's.
 
@@ -25,6 +29,7 @@ What this is not: the store (``store``) or the records (``rma.journal``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import socket
@@ -57,6 +62,7 @@ class Lease:
     _fd: int | None = None
     _store: JournalStore | None = None
     """Kept alive while held: a process-local lease is keyed by the store's identity."""
+    _path: Path | None = None
 
     def release(self) -> None:
         with _LOCK:
@@ -65,7 +71,9 @@ class Lease:
             fd, self._fd, self._store = self._fd, None, None
         if fd is not None:
             try:
-                os.ftruncate(fd, 0)
+                if self._path is not None:  # while locked: a taker that opened it sees it gone
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self._path)
             finally:
                 os.close(fd)  # the lock goes with the file
 
@@ -97,8 +105,17 @@ def acquire(store: JournalStore, key: str) -> Result[Lease, SessionError]:
     fd: int | None = None
     try:
         path.parent.mkdir(exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for _ in range(_TAKES):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if _still_at(path, fd):
+                break
+            # Its holder removed it between our open and our lock: take the path's new file.
+            os.close(fd)
+            fd = None
+        else:
+            _drop(entry, fd)
+            return Failure(JournalBusy(key=key, holder=None, detail="its lease file kept changing hands"))
     except BlockingIOError:
         holder = _read(fd)
         _drop(entry, fd)
@@ -106,9 +123,25 @@ def acquire(store: JournalStore, key: str) -> Result[Lease, SessionError]:
     except OSError as exc:  # not a holder: a directory that cannot be written, say
         _drop(entry, fd)
         return Failure(InvalidOpts("journal", f"cannot take the lease on {key!r} at {path}: {exc}"))
+    assert fd is not None
     os.ftruncate(fd, 0)
     os.pwrite(fd, _me().encode("utf-8"), 0)
-    return Success(Lease(entry, fd, None))
+    return Success(Lease(entry, fd, None, path))
+
+
+_TAKES = 8
+"""Tries at a lease file another process keeps removing before ``JournalBusy`` (each removal
+is a holder finishing, so a few tries find it free or held)."""
+
+
+def _still_at(path: Path, fd: int) -> bool:
+    """Whether the file ``fd`` locked is still the one at ``path`` (not removed by its last holder)."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_ino, there.st_dev) == (mine.st_ino, mine.st_dev)
 
 
 def _read(fd: int | None) -> str | None:

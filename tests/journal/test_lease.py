@@ -112,6 +112,54 @@ async def test_a_holder_killed_holds_nothing_and_the_key_resumes(holder: Any) ->
     assert outcome.unwrap().text == "Paid 1."
     # Released on return: another process may carry it on now (it ended: its outcome comes back).
     assert _answer({**job, "do": "resume"}) == {"kind": "ok", "holder": None}
+    # The dead holder's file was taken, then removed by the run that took it.
+    assert _lease_files(job["journal"]) == []
+
+
+def _lease_files(journal: str | Path) -> list[str]:
+    leases = Path(os.path.realpath(journal) + ".leases")
+    return sorted(p.name for p in leases.iterdir()) if leases.exists() else []
+
+
+async def test_a_journal_of_many_keys_leaves_no_lease_file_behind(tmp_path: Path) -> None:
+    path = tmp_path / "many.db"
+    with OpenAIEmulator([{"content": "done"}] * 5) as emu:
+        provider = Local(base_url=emu.base_url, model="m")
+        try:
+            for n in range(5):
+                got = await run(provider, handler=Pays(), prompt="hi", journal=str(path), journal_key=f"k{n}")
+                assert got.unwrap().text == "done"
+        finally:
+            await provider.close()
+    assert (path.parent / "many.db.leases").is_dir()
+    assert _lease_files(path) == []
+
+
+def test_a_lease_file_removed_by_its_holder_is_not_taken_but_the_path_is(tmp_path: Path) -> None:
+    # A taker that opened the file just before its holder removed it locks a file no one else
+    # will look at: it must see that and take the path's new file, or two would hold one key.
+    import fcntl
+
+    from rma_shell.journal import lease
+
+    store = SQLiteJournal(tmp_path / "j.db")
+    try:
+        first = lease.acquire(store, "k").unwrap()
+        (name,) = _lease_files(store.path)
+        late = os.open(Path(os.path.realpath(store.path) + ".leases") / name, os.O_RDWR)
+        first.release()
+        try:
+            fcntl.flock(late, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the old file: free now, and gone
+            assert not lease._still_at(Path(os.path.realpath(store.path) + ".leases") / name, late)
+            second = lease.acquire(store, "k").unwrap()  # the path's new file, not the old one
+            busy = lease.acquire(store, "k")
+            assert isinstance(busy, Failure) and isinstance(busy.failure(), JournalBusy)
+            second.release()
+        finally:
+            os.close(late)
+    finally:
+        store.close()
+    assert _lease_files(tmp_path / "j.db") == []
 
 
 @tool(requires_approval=True)
