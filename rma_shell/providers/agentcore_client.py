@@ -67,6 +67,7 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
 from rma.wire.eventstream import EventStreamDecoder, Message
 from rma.wire.sigv4 import sign
+from rma_shell import _deadline as silence
 from rma_shell.aws_credentials import CredentialSource
 from rma_shell.http import host_of, shared_ssl_context
 from rma_shell.lean_http import LeanPool, Timeouts
@@ -495,28 +496,22 @@ class AgentCoreClient:
         take: Callable[[Message], Awaitable[SessionError | None]],
     ) -> Result[None, SessionError]:
         """``_read_stream`` over a lean lane: one cancel scope and one deadline for the whole
-        stream, moved on as data arrives, at most once per tenth of the wait — so silence
-        fails the read after between 1 and 1.1 times the wait, the shorter of the idle timeout
-        (``_idle``) and the read timeout (a broken stream, as httpx's ``ReadTimeout`` is).
-        Setting the deadline before each read and lifting it after, as this did, cost two
-        deadline updates per frame (~2.5 µs each on trio; the frames of a turn mostly arrive
-        in one read, so each read returns one of them): 4% of a turn's instructions."""
+        stream, moved on as data arrives (``rma_shell._deadline``) — so silence fails the read
+        after between 1 and 1.1 times the wait, the shorter of the idle timeout (``_idle``)
+        and the read timeout (a broken stream, as httpx's ``ReadTimeout`` is). Setting the
+        deadline before each read and lifting it after, as this did, cost two deadline updates
+        per frame (~2.5 µs each on trio; the frames of a turn mostly arrive in one read, so
+        each read returns one of them): 4% of a turn's instructions."""
         idle_first = self.idle_timeout_s <= self._read_timeout_s
         wait = self.idle_timeout_s if idle_first else self._read_timeout_s
-        timed = wait != math.inf
-        slack = wait / 10
         with anyio.CancelScope() as deadline:
-            if timed:
-                deadline.deadline = anyio.current_time() + wait + slack
+            silence.arm(deadline, wait)
             while True:
                 try:
                     chunk: bytes | SessionError = await response.receive(math.inf)
                 except (httpx.HTTPError, OSError) as exc:
                     chunk = StreamDropped(detail=f"the stream broke: {type(exc).__name__}")
-                if timed:
-                    now = anyio.current_time()
-                    if deadline.deadline - now < wait:
-                        deadline.deadline = now + wait + slack
+                silence.keep_ahead(deadline, wait)
                 done = await self._feed(decoder, chunk, take)
                 if done is not None:
                     return done

@@ -44,6 +44,7 @@ from rma.session.option_checks import check_count, check_seconds
 from rma.session.options import lift_handles
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
+from rma_shell import _deadline as silence
 from rma_shell.http import same_origin
 from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.options import refuses_unknown_options
@@ -452,16 +453,11 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     ) -> Result[None, SessionError]:
         """Decode the stream into ``on_event`` until it ends; ``idle`` fails silence.
 
-        One deadline for the whole stream, moved on as data arrives, instead of a timeout
-        around every read (a cancel scope entered and left per chunk, and a deadline
-        registered with the event loop each time): it is moved at most once per tenth of the
-        idle timeout, so silence fails the stream after between 1 and 1.1 times
-        ``stream_idle_timeout_s``.
+        One deadline for the whole stream, moved on as data arrives (``rma_shell._deadline``),
+        so silence fails the stream after between 1 and 1.1 times ``stream_idle_timeout_s``.
         """
         idle_s = self.stream_idle_timeout_s
-        slack = idle_s / 10
-        if idle_s != math.inf:
-            idle.deadline = anyio.current_time() + idle_s + slack
+        silence.arm(idle, idle_s)
         decoder = SSEDecoder()
         receive = _receiver(response)
         while True:
@@ -471,10 +467,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
                 return Failure(with_origin(StreamDropped(detail=type(exc).__name__), url=url, request_id=rid))
             if not chunk:
                 return Success(None)  # a clean close: the machine treats it as a drop
-            if idle_s != math.inf:
-                now = anyio.current_time()
-                if idle.deadline - now < idle_s:
-                    idle.deadline = now + idle_s + slack
+            silence.keep_ahead(idle, idle_s)
             for message in decoder.feed(chunk):
                 if message.event == "ping" or not message.data:
                     continue
