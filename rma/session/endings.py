@@ -21,12 +21,16 @@ def result_of(
     s: State, tr: TurnResult, terminal: Terminal, stop_reason: JSON, reason: str | None
 ) -> SessionResult:
     """The request's result, ending on turn ``tr``."""
+    return _result(s, terminal, stop_reason, tr.text, reason)
+
+
+def _result(s: State, terminal: Terminal, stop_reason: JSON, text: str, reason: str | None) -> SessionResult:
     acc = s.acc
     return SessionResult(
         terminal=terminal,
         stop_reason=stop_reason,
         session_id=s.session_id,
-        text=tr.text,
+        text=text,
         custom_tool_uses=acc.custom_tool_uses.to_tuple(),
         server_tool_uses=acc.server_tool_uses.to_tuple(),
         usage=acc.total_usage(),
@@ -45,21 +49,7 @@ def terminated(s: State, tr: TurnResult, reason: str) -> SessionResult:
 
 def with_partial(s: State, error: SessionError) -> SessionError:
     """``error`` carrying what the request's completed turns did, ``reason`` its kind."""
-    acc = s.acc
-    partial = SessionResult(
-        terminal=Terminal.TERMINATED,
-        stop_reason=None,
-        session_id=s.session_id,
-        text=acc.last_text,
-        custom_tool_uses=acc.custom_tool_uses.to_tuple(),
-        server_tool_uses=acc.server_tool_uses.to_tuple(),
-        usage=acc.total_usage(),
-        turns=s.turns,
-        events=acc.events.to_tuple(),
-        transcript=None,
-        reason=error.kind,
-        resumed=s.resumed,
-    )
+    partial = _result(s, Terminal.TERMINATED, None, s.acc.last_text, error.kind)
     try:
         return attrs.evolve(error, result=partial)
     except Exception:  # a provider's own error class that cannot take one: the error as it came
