@@ -200,8 +200,9 @@ def _prepare(
         return Failure(journaled.failure())
     session_journal: SessionJournal | None = None
     kept_request: dict[str, Any] = {}
-    if journaled.unwrap() is not None:
-        held, key = journaled.unwrap()  # type: ignore[misc]
+    fresh = journaled.unwrap()
+    if fresh is not None:
+        held, key = fresh
         kept = request_record(request)
         if isinstance(kept, Failure):
             held.release()
