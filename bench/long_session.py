@@ -2,7 +2,7 @@
 """One long session: does the cost of a turn stay flat over 10,000 turns?
 
 One ``rma_shell.run`` of T turns (T - 1 tool calls, then a final answer), in a fresh worker
-process per provider:
+process per provider and anyio backend (``--backends trio,asyncio``, both by default):
 
 - ``scripted``: ``rma_shell.testing.ScriptedProvider`` in request/response mode, no network:
   per turn one ``tool_use`` ``step``, a ``usage`` and a ``requires_action`` idle (each with its
@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from local_loop import ChatServer, load, machine, source_digest  # noqa: E402
 
 PROVIDERS = ("scripted", "local")
+BACKENDS = ("trio", "asyncio")
 RSS_EVERY = 100
 STEP_SCHEMA = {
     "type": "object",
@@ -181,11 +182,11 @@ async def worker(args: argparse.Namespace, name: str) -> dict[str, Any]:
 
 
 def run_worker(
-    providers: list[str], args: argparse.Namespace, server: ChatServer | None, traced: bool
+    providers: list[str], backend: str, args: argparse.Namespace, server: ChatServer | None, traced: bool
 ) -> list[dict[str, Any]]:
-    """Run ``providers`` one after the other in a fresh worker process."""
+    """Run ``providers`` one after the other in a fresh worker process, under ``backend``."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", ",".join(providers)]
-    cmd += ["--turns", str(args.turns)]
+    cmd += ["--turns", str(args.turns), "--backend", backend]
     if server is not None:
         cmd += ["--base-url", server.base_url]
     if traced:
@@ -196,6 +197,7 @@ def run_worker(
         raise SystemExit(f"the {providers} worker failed:\n{done.stderr[-4000:]}")
     results: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
     for result in results:
+        result["backend"] = backend
         if result["provider"] == "local":  # the only one that talks to the server
             result["server_cpu_s"] = server_cpu_s(server) - server_cpu
     return results
@@ -288,30 +290,38 @@ def main() -> int:
     parser.add_argument("--turns", type=int, help="turns in the session (default 10,000; 500 with --quick)")
     parser.add_argument("--window", type=int, help="turns per compared window (default 1,000; 100 quick)")
     parser.add_argument("--providers", default=",".join(PROVIDERS))
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="anyio backends, each its own worker")
     parser.add_argument("--no-tracemalloc", action="store_true", help="skip the tracemalloc runs")
     parser.add_argument("--json", help="write the summary here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     parser.add_argument("--tracemalloc", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", choices=BACKENDS, default="trio", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.turns = args.turns or (500 if args.quick else 10_000)
     window = args.window or (100 if args.quick else 1_000)
 
     if args.worker:
-        import trio
+        import anyio
 
-        print(json.dumps([trio.run(worker, args, name) for name in args.worker.split(",")]))
+        names = args.worker.split(",")
+        print(json.dumps([anyio.run(worker, args, name, backend=args.backend) for name in names]))
         return 0
 
     providers = [p for p in args.providers.split(",") if p]
     for name in providers:
         if name not in PROVIDERS:
             raise SystemExit(f"unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
+    backends = [b for b in args.backends.split(",") if b]
+    for name in backends:
+        if name not in BACKENDS:
+            raise SystemExit(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     print(f"machine: {machine()}; load average at start {load()}")
     from importlib.metadata import version
 
     print(
         f"versions: python {sys.version.split()[0]}, rma {version('rma-agents')}, trio {version('trio')}, "
+        f"anyio {version('anyio')}, "
         f"httpx {version('httpx')}"
     )
     digest = source_digest()
@@ -323,12 +333,13 @@ def main() -> int:
         # --quick: one worker for both (a process start is a good part of a smoke run). Full: a
         # fresh process per provider, so that each one's memory figures are its own.
         batches = [providers] if args.quick else [[name] for name in providers]
-        for batch in batches:
-            for got in run_worker(batch, args, server, False):
-                results[got["provider"]] = {"timed": got}
-            if not args.quick and not args.no_tracemalloc:
-                for got in run_worker(batch, args, server, True):
-                    results[got["provider"]]["traced"] = got
+        for backend in backends:
+            for batch in batches:
+                for got in run_worker(batch, backend, args, server, False):
+                    results[f"{got['provider']} ({backend})"] = {"timed": got}
+                if not args.quick and not args.no_tracemalloc:
+                    for got in run_worker(batch, backend, args, server, True):
+                        results[f"{got['provider']} ({backend})"]["traced"] = got
     finally:
         if server is not None:
             server.close()

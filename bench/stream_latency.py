@@ -9,8 +9,10 @@ client hands it to user code:
 
 - ``rma-local`` / ``rma-local-asyncio``: ``rma_shell.run(Local(stream=True))`` under trio /
   asyncio, at ``handle_update`` (the ``TextDelta``), the provider built once;
-- ``rma-agentcore``: ``BedrockAgentCore`` (SigV4 + event-stream frames), trio, ``handle_update``;
-- ``rma-cma``: ``ClaudeManagedAgents`` (SSE session stream), trio, ``handle_update``;
+- ``rma-agentcore`` / ``rma-agentcore-asyncio``: ``BedrockAgentCore`` (SigV4 + event-stream
+  frames) under trio / asyncio, ``handle_update``;
+- ``rma-cma`` / ``rma-cma-asyncio``: ``ClaudeManagedAgents`` (SSE session stream) under trio /
+  asyncio, ``handle_update``;
 - ``openai-sdk``: ``AsyncOpenAI().chat.completions.create(stream=True)``, at each chunk the
   iterator yields (asyncio) — the peer for Local;
 - ``anthropic-sdk``: ``AsyncAnthropic().beta.sessions.events.stream()``, at each
@@ -58,8 +60,10 @@ CLIENTS = (
     "rma-local",
     "rma-local-asyncio",
     "rma-agentcore",
+    "rma-agentcore-asyncio",
     "anthropic-sdk",
     "rma-cma",
+    "rma-cma-asyncio",
 )
 NEEDS = {"openai-sdk": "openai", "anthropic-sdk": "anthropic"}
 
@@ -253,7 +257,7 @@ def main() -> int:
         for name in args.clients.split(","):
             module = NEEDS.get(name)
             if module is not None and importlib.util.find_spec(module) is None:
-                print(f"{name:<18} skipped ({module} not installed)")
+                print(f"{name:<22} skipped ({module} not installed)")
                 continue
             samples = measure(name, base, runs)
             if samples.deltas != runs * chunks:
@@ -261,13 +265,13 @@ def main() -> int:
             p50, p99 = percentile(samples.ns, 0.5), percentile(samples.ns, 0.99)
             results[name] = (p50, p99, samples.deltas)
             print(
-                f"{name:<18} p50 {p50:8.0f}  p99 {p99:8.0f}  mean {statistics.fmean(samples.ns) / 1000:8.0f}"
+                f"{name:<22} p50 {p50:8.0f}  p99 {p99:8.0f}  mean {statistics.fmean(samples.ns) / 1000:8.0f}"
             )
         peer = results.get("openai-sdk")
         if peer is not None:
             print("# p50 / p99 ratio to openai-sdk:")
             for name, (p50, p99, _) in results.items():
-                print(f"{name:<18} {p50 / peer[0]:5.2f}  {p99 / peer[1]:5.2f}")
+                print(f"{name:<22} {p50 / peer[0]:5.2f}  {p99 / peer[1]:5.2f}")
     finally:
         if server.stdin is not None:
             server.stdin.close()
