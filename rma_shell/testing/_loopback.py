@@ -16,6 +16,10 @@ from typing import Any, ClassVar, Self
 class LoopbackHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024
+    """The listen backlog. socketserver's default (5) drops the SYNs of a burst of connects —
+    a pool opening its lanes for 1,000 sessions — and the kernel retransmits them 1 s, 3 s,
+    7 s later: stragglers a real server's backlog would not make."""
     emulator: Any
 
     def get_request(self) -> tuple[socket.socket, Any]:
