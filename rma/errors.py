@@ -522,25 +522,33 @@ class MalformedFrame(MalformedResponse):
 
 @attrs.frozen
 class TurnLost(SessionError):
-    """Resuming a run whose model turn was in flight when its process died, on a host that
-    keeps the conversation (AgentCore): the host had already taken that turn — its reply died
-    with the process — and refused it when asked again (``detail``: the host's refusal, whose
-    type is ``error_type``). The host offers no way to read the reply back, so the run ends
-    here: every tool result journaled before stays applied once, nothing ran twice.
-    ``runtime_session_id`` is the host session that holds the lost reply."""
+    """A model turn the host had taken whose reply never arrived, on a host that keeps the
+    conversation (AgentCore): asked again, the host refused the repeat (``detail``: its
+    refusal, whose type is ``error_type``). Two ways there: resuming a run whose turn was in
+    flight when its process died (the reply died with it), or, ``stream_dropped``, a turn
+    whose stream was cut mid-reply and whose retry in the same run was refused (the harness
+    had kept the turn). The host offers no way to read the reply back, so the run ends here:
+    every tool result before stays applied once, nothing ran twice. ``runtime_session_id`` is
+    the host session that holds the lost reply."""
 
     kind: ClassVar[str] = "turn_lost"
     runtime_session_id: str = ""
     detail: str = ""
     error_type: str | None = None
+    stream_dropped: bool = False
 
     @property
     def message(self) -> str:
         kind = f" ({self.error_type})" if self.error_type else ""
+        lost = (
+            "the turn whose stream was cut mid-reply"
+            if self.stream_dropped
+            else "the turn in flight when the process stopped"
+        )
+        where = "with the stream" if self.stream_dropped else "with that process"
         return (
-            f"the turn in flight when the process stopped had been taken by the host (runtime "
-            f"session {self.runtime_session_id}), and its reply was lost with that process; asked "
-            f"again, the host refused it{kind}: {self.detail}"
+            f"{lost} had been taken by the host (runtime session {self.runtime_session_id}), "
+            f"and its reply was lost {where}; asked again, the host refused it{kind}: {self.detail}"
         )
 
 

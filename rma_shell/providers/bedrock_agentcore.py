@@ -508,6 +508,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             assert live is not None
             await live(event)
 
+        taken = False  # an earlier attempt's 200 stream was cut: the harness had the turn
         while True:
             sent = 0
             got, retry_headers = await client.invoke_harness_attempt(
@@ -530,8 +531,13 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             if sent and live is not None:
                 # What this attempt forwarded belongs to no turn: say so, retried or not.
                 await live(attempt_discarded_event(attempt, error.kind))
+            if taken and _refused(error):
+                # The retry of a cut stream's turn refused as a repeat: the harness had kept the
+                # turn (it runs to its end server-side), and its reply is not readable back.
+                return PollOutcome(Failure(_lost(conn, error, stream_dropped=True)), conn)
             if not _retryable(error):
                 return PollOutcome(Failure(error), conn)
+            taken = taken or isinstance(error, StreamDropped | MalformedFrame)
             if attempt >= self.invoke_retries:
                 if isinstance(error, StreamDropped):
                     error = EarlyTermination(
@@ -664,18 +670,26 @@ def _in_doubt(polled: PollOutcome[AgentCoreConn]) -> PollOutcome[AgentCoreConn]:
     """A re-asked turn (``turn_in_doubt``): the host's refusal of the same messages the dead
     process sent means it had taken them — ``TurnLost``; anything else is what it is."""
     error = polled.result.failure() if isinstance(polled.result, Failure) else None
-    refused = (isinstance(error, StreamException) and error.error_type in _REFUSALS) or (
+    if error is None or not _refused(error):
+        return polled
+    return PollOutcome(Failure(_lost(polled.conn, error, stream_dropped=False)), polled.conn)
+
+
+def _refused(error: SessionError) -> bool:
+    """The harness's refusal of a request's messages (``_REFUSALS``)."""
+    return (isinstance(error, StreamException) and error.error_type in _REFUSALS) or (
         isinstance(error, HttpError) and error.status in (400, 424) and error.code in _REFUSALS
     )
-    if not refused or error is None:
-        return polled
-    lost = TurnLost(
-        runtime_session_id=polled.conn.runtime_session_id,
+
+
+def _lost(conn: AgentCoreConn, error: SessionError, *, stream_dropped: bool) -> TurnLost:
+    return TurnLost(
+        runtime_session_id=conn.runtime_session_id,
         detail=str(getattr(error, "detail", "") or getattr(error, "body", "") or ""),
         error_type=getattr(error, "error_type", None) or getattr(error, "code", None),
+        stream_dropped=stream_dropped,
         result=error.result,
     )
-    return PollOutcome(Failure(lost), polled.conn)
 
 
 def _retryable(error: SessionError) -> bool:

@@ -18,6 +18,7 @@ from rma.errors import (
     OutcomeUnsupported,
     ProviderError,
     Timeout,
+    TurnLost,
 )
 from rma.providers.bedrock_agentcore import SESSION_HEADER
 from rma.vocabulary import Budget, Outcome, Terminal
@@ -270,6 +271,52 @@ class TestFailures:
             result = got.unwrap()
             assert result.text == "whole answer" and len(invokes(emu)) == 2
             assert len(result.events) == len(ace.text_turn("whole answer"))  # B-13: nothing of the failed try
+
+    @pytest.mark.parametrize("cut", [ace.drop_after, ace.truncate_frame_after])
+    async def test_a_cut_turn_the_harness_kept_ends_as_turn_lost_not_a_repeat(
+        self, cut: Any, made: list[BedrockAgentCore]
+    ) -> None:
+        # The resume turn's stream is cut, but the harness plays the turn to its end and keeps
+        # it: the retry of the same toolUse echo and toolResult is refused as a repeat, which
+        # is the wire's only trace that the turn landed. The run ends typed, the tool ran once.
+        script = [
+            ace.tool_turn(("lookup", {"id": "c9"}, "tooluse_a1")),
+            ace.tool_turn(("lookup", {"id": "d4"}, "tooluse_b2")),
+            ace.text_turn("never read"),
+        ]
+        with AgentCoreEmulator(script) as emu:
+
+            class Cutting(Tools):
+                async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> object:
+                    emu.inject(cut(1, kept=True))  # the next invoke: the resume with this result
+                    return await super().handle_tool_call(name, input, ctx)
+
+            tools = Cutting()
+            got = await run(provider(emu, made), handler=tools, prompt="x", runtime_session_id=SID)
+            error = got.failure()
+            assert isinstance(error, TurnLost) and error.stream_dropped
+            assert error.runtime_session_id == SID
+            assert error.error_type in ("runtimeClientError", "RuntimeClientError")
+            assert "stream was cut mid-reply" in error.message and SID in error.message
+            assert tools.calls == [("lookup", {"id": "c9"})]
+            assert error.result is not None and error.result.turns == 1  # the first turn's result is kept
+            assert len(invokes(emu)) == 3  # the prompt, the cut resume, the refused retry
+            kept = emu.sessions[SID]
+            assert kept.turns_played == 2 and kept.pending_tool_uses[0]["toolUseId"] == "tooluse_b2"
+
+    async def test_a_cut_turn_the_harness_did_not_keep_is_asked_again(
+        self, made: list[BedrockAgentCore]
+    ) -> None:
+        script = [ace.tool_turn(("lookup", {"id": "c9"}, "tooluse_a1")), ace.text_turn("whole answer")]
+        with AgentCoreEmulator(script) as emu:
+
+            class Cutting(Tools):
+                async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> object:
+                    emu.inject(ace.drop_after(1))
+                    return await super().handle_tool_call(name, input, ctx)
+
+            got = await run(provider(emu, made), handler=Cutting(), prompt="x", runtime_session_id=SID)
+            assert got.unwrap().text == "whole answer" and len(invokes(emu)) == 3
 
     async def test_B10_early_termination_after_the_retries(self, made: list[BedrockAgentCore]) -> None:
         with AgentCoreEmulator([ace.text_turn("x")], faults=[ace.drop_after(1, times=5)]) as emu:

@@ -67,6 +67,10 @@ class AgentCoreFault:
     echo_authorization: bool = False
     retry_after: str | None = None
     """A ``Retry-After`` header (seconds, or an HTTP-date) on the error answer."""
+    kept: bool = False
+    """A stream fault after which the harness still finishes the turn and keeps it in the
+    session's conversation (the client lost the reply, not the turn): a retry of the same
+    messages is then refused as a repeat."""
 
 
 def error_once(
@@ -131,19 +135,29 @@ def server_error_once(
     )
 
 
-def drop_after(n_frames: int, *, times: int = 1, operation: Operation | None = None) -> AgentCoreFault:
-    """Close the connection after ``n_frames`` frames of a 200 stream (no terminating chunk)."""
-    return AgentCoreFault("drop", times=times, operation=operation, after=max(0, n_frames))
+def drop_after(
+    n_frames: int, *, times: int = 1, operation: Operation | None = None, kept: bool = False
+) -> AgentCoreFault:
+    """Close the connection after ``n_frames`` frames of a 200 stream (no terminating chunk).
+    ``kept``: the harness still finishes the turn and keeps it (by default a cut turn is not
+    kept, and the same messages can be sent again)."""
+    return AgentCoreFault("drop", times=times, operation=operation, after=max(0, n_frames), kept=kept)
 
 
-def truncate_frame_after(n: int, *, times: int = 1, operation: Operation | None = None) -> AgentCoreFault:
-    """After ``n`` frames, write the first half of the next frame, then close the connection."""
-    return AgentCoreFault("truncate", times=times, operation=operation, after=max(0, n))
+def truncate_frame_after(
+    n: int, *, times: int = 1, operation: Operation | None = None, kept: bool = False
+) -> AgentCoreFault:
+    """After ``n`` frames, write the first half of the next frame, then close the connection
+    (``kept``: as for ``drop_after``)."""
+    return AgentCoreFault("truncate", times=times, operation=operation, after=max(0, n), kept=kept)
 
 
-def bad_crc_after(n: int, *, times: int = 1, operation: Operation | None = None) -> AgentCoreFault:
-    """Send frame number ``n`` (0-based) with a corrupted message CRC; the stream goes on."""
-    return AgentCoreFault("bad_crc", times=times, operation=operation, after=max(0, n))
+def bad_crc_after(
+    n: int, *, times: int = 1, operation: Operation | None = None, kept: bool = False
+) -> AgentCoreFault:
+    """Send frame number ``n`` (0-based) with a corrupted message CRC; the stream goes on
+    (``kept``: the turn is kept in the conversation although the client could not read it)."""
+    return AgentCoreFault("bad_crc", times=times, operation=operation, after=max(0, n), kept=kept)
 
 
 def exception_frame(

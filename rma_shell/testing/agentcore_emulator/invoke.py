@@ -83,7 +83,7 @@ class _Invoke(_Core):
             # Runs just before the client can see the stream end (last chunk, exception or
             # cut), so a client that invokes again at once finds the session settled.
             with self._lock:
-                if played["all"] and not stream.faulted:
+                if played["all"] and (not stream.faulted or stream.kept):
                     # A test may give the session a new script while this turn's last bytes are
                     # still on their way: the new script starts at its first turn, so only the
                     # script this turn came from counts it.

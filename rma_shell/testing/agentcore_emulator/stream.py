@@ -47,6 +47,10 @@ class _Stream:
         self.filler = filler
         self.sent = 0
         self.faulted = False
+        self.kept = False
+        """A fault with ``kept``: the harness finishes the turn and keeps it, cut stream or not."""
+        self.muted = False
+        """The connection was cut by a kept fault: the turn plays on, unwritten."""
         self.before_end: Callable[[], None] | None = None
 
     def _ending(self) -> None:
@@ -68,6 +72,8 @@ class _Stream:
             raise _StreamEnded from None
 
     def _write(self, data: bytes) -> None:
+        if self.muted:
+            return
         try:
             self.h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         except OSError:
@@ -82,6 +88,8 @@ class _Stream:
         raise _StreamEnded
 
     def wait(self, seconds: float) -> None:
+        if self.muted:  # nobody reads the rest of this turn: it plays on at once
+            return
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             if self.emulator._stopping.wait(min(0.05, left)) or self._stopped():
@@ -99,12 +107,15 @@ class _Stream:
                 self.wait(fault.seconds)
                 continue
             self.faulted = True
-            if fault.kind == "drop":
-                self._abort()
+            self.kept = self.kept or fault.kept
             frame_bytes = data if data is not None else self.filler.encode()
             if fault.kind == "truncate":
                 self._write(frame_bytes[: max(1, len(frame_bytes) // 2)])
-                self._abort()
+            if fault.kind in ("drop", "truncate"):
+                if not fault.kept:
+                    self._abort()
+                self._cut_kept()
+                return None
             elif fault.kind == "bad_crc":
                 self._write(frame_bytes[:-4] + bytes(b ^ 0xFF for b in frame_bytes[-4:]))
                 if data is not None:
@@ -116,6 +127,13 @@ class _Stream:
                 self._write(b"")
                 raise _StreamEnded
         return data
+
+    def _cut_kept(self) -> None:
+        """The client loses the stream; the turn goes on to its end, unwritten, and is kept."""
+        self.h.close_connection = True
+        with contextlib.suppress(OSError):
+            self.h.connection.shutdown(socket.SHUT_RDWR)
+        self.muted = True
 
     def send_frame(self, item: Frame) -> None:
         if self.cut is not None and self.cut.is_set():
