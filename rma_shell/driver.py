@@ -52,6 +52,7 @@ from rma.session.machine import (
     initial_state,
     step,
     with_progress,
+    with_telemetry,
     with_transcript,
 )
 from rma.session.option_checks import check_seconds
@@ -268,6 +269,10 @@ class _Driver(Generic[C]):
             self.recorder.event(ev)
         if self.journal is not None and not self._journaled(ev):
             return
+        # The turn's telemetry is built only while a subscriber could take it (checked per
+        # event: one may attach or detach while the session runs). −45,000 instructions per
+        # AgentCore tool turn with nobody subscribed (docs/decisions.md, issue #17).
+        self.state = with_telemetry(self.state, self.telemetry.listening())
         try:
             self.state, commands = step(self.state, ev)
         except Exception as exc:  # a bug in the core or a codec: surface it, never hang

@@ -44,7 +44,7 @@ def handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
     except Exception as exc:  # a codec must be total; if it is not, fail typed, never escape
         return fail(s, MalformedResponse(detail=f"could not normalize the turn: {type(exc).__name__}: {exc}"))
     s = evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
-    out: list[Command] = [turn_stop(s, tr)]
+    out: list[Command] = [*turn_stop(s, tr)]
     if s.updates:
         out.append(DeliverUpdate(TurnFinished(s.turns, tr.terminal, tr.stop_reason, tr.usage)))
     out.extend(tool_uses(s, tr.custom_tool_uses))

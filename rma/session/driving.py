@@ -78,11 +78,11 @@ def drive(
     start = turn_start(s, purpose, content or {})
     if s.config.codec.mode is Mode.REQUEST_RESPONSE:
         s = evolve(s, phase=Phase.AWAITING, live_forwarded=0, **changes)
-        return s, (PollTurn(input, purpose), start)
+        return s, (PollTurn(input, purpose), *start)
     s = evolve(
         s, phase=Phase.PUSHING, push_purpose=purpose, push_request=None, phase_before_push=None, **changes
     )
-    return s, (PushInput(input, purpose), start)
+    return s, (PushInput(input, purpose), *start)
 
 
 def on_push_finished(s: State, ev: PushFinished) -> Step:

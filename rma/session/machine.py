@@ -124,6 +124,7 @@ __all__ = [
     "reconnect_backoff_ms",
     "step",
     "with_progress",
+    "with_telemetry",
     "with_transcript",
 ]
 
@@ -367,6 +368,12 @@ def step(s: State, ev: Event) -> Step:
     if s.deferred and s.phase is not Phase.DONE:
         return _drain(s, list(commands))
     return s, commands
+
+
+def with_telemetry(s: State, wanted: bool) -> State:
+    """``s`` building its per-turn telemetry or not (``State.telemetry``): the shell says,
+    before each event, whether anything subscribes; the core cannot know."""
+    return s if s.telemetry is wanted else evolve(s, telemetry=wanted)
 
 
 def _drain(s: State, out: list[Command]) -> Step:

@@ -56,7 +56,7 @@ def receive(s: State, raw: JSON) -> Step:
                 return s, ()
             seen = seen.add(event_id)
     out = forward(s, raw)
-    out.append(stream_event(s, raw))
+    out.extend(stream_event(s, raw))
     turn = s.turn_events.append(raw)
     s = evolve(s, seen=seen, turn_events=turn)
     if s.config.codec.turn_boundary(raw):
@@ -77,7 +77,7 @@ def live_event_forwards(s: State) -> bool:
 def on_live_event(s: State, ev: LiveEvent) -> Step:
     """E-4: a request/response host forwarded an event mid-turn; the turn still comes whole."""
     out = forward(s, ev.event)
-    out.append(stream_event(s, ev.event))
+    out.extend(stream_event(s, ev.event))
     return evolve(s, live_forwarded=s.live_forwarded + 1), tuple(out)
 
 

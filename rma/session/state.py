@@ -131,6 +131,11 @@ class State:
     phase_before_push: Phase | None = None
     deferred: tuple[Event, ...] = ()
     """Inputs waiting for a phase that takes them, in arrival order (see the machine's lanes)."""
+    telemetry: bool = attrs.field(default=True, eq=False)
+    """Whether the per-turn telemetry (``rma.turn.start``/``.stop``, ``rma.session.tool_uses``,
+    ``rma.stream.event``) is built: the shell turns it off while nothing subscribes
+    (``machine.with_telemetry``), so a turn builds none of it for nobody. Not part of what a
+    session is (``eq=False``): a journal's fold and the live state compare equal either way."""
 
 
 def initial_state(config: SessionConfig) -> State:

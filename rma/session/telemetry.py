@@ -1,7 +1,8 @@
 """The session machine's telemetry: the ``Emit`` commands for streams, turns and tool uses.
 
 Each is the caller's metadata with the library's keys over it (M-8), built from the state
-alone; the shell hands them to subscribers (and copies their maps for each emission). Not
+alone; the shell hands them to subscribers (and copies their maps for each emission). The
+per-turn ones are built only while ``State.telemetry`` says something takes them. Not
 the session's endings (``rma.session.endings`` emits ``rma.session.terminal``) and not
 subscriptions or exporters (``rma_shell.telemetry``).
 """
@@ -41,21 +42,25 @@ def event_type(raw: JSON) -> JSON:
     return None
 
 
-def stream_event(s: State, raw: JSON) -> Emit:
+def stream_event(s: State, raw: JSON) -> tuple[Emit, ...]:
     """``rma.stream.event``: one per event received, named by its type."""
+    if not s.telemetry:
+        return ()
     meta = _metadata(s)
     meta["type"] = event_type(raw)
     meta["session_id"] = s.session_id
-    return Emit("rma.stream.event", {}, meta)
+    return (Emit("rma.stream.event", {}, meta),)
 
 
-def turn_start(s: State, purpose: str, content: Mapping[str, JSON]) -> Emit:
+def turn_start(s: State, purpose: str, content: Mapping[str, JSON]) -> tuple[Emit, ...]:
     """``rma.turn.start``: turn ``s.turns + 1`` is being driven, and why."""
+    if not s.telemetry:
+        return ()
     meta = _metadata(s)
     meta["turn"] = s.turns + 1
     meta["purpose"] = purpose
     meta["session_id"] = s.session_id
-    return Emit("rma.turn.start", {}, meta, content)
+    return (Emit("rma.turn.start", {}, meta, content),)
 
 
 def stop_kind(stop_reason: JSON) -> str | None:
@@ -68,8 +73,10 @@ def stop_kind(stop_reason: JSON) -> str | None:
     return None
 
 
-def turn_stop(s: State, tr: TurnResult) -> Emit:
+def turn_stop(s: State, tr: TurnResult) -> tuple[Emit, ...]:
     """``rma.turn.stop``: the turn that just completed, with its own usage (not the running sum)."""
+    if not s.telemetry:
+        return ()
     meta = _metadata(s)
     meta["turn"] = s.turns
     meta["terminal"] = tr.terminal.value
@@ -87,18 +94,20 @@ def turn_stop(s: State, tr: TurnResult) -> Emit:
         }
     )
     calls = [{"id": c.id, "name": c.name, "arguments": dict(c.input)} for c in tr.custom_tool_uses]
-    return Emit("rma.turn.stop", measurements, meta, {"output": tr.text, "tool_calls": calls})
+    return (Emit("rma.turn.stop", measurements, meta, {"output": tr.text, "tool_calls": calls}),)
 
 
 def tool_uses(s: State, uses: Sequence[ToolUse]) -> list[Command]:
     """``rma.session.tool_uses`` for a turn's (or a recovery's) uses, and the T-12 warning
     when an id repeats (nothing is deduplicated: providers reject such a resume)."""
     ids = [u.id for u in uses]
-    meta = _metadata(s)
-    meta["turn"] = s.turns
-    meta["tool_use_ids"] = ids
-    meta["session_id"] = s.session_id
-    out: list[Command] = [Emit("rma.session.tool_uses", {"tool_use_count": len(ids)}, meta)]
+    out: list[Command] = []
+    if s.telemetry:
+        meta = _metadata(s)
+        meta["turn"] = s.turns
+        meta["tool_use_ids"] = ids
+        meta["session_id"] = s.session_id
+        out.append(Emit("rma.session.tool_uses", {"tool_use_count": len(ids)}, meta))
     if len(set(ids)) != len(ids):
         dups = sorted({str(i) for i, n in Counter(ids).items() if n > 1})
         message = f"duplicate tool_use id(s) {dups} at turn {s.turns} — "

@@ -44,9 +44,10 @@ class SchemaValidator:
         """None when ``arguments`` conform, else the text telling the model what is wrong."""
         if not isinstance(arguments, Mapping):
             return f"invalid arguments for {self.tool}:\n- (arguments): must be a JSON object"
-        errors = sorted(self._validator.iter_errors(dict(arguments)), key=lambda e: list(e.absolute_path))
-        if not errors:
+        instance = dict(arguments)
+        if self._validator.is_valid(instance):  # the common case: stops at no error, sorts nothing
             return None
+        errors = sorted(self._validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
         lines = [f"invalid arguments for {self.tool}:"]
         for error in errors[:_MAX_ERRORS]:
             loc = ".".join(str(part) for part in error.absolute_path) or "(arguments)"
