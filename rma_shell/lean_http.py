@@ -309,10 +309,12 @@ class Response:
         self._done = False
         self._decoder = _decoder(headers.get("content-encoding"))
         self._pool: LeanPool | None = None
+        self._next: Any = None
+        """What ended the last run of body pieces (``_with_parsed``), not handled yet."""
 
     async def receive(self, timeout: float | None = None) -> bytes:
-        """The next piece of the body (decoded), ``b""`` once it ended. ``timeout`` bounds
-        this read instead of the read timeout (an idle timeout, say)."""
+        """The next piece of the body (decoded: all that has arrived), ``b""`` once it ended.
+        ``timeout`` bounds this read instead of the read timeout (an idle timeout, say)."""
         if self._done:
             return b""
         connection = self._connection
@@ -321,9 +323,14 @@ class Response:
             raise httpx.ReadError("the connection is closed")
         try:
             while True:
-                event = await connection._next_event(stream, self._timeout if timeout is None else timeout)
+                event, self._next = self._next, None
+                if event is None:
+                    wait = self._timeout if timeout is None else timeout
+                    event = await connection._next_event(stream, wait)
+                elif isinstance(event, h11.RemoteProtocolError):
+                    raise httpx.RemoteProtocolError(str(event)) from event
                 if isinstance(event, h11.Data):
-                    data = bytes(event.data)
+                    data = self._with_parsed(event.data)
                     if self._decoder is not None:
                         data = self._decode(data)
                         if not data:
@@ -341,6 +348,31 @@ class Response:
             self._done = True
             await connection.aclose()
             raise
+
+    def _with_parsed(self, first: bytes) -> bytes:
+        """``first`` and the body pieces h11 has already parsed after it, as one: a read often
+        carries several chunks (an AgentCore turn's frames come as one chunk each, mostly in
+        one or two reads), and each piece taken alone cost a pass through this method, the
+        caller's deadline and decoder (issue #17). The event that ends the run waits in
+        ``_next``, and so does a protocol error: raised by the next read, after the pieces
+        that came before it."""
+        conn = self._connection._h11
+        parts: list[bytes] | None = None
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._next = exc
+                break
+            if type(event) is h11.Data:
+                if parts is None:
+                    parts = [first]
+                parts.append(event.data)
+                continue
+            if event is not h11.NEED_DATA:
+                self._next = event
+            break
+        return bytes(first) if parts is None else b"".join(parts)
 
     def _decode(self, data: bytes) -> bytes:
         assert self._decoder is not None

@@ -194,6 +194,48 @@ async def test_chunked_bodies_and_repeated_headers(serve: Callable[..., RawServe
     assert server.connections == 1
 
 
+async def test_the_chunks_of_one_read_come_in_one_piece_and_a_bad_chunk_after_them(
+    serve: Callable[..., RawServer],
+) -> None:
+    """``Response.receive`` returns every body piece h11 has parsed (a stream's frames arrive
+    a chunk each, often several per read); what ends the run — the body's end, a protocol
+    error — comes with the next call, the error after the good pieces before it."""
+    release = threading.Event()
+
+    def chunked(peer: Peer, index: int) -> None:
+        head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        if index == 0:
+            peer.send(head + b"3\r\none\r\n3\r\ntwo\r\n")
+            release.wait(5)
+            peer.send(b"5\r\nthree\r\n0\r\n\r\n")
+        else:
+            peer.send(head + b"4\r\ngood\r\nzz\r\nbad\r\n")
+
+    server = serve(chunked)
+    pool = LeanPool(1)
+    try:
+        response = await pool.request("POST", httpx.URL(server.url), {}, b"{}", TIMEOUTS)
+        try:
+            with anyio.fail_after(5):
+                first = await response.receive()  # the head and two chunks: one send, one read
+            release.set()
+            rest = [await response.receive(), await response.receive()]
+        finally:
+            await response.aclose()
+        assert first == b"onetwo" and rest == [b"three", b""]
+        response = await pool.request("POST", httpx.URL(server.url), {}, b"{}", TIMEOUTS)
+        try:
+            with anyio.fail_after(5):
+                good = await response.receive()
+            with pytest.raises(httpx.RemoteProtocolError, match="chunk"):
+                await response.receive()
+        finally:
+            await response.aclose()
+        assert good == b"good"
+    finally:
+        await pool.aclose()
+
+
 async def test_a_1xx_answer_is_skipped_for_the_real_one(serve: Callable[..., RawServer]) -> None:
     server = serve(lambda peer, i: peer.send(b"HTTP/1.1 100 Continue\r\n\r\n" + answer(b"done")))
     pool = LeanPool(1)
