@@ -7,7 +7,9 @@ beyond trio's own spawn (docs/benchmarks.md, "Request paths against the wire"), 
 spawns two tasks a turn (the poll or push, the tool batch). Under trio anyio's task group *is*
 a trio nursery underneath (anyio's cancel scopes are trio's), so the driver takes the nursery
 itself: the same structured concurrency, the same cancellation, the same exception groups.
-Under asyncio anyio's task group is what lets anyio's cancel scopes reach a task, so it stays.
+Under asyncio anyio's task group is what lets anyio's cancel scopes reach a task, so it stays
+(asyncio's own ``TaskGroup`` cancels with ``Task.cancel()``, through a tool's shielded scope:
+measured and rejected, docs/decisions.md).
 
 Not a task API: the driver's ``start_soon`` and ``cancel_scope.cancel()``, nothing more.
 """

@@ -65,7 +65,7 @@ from rma.providers.bedrock_agentcore import (
 from rma.redact import redact_error
 from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
-from rma.wire.eventstream import EventStreamDecoder, Message
+from rma.wire.eventstream import EventStreamDecoder, EventStreamError, Message
 from rma.wire.sigv4 import sign
 from rma_shell import _deadline as silence
 from rma_shell.aws_credentials import CredentialSource
@@ -534,14 +534,13 @@ class AgentCoreClient:
             return Success(None)
         decoded = decoder.feed(chunk)
         if isinstance(decoded, Failure):
-            error = decoded.failure()
-            # A corrupt frame is damage in transit, like a drop: the turn cannot be trusted
-            # (InvokeHarness re-invokes it, bedrock_agentcore._retryable).
-            return Failure(MalformedFrame(detail=error.detail, reason=error.reason))
+            return Failure(_malformed(decoded.failure()))
         for message in decoded.unwrap():
             failed = await take(message)
             if failed is not None:
                 return Failure(failed)
+        if decoder.error is not None:  # a bad frame after the good ones of this chunk
+            return Failure(_malformed(decoder.error))
         return None
 
     def _idle(self) -> TransportError:
@@ -760,6 +759,12 @@ class AgentCoreClient:
             retry = isinstance(failure, HttpError) and is_retryable(failure.status, str(code))
             return Failure(failure), (dict(response.headers) if retry else None)
         return Success((response.status_code, _json_or_text(content))), None
+
+
+def _malformed(error: EventStreamError) -> MalformedFrame:
+    # A corrupt frame is damage in transit, like a drop: the turn cannot be trusted
+    # (InvokeHarness re-invokes it, bedrock_agentcore._retryable).
+    return MalformedFrame(detail=error.detail, reason=error.reason)
 
 
 def _stamped(error: SessionError, url: str, response: Response) -> SessionError:
