@@ -4,7 +4,8 @@ Deliveries (``DeliverEvent``, built only for a handler with ``handle_event``) an
 (``DeliverUpdate``, built only while consumed) are the only commands a consumer adds: the
 same sequence folded with and without one gives the same decisions, telemetry and results.
 The table dispatches an event by the nearest of its classes that has an entry, so a subclass
-of ``StreamEvent`` must fold exactly as ``StreamEvent`` itself does.
+of ``StreamEvent`` must fold exactly as ``StreamEvent`` itself does. The per-turn telemetry
+nobody listens to (``State.telemetry`` off) is left out, and nothing else.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rma.session.events import (
     UpdatesWanted,
     UserMessage,
 )
-from rma.session.machine import State, initial_state, step
+from rma.session.machine import State, initial_state, step, with_telemetry
 from rma.session.receiving import live_event_forwards
 from rma.vocabulary import ToolResult
 
@@ -213,3 +214,42 @@ def test_a_live_event_nothing_takes_after_the_turns_first_changes_only_its_telem
     event(f"skipped some: {skipped > 0}")
     if consumed != "none":
         assert skipped == 0
+
+
+PER_TURN = frozenset({"rma.turn.start", "rma.turn.stop", "rma.session.tool_uses", "rma.stream.event"})
+"""The telemetry ``State.telemetry`` turns off while nothing subscribes (``with_telemetry``)."""
+
+
+@SETTINGS
+@given(
+    cfg=configs(),
+    opened=st.builds(Opened, st.just("s1"), st.booleans()),
+    evs=st.lists(stream_heavy, min_size=5, max_size=50),
+    listening=st.lists(st.booleans(), min_size=51, max_size=51),
+)
+def test_telemetry_nobody_listens_to_is_left_out_and_nothing_else(
+    cfg: Any, opened: Opened, evs: list[Event], listening: list[bool]
+) -> None:
+    """The driver sets ``State.telemetry`` before each event from whether a subscriber
+    listens (issue #17), and a subscriber may come and go mid-session. Folded that way, the
+    session decides exactly as with telemetry always on: an event folded without a listener
+    loses its per-turn ``Emit``s and nothing else, and the states compare equal throughout."""
+    on, toggled = initial_state(cfg), initial_state(cfg)
+    last_batch: C.RunTools | None = None
+    for ev, listens in zip([opened, *evs], listening, strict=False):
+        if ev is ANSWER_TOOLS:
+            if last_batch is None:
+                continue
+            ev = ToolsFinished(
+                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
+            )
+        on, out_on = step(on, ev)
+        toggled, out_toggled = step(with_telemetry(toggled, listens), ev)
+        event("listened" if listens else "nobody listened")
+        assert on == toggled and _value(on) | {"telemetry": None} == _value(toggled) | {"telemetry": None}, ev
+        if listens:
+            assert out_toggled == out_on, ev
+        else:
+            kept = tuple(c for c in out_on if not (isinstance(c, C.Emit) and c.name in PER_TURN))
+            assert out_toggled == kept, ev
+        last_batch = next((c for c in reversed(out_on) if isinstance(c, C.RunTools)), last_batch)
