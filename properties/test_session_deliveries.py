@@ -67,11 +67,18 @@ stream_heavy = st.one_of(
 Fold = Iterator[tuple[Event, tuple[C.Command, ...], State, tuple[C.Command, ...], State]]
 
 
-def _fold_pair(a: State, b: State, evs: list[Event], b_sees: Callable[[Event], Event]) -> Fold:
-    """Step ``a`` and ``b`` side by side (``b`` gets each event through ``b_sees``), yielding both
-    outcomes per event; ``ANSWER_TOOLS`` answers ``a``'s latest tool batch."""
+def _fold_pair(
+    a: State,
+    b: State,
+    evs: list[Event],
+    b_sees: Callable[[Event], Event],
+    b_before: Callable[[State, int], State] = lambda s, _: s,
+) -> Fold:
+    """Step ``a`` and ``b`` side by side (``b`` gets each event through ``b_sees``, its state
+    through ``b_before`` with the event's index first), yielding both outcomes per event;
+    ``ANSWER_TOOLS`` answers ``a``'s latest tool batch."""
     last_batch: C.RunTools | None = None
-    for ev in evs:
+    for i, ev in enumerate(evs):
         if ev is ANSWER_TOOLS:
             if last_batch is None:
                 continue
@@ -79,7 +86,7 @@ def _fold_pair(a: State, b: State, evs: list[Event], b_sees: Callable[[Event], E
                 last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
             )
         a, out_a = step(a, ev)
-        b, out_b = step(b, b_sees(ev))
+        b, out_b = step(b_before(b, i), b_sees(ev))
         yield ev, out_a, a, out_b, b
         last_batch = next((c for c in reversed(out_a) if isinstance(c, C.RunTools)), last_batch)
 
@@ -234,17 +241,14 @@ def test_telemetry_nobody_listens_to_is_left_out_and_nothing_else(
     listens (issue #17), and a subscriber may come and go mid-session. Folded that way, the
     session decides exactly as with telemetry always on: an event folded without a listener
     loses its per-turn ``Emit``s and nothing else, and the states compare equal throughout."""
-    on, toggled = initial_state(cfg), initial_state(cfg)
-    last_batch: C.RunTools | None = None
-    for ev, listens in zip([opened, *evs], listening, strict=False):
-        if ev is ANSWER_TOOLS:
-            if last_batch is None:
-                continue
-            ev = ToolsFinished(
-                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
-            )
-        on, out_on = step(on, ev)
-        toggled, out_toggled = step(with_telemetry(toggled, listens), ev)
+    for ev, out_on, on, out_toggled, toggled in _fold_pair(
+        initial_state(cfg),
+        initial_state(cfg),
+        [opened, *evs],
+        lambda e: e,
+        lambda s, i: with_telemetry(s, listening[i]),
+    ):
+        listens = toggled.telemetry  # the flag it was stepped with: ``step`` leaves it as set
         event("listened" if listens else "nobody listened")
         assert on == toggled and _value(on) | {"telemetry": None} == _value(toggled) | {"telemetry": None}, ev
         if listens:
@@ -252,4 +256,3 @@ def test_telemetry_nobody_listens_to_is_left_out_and_nothing_else(
         else:
             kept = tuple(c for c in out_on if not (isinstance(c, C.Emit) and c.name in PER_TURN))
             assert out_toggled == kept, ev
-        last_batch = next((c for c in reversed(out_on) if isinstance(c, C.RunTools)), last_batch)
