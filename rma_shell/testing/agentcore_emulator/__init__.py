@@ -124,11 +124,12 @@ after ``n`` frames: ``drop_after`` (close the connection), ``truncate_frame_afte
 frame, then close), ``bad_crc_after`` (that frame with a corrupted message CRC, the stream then
 goes on), ``exception_frame`` (an exception frame, then the stream ends cleanly) and ``stall``
 (silence for a while, then the stream goes on; it never holds up ``close``). A cut or damaged
-stream's turn is not kept in the conversation, unless the fault says ``kept=True``: the harness
-then plays the turn to its end unseen and keeps it, as a host that outlives its client would. A stream fault
-asked for past the last frame happens at the end of the stream (truncate and bad CRC then use a
-filler event). Note that ``throttlingException`` is not a member of the ``InvokeHarness``
-stream union: botocore raises ``EventStreamError`` with an empty code for it there.
+stream's turn is not kept in the conversation, unless the fault says ``kept=True``: the
+harness then plays the turn to its end unseen and keeps it, as a host that outlives its
+client would. A stream fault asked for past the last frame happens at the end of the stream
+(truncate and bad CRC then use a filler event). Note that ``throttlingException`` is not a
+member of the ``InvokeHarness`` stream union: botocore raises ``EventStreamError`` with an
+empty code for it there.
 
 **The control plane** (botocore's ``bedrock-agentcore-control`` 2023-06-05) is served on the
 same ``base_url`` (AWS uses another host; both sign as ``bedrock-agentcore``): CreateHarness

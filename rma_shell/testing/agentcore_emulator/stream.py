@@ -82,10 +82,14 @@ class _Stream:
 
     def _abort(self) -> None:
         self._ending()
+        self._cut()
+        raise _StreamEnded
+
+    def _cut(self) -> None:
+        """The client loses the connection (no terminating chunk)."""
         self.h.close_connection = True
         with contextlib.suppress(OSError):
             self.h.connection.shutdown(socket.SHUT_RDWR)
-        raise _StreamEnded
 
     def wait(self, seconds: float) -> None:
         if self.muted:  # nobody reads the rest of this turn: it plays on at once
@@ -109,14 +113,16 @@ class _Stream:
             self.faulted = True
             self.kept = self.kept or fault.kept
             frame_bytes = data if data is not None else self.filler.encode()
-            if fault.kind == "truncate":
-                self._write(frame_bytes[: max(1, len(frame_bytes) // 2)])
             if fault.kind in ("drop", "truncate"):
+                if fault.kind == "truncate":
+                    self._write(frame_bytes[: max(1, len(frame_bytes) // 2)])
                 if not fault.kept:
                     self._abort()
-                self._cut_kept()
+                # Kept: the turn goes on to its end, unwritten, and is kept (``invoke``).
+                self._cut()
+                self.muted = True
                 return None
-            elif fault.kind == "bad_crc":
+            if fault.kind == "bad_crc":
                 self._write(frame_bytes[:-4] + bytes(b ^ 0xFF for b in frame_bytes[-4:]))
                 if data is not None:
                     self.sent += 1
@@ -127,13 +133,6 @@ class _Stream:
                 self._write(b"")
                 raise _StreamEnded
         return data
-
-    def _cut_kept(self) -> None:
-        """The client loses the stream; the turn goes on to its end, unwritten, and is kept."""
-        self.h.close_connection = True
-        with contextlib.suppress(OSError):
-            self.h.connection.shutdown(socket.SHUT_RDWR)
-        self.muted = True
 
     def send_frame(self, item: Frame) -> None:
         if self.cut is not None and self.cut.is_set():
