@@ -18,7 +18,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from properties._world import scaled
-from properties.test_session_totality import ANSWER_TOOLS, GEN, configs, events, raw_events
+from properties.test_session_totality import (
+    ANSWER_TOOLS,
+    GEN,
+    answering,
+    configs,
+    events,
+    latest_batch,
+    raw_events,
+)
 from rma.providers.scripted import ScriptedCodec
 from rma.session import commands as C
 from rma.session.events import (
@@ -26,14 +34,12 @@ from rma.session.events import (
     LiveEvent,
     Opened,
     StreamEvent,
-    ToolsFinished,
     TurnPolled,
     UpdatesWanted,
     UserMessage,
 )
 from rma.session.machine import State, initial_state, step, with_telemetry
 from rma.session.receiving import live_event_forwards
-from rma.vocabulary import ToolResult
 
 SETTINGS = settings(
     max_examples=scaled(200),
@@ -78,17 +84,14 @@ def _fold_pair(
     through ``b_before`` with the event's index first), yielding both outcomes per event;
     ``ANSWER_TOOLS`` answers ``a``'s latest tool batch."""
     last_batch: C.RunTools | None = None
-    for i, ev in enumerate(evs):
-        if ev is ANSWER_TOOLS:
-            if last_batch is None:
-                continue
-            ev = ToolsFinished(
-                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
-            )
+    for i, given_ev in enumerate(evs):
+        ev = answering(given_ev, last_batch)
+        if ev is None:
+            continue
         a, out_a = step(a, ev)
         b, out_b = step(b_before(b, i), b_sees(ev))
         yield ev, out_a, a, out_b, b
-        last_batch = next((c for c in reversed(out_a) if isinstance(c, C.RunTools)), last_batch)
+        last_batch = latest_batch(out_a, last_batch)
 
 
 @SETTINGS
@@ -197,13 +200,10 @@ def test_a_live_event_nothing_takes_after_the_turns_first_changes_only_its_telem
     plain, skipping = initial_state(cfg), initial_state(cfg)
     last_batch: C.RunTools | None = None
     skipped = 0
-    for ev in [opened, *evs]:
-        if ev is ANSWER_TOOLS:
-            if last_batch is None:
-                continue
-            ev = ToolsFinished(
-                last_batch.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
-            )
+    for given_ev in [opened, *evs]:
+        ev = answering(given_ev, last_batch)
+        if ev is None:
+            continue
         plain, out_plain = step(plain, ev)
         if isinstance(ev, LiveEvent) and skipping.live_forwarded >= 1 and not live_event_forwards(skipping):
             skipped += 1
@@ -217,7 +217,7 @@ def test_a_live_event_nothing_takes_after_the_turns_first_changes_only_its_telem
             assert out_skipping == out_plain, ev
         assert {**_value(skipping), "live_forwarded": None} == {**_value(plain), "live_forwarded": None}, ev
         assert (skipping.live_forwarded == 0) == (plain.live_forwarded == 0), ev
-        last_batch = next((c for c in reversed(out_plain) if isinstance(c, C.RunTools)), last_batch)
+        last_batch = latest_batch(out_plain, last_batch)
     event(f"skipped some: {skipped > 0}")
     if consumed != "none":
         assert skipped == 0

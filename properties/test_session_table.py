@@ -19,11 +19,10 @@ from hypothesis import strategies as st
 import properties._world as W
 from properties._world import scaled
 from properties.test_session_deliveries import stream_heavy
-from properties.test_session_totality import ANSWER_TOOLS, configs
+from properties.test_session_totality import answering, configs, latest_batch
 from rma.session import commands as C
 from rma.session import machine as M
-from rma.session.events import Event, Opened, ToolsFinished
-from rma.vocabulary import ToolResult
+from rma.session.events import Event, Opened
 
 SETTINGS = settings(
     max_examples=scaled(200),
@@ -69,13 +68,12 @@ def test_arbitrary_sequences_stay_within_the_table(cfg: Any, opened: Opened, evs
     s = M.initial_state(cfg)
     last: C.RunTools | None = None
     with recorded() as seen:
-        for ev in [opened, *evs]:
-            if ev is ANSWER_TOOLS:
-                if last is None:
-                    continue
-                ev = ToolsFinished(last.batch, [ToolResult(u.id, f"r{i}") for i, u in enumerate(last.uses)])
+        for given_ev in [opened, *evs]:
+            ev = answering(given_ev, last)
+            if ev is None:
+                continue
             s, out = M.step(s, ev)
-            last = next((c for c in reversed(out) if isinstance(c, C.RunTools)), last)
+            last = latest_batch(out, last)
     check(seen)
 
 

@@ -9,6 +9,8 @@ the JSONL log, and that a sync session is silent after its one result.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -49,6 +51,22 @@ SETTINGS = settings(
 
 ANSWER_TOOLS = UserMessage("<answer the last RunTools>")
 """Placeholder resolved at feed time into the ToolsFinished the last RunTools asked for."""
+
+
+def answering(ev: Event, last_batch: C.RunTools | None) -> Event | None:
+    """``ev`` as fed: ``ANSWER_TOOLS`` becomes one result per use of ``last_batch`` (None while
+    no batch was asked for: skip it), any other event stays itself."""
+    if ev is not ANSWER_TOOLS:
+        return ev
+    if last_batch is None:
+        return None
+    return ToolsFinished(last_batch.batch, [ToolResult(u.id, f"r{n}") for n, u in enumerate(last_batch.uses)])
+
+
+def latest_batch(out: Sequence[C.Command], last_batch: C.RunTools | None) -> C.RunTools | None:
+    """The tool batch the commands ``out`` ask for last, else ``last_batch``."""
+    return next((c for c in reversed(out) if isinstance(c, C.RunTools)), last_batch)
+
 
 KNOWN_BUG_RECOVERY_RAISES_ON_UNHASHABLE_IDS = False
 """S-52 recovery (``ScriptedCodec.pending_tool_uses``, not guarded by the machine) raises
@@ -198,12 +216,10 @@ def test_step_is_total_pure_and_replayable_for_any_event_sequence(
     state = initial_state(cfg)
     finished = False
     last_batch: C.RunTools | None = None
-    for ev in evs:
-        if ev is ANSWER_TOOLS:
-            if last_batch is None:
-                continue
-            results = [ToolResult(u.id, f"r{i}") for i, u in enumerate(last_batch.uses)]
-            ev = ToolsFinished(last_batch.batch, results)
+    for given_ev in evs:
+        ev = answering(given_ev, last_batch)
+        if ev is None:
+            continue
         try:
             after, out = step(state, ev)
         except Exception as exc:  # invariant 7
@@ -212,7 +228,7 @@ def test_step_is_total_pure_and_replayable_for_any_event_sequence(
             ) from exc
         if finished and out:  # invariant 5: a sync session is silent after its result
             raise Violation(f"sync session emitted {out!r} after its Finish")
-        last_batch = next((c for c in reversed(out) if isinstance(c, C.RunTools)), last_batch)
+        last_batch = latest_batch(out, last_batch)
         finishes = [c for c in out if isinstance(c, C.Finish)]
         if not cfg.live and finishes:
             if len(finishes) > 1 or out[-1] is not finishes[0] or not finishes[0].final:
