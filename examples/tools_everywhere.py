@@ -1,37 +1,37 @@
-"""Typed tools, an MCP server and a typed answer — one toolbox, one handler, three hosts.
+"""Typed tools, an MCP server and a typed answer — one agent, three hosts, one line apart.
 
-The same ``Toolbox`` (a typed Python function and the tools of an MCP server spawned over
-stdio) and the same ``output_type`` run on Local, Bedrock AgentCore and Claude Managed Agents,
-here against the bundled loopback emulators, under ``asyncio.run``. Each host's scripted model
-first sends arguments that do not validate (they never reach the function), then good ones,
-then its typed final answer:
+One ``Agent`` (a typed Python function, the tools of an MCP server spawned over stdio, and an
+``output_type``) runs on Local, Bedrock AgentCore and Claude Managed Agents, here against the
+bundled loopback emulators, under ``asyncio.run``. The agent declares itself to each host: the
+request's tools on Local, the harness's per-invoke overrides (and a fresh runtime session id)
+on AgentCore, a provisioned agent and environment on Claude. Each host's scripted model first
+sends arguments that do not validate (they never reach the function), then good ones, then its
+typed final answer:
 
     python examples/tools_everywhere.py            # needs the tools and mcp extras
 
-Point the providers at real hosts (``base_url=``/``api_key=``, ``harness_arn=``, ``agent=``) to
-use real models.
+Point the hosts at real endpoints (see ``emulators``) to use real models.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pydantic
 
-from rma.provisioning import AgentSpec, EnvironmentSpec
-from rma_shell import run_or_raise, unwrap
+from rma_shell import Agent
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
-from rma_shell.provisioning import provision
-from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
-from rma_shell.tools import Toolbox, output_tool, tool
+from rma_shell.tools import tool
 from rma_shell.tools.mcp import MCPServer
 
 
@@ -77,11 +77,6 @@ def mcp_server_main() -> None:
     app.run("stdio")
 
 
-def toolbox() -> Toolbox:
-    billing = MCPServer.stdio(sys.executable, [__file__, "--mcp-server"], name="billing")
-    return Toolbox(lookup_customer, billing)
-
-
 # What each scripted model does: a bad call, two good ones, the typed answer, a last word.
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("lookup_customer", {"email": 7}),
@@ -92,66 +87,56 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 PROMPT = "What plan is ada@example.com on, and what did we invoice in 3 months?"
 
 
-async def on_local(tools: Toolbox) -> Answer:
-    turns: list[Any] = [
-        {"tool_calls": [{"id": f"c{i}", "name": n, "arguments": a}]} for i, (n, a) in enumerate(CALLS)
-    ]
-    with OpenAIEmulator([*turns, {"content": "Done."}]) as emu:
-        provider = Local(base_url=emu.base_url, model="qwen3:8b", tools=tools.tools())
-        result = await run_or_raise(provider, handler=tools, prompt=PROMPT, output_type=Answer)
-        await provider.close()
-    return result.output
-
-
-async def on_agentcore(tools: Toolbox) -> Answer:
-    script = [ace.tool_turn((n, a, f"tooluse_{i}")) for i, (n, a) in enumerate(CALLS)]
-    with AgentCoreEmulator([*script, ace.text_turn("Done.")]) as emu:
-        provider = BedrockAgentCore(
-            harness_arn=emu.harness_arn,
-            data_url=emu.base_url,
-            control_url=emu.base_url,
-            env=emu.credentials_env(),
-            tools=tools.tools(),
-        )
-        result = await run_or_raise(
-            provider,
-            handler=tools,
-            prompt=PROMPT,
-            output_type=Answer,
-            runtime_session_id="rma-example-0123456789abcdef0123456789",
-        )
-        await provider.close()
-    return result.output
-
-
-async def on_claude(tools: Toolbox) -> Answer:
-    script = [*(cma.tool_turn((n, a)) for n, a in CALLS), cma.text_turn("Done.")]
-    with CMAEmulator(script, api_key="sk-ant-example") as emu:
-        provider = ClaudeManagedAgents(api_key="sk-ant-example", base_url=emu.base_url, env={})
-        # A Claude agent's tools live on Anthropic's side: the toolbox's declarations and the
-        # answer's tool become the agent's custom tools.
-        agent = unwrap(
-            AgentSpec.create(
-                "support_bot",
-                system_prompt="Answer billing questions.",
-                model_config="claude-sonnet-4-6",
-                tools=[*tools.tools(), output_tool(Answer)],
-            )
-        )
-        environment = unwrap(EnvironmentSpec.create("sandbox"))
-        handles = unwrap(await provision(provider, agent, environment, store=MemoryStore()))
-        result = await run_or_raise(
-            provider, handler=tools, prompt=PROMPT, output_type=Answer, agent=handles, environment=handles
-        )
-        await provider.close()
-    return result.output
+def agent() -> Agent:
+    """The agent, configured once: nothing in it names a host."""
+    billing = MCPServer.stdio(sys.executable, [__file__, "--mcp-server"], name="billing")
+    return Agent(
+        name="support_bot",
+        instructions="Answer billing questions.",
+        tools=[lookup_customer, billing],
+        output_type=Answer,
+    )
 
 
 async def main() -> None:
-    async with toolbox() as tools:  # spawns the MCP server; stopped (no orphan) on the way out
-        for host, on_host in (("local", on_local), ("agentcore", on_agentcore), ("claude", on_claude)):
-            answer = await on_host(tools)
-            print(f"{host}: {answer.email} is on {answer.plan.value}, invoiced {answer.invoice_total:g}")
+    async with agent() as support:  # starts the MCP server once for every run; stopped on the way out
+        with emulators() as (local, agentcore, claude):
+            for name, host in (("local", local), ("agentcore", agentcore), ("claude", claude)):
+                result = await support.run_or_raise(PROMPT, host=host)  # the one line that differs
+                answer: Answer = result.output
+                print(f"{name}: {answer.email} is on {answer.plan.value}, invoiced {answer.invoice_total:g}")
+                await host.close()
+
+
+@contextlib.contextmanager
+def emulators() -> Iterator[tuple[Local, BedrockAgentCore, ClaudeManagedAgents]]:
+    """The three hosts, each a bundled loopback emulator playing the same scripted model.
+
+    Against real hosts these are ``Local(base_url=..., model="qwen3:8b")``,
+    ``BedrockAgentCore(harness_arn=...)`` and ``ClaudeManagedAgents(model="claude-sonnet-4-6")``
+    (credentials from the environment)."""
+    local_turns: list[Any] = [
+        {"tool_calls": [{"id": f"c{i}", "name": n, "arguments": a}]} for i, (n, a) in enumerate(CALLS)
+    ]
+    agentcore_turns = [ace.tool_turn((n, a, f"tooluse_{i}")) for i, (n, a) in enumerate(CALLS)]
+    claude_turns = [cma.tool_turn((n, a)) for n, a in CALLS]
+    with (
+        OpenAIEmulator([*local_turns, {"content": "Done."}]) as openai_emu,
+        AgentCoreEmulator([*agentcore_turns, ace.text_turn("Done.")]) as agentcore_emu,
+        CMAEmulator([*claude_turns, cma.text_turn("Done.")], api_key="sk-ant-example") as claude_emu,
+    ):
+        yield (
+            Local(base_url=openai_emu.base_url, model="qwen3:8b"),
+            BedrockAgentCore(
+                harness_arn=agentcore_emu.harness_arn,
+                data_url=agentcore_emu.base_url,
+                control_url=agentcore_emu.base_url,
+                env=agentcore_emu.credentials_env(),
+            ),
+            ClaudeManagedAgents(
+                api_key="sk-ant-example", base_url=claude_emu.base_url, env={}, model="claude-sonnet-4-6"
+            ),
+        )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""rma_shell — run agent sessions on anyio (trio or asyncio): ``run``, ``run_or_raise``, ``open_session``,
-providers, telemetry.
+"""rma_shell — run agent sessions on anyio (trio or asyncio): ``Agent`` (configure once, run on
+any host), the functional ``run``, ``run_or_raise``, ``open_session``, providers, telemetry.
 
 The loop's decisions live in the pure core (``rma``); this package performs the I/O.
 """
@@ -20,8 +20,11 @@ from rma_shell.journal.store import JournalStore, MemoryJournal, SQLiteJournal
 from rma_shell.telemetry import Telemetry, attach, detach
 from rma_shell.updates import UpdateStream
 
+from rma_shell.agent import Agent, RunFinished  # isort: skip
+
 __all__ = [
     "CONTINUE",
+    "Agent",
     "AttemptDiscarded",
     "AwaitingApproval",
     "Budget",
@@ -39,6 +42,7 @@ __all__ = [
     "PendingApproval",
     "Provider",
     "Result",
+    "RunFinished",
     "SQLiteJournal",
     "SessionError",
     "SessionFailed",

@@ -9,10 +9,11 @@ What this is not: the driver itself, nor the core's rules (``rma.session``).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -65,6 +66,23 @@ issue #13), so ``except SessionError`` covers it; ``except SessionFailed`` keeps
 
 DEFAULT_MAX_TOOL_RESULT_CHARS = DEFAULT_MAX_RESULT_CHARS
 """The default ``max_tool_result_chars`` of a run: the handler's one cap (100,000 characters)."""
+
+
+_ON_DRIVER: contextvars.ContextVar[Callable[[_Driver[Any]], None] | None] = contextvars.ContextVar(
+    "rma_on_driver", default=None
+)
+
+
+@contextmanager
+def on_next_driver(hook: Callable[[_Driver[Any]], None]) -> Iterator[None]:
+    """Within the block, the next ``run`` started in this context calls ``hook`` with its driver
+    before the session opens (``Agent.stream`` subscribes to its updates there). Taken once:
+    a run started by a tool of that run does not see it."""
+    token = _ON_DRIVER.set(hook)
+    try:
+        yield
+    finally:
+        _ON_DRIVER.reset(token)
 
 
 def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:
@@ -321,6 +339,10 @@ async def run(
     if isinstance(prepared, Failure):
         return Failure(prepared.failure())
     driver = prepared.unwrap()
+    hook = _ON_DRIVER.get()
+    if hook is not None:
+        _ON_DRIVER.set(None)  # this run's own: the tasks it spawns copy the context from here
+        hook(driver)
     ended: Outcome_ | None = None
     stopped: str | None = None
     try:

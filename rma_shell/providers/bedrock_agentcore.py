@@ -228,6 +228,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         self.backoff_cap_s = backoff_cap_s
         self._http_client = http_client
         self._client = client
+        self._injected = client is not None
         self._rand = rand
         self._sleep = sleep
 
@@ -479,8 +480,11 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
 
     async def close(self) -> None:
         """Close the client this provider built (providers are reusable across runs)."""
-        if self._client is not None:
-            await self._client.aclose()
+        client = self._client
+        if client is not None:
+            if not self._injected:
+                self._client = None  # built again on next use: its connections belong to one loop
+            await client.aclose()
 
     # -- turns ---------------------------------------------------------------------------
 

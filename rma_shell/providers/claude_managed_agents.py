@@ -96,6 +96,9 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     not confirm (S-73). The client's ``max_retries`` (default 2), ``http_client`` and, for
     tests, ``sleep``/``rand``/``clock``/``read_file`` are passed to ``CMAClient``.
 
+    ``model`` is what an ``rma_shell.Agent`` run here provisions its agent with, unless the
+    ``Agent`` names a model itself.
+
     Per run (``run_options``): the agent and environment as above, and for a fresh session
     its ``title``, ``session_metadata`` (merged over ``metadata``) and ``resources``.
     ``session_id=`` reattaches instead; then those three cannot apply and are refused.
@@ -130,6 +133,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         title: str | None = None,
         metadata: Mapping[str, str] | None = None,
         resources: Sequence[Mapping[str, Any]] | None = None,
+        model: str | Mapping[str, Any] | None = None,
         stream_idle_timeout_s: float = 1800.0,
         cleanup_timeout_s: float = 5.0,
         client: CMAClient | None = None,
@@ -176,6 +180,9 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self.title = title
         self.metadata = dict(metadata or {})
         self.resources = list(resources or [])
+        self.model = model
+        """The model an ``Agent`` provisions its Claude agent with when it names none itself
+        (a run on an existing agent uses that agent's model)."""
         self.stream_idle_timeout_s = stream_idle_timeout_s
         self.cleanup_timeout_s = cleanup_timeout_s
 
@@ -404,8 +411,11 @@ class ClaudeManagedAgents(Provider[CMAConn]):
 
     async def close(self) -> None:
         """Close the client this provider built (providers are reusable across runs)."""
-        if self._client is not None:
-            await self._client.aclose()
+        client = self._client
+        if client is not None:
+            if not self._injected:
+                self._client = None  # built again on next use: its connections belong to one loop
+            await client.aclose()
 
     # ── turns ──
 

@@ -128,6 +128,13 @@ class Toolbox:
             specs.extend(source.tools())
         return specs
 
+    def parts(self) -> tuple[tuple[FunctionTool | ToolSource, ...], frozenset[str], frozenset[str]]:
+        """What the toolbox was built from: its functions and sources (in order), and the names
+        given as ``require_approval`` and ``at_most_once`` — so another toolbox (an ``Agent``'s)
+        can hold the same tools."""
+        items: tuple[FunctionTool | ToolSource, ...] = (*self._functions.values(), *self._sources)
+        return items, self._approval_names, self._once_names
+
     def names(self) -> list[str]:
         return [spec.name for spec in self.tools()]
 

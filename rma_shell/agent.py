@@ -1,0 +1,595 @@
+"""``Agent``: an agent configured once — instructions, tools, typed output, limits, durability —
+and run on any host by naming the host.
+
+    agent = Agent(instructions="You are a support agent.", tools=[lookup_customer], host=Local(...))
+    result = agent.run_sync("Who is ada@example.com?")          # or: await agent.run(...)
+
+The agent declares its instructions and tools to each host itself:
+
+- **Local**: directly, as the run's agent spec (the OpenAI-compatible request carries them).
+- **Claude Managed Agents**: through content-addressed provisioning (``rma_shell.provisioning``):
+  the same spec is the same agent and environment, reused across runs, and across processes by
+  adopting the one the host already lists — never a duplicate.
+- **Bedrock AgentCore**: as the harness's per-invoke overrides (system prompt, tools, model),
+  with a fresh valid runtime session id per run unless one is given.
+
+Every run goes through the one session entry point (``rma_shell.session.run``/``open_session``,
+``rma_shell.journal.resuming.resume``), so its options are checked exactly as there; a misspelled
+option is an ``InvalidOpts`` naming it. What this is not: a second session loop, or a place for
+host wire details (each provider owns those).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import attrs
+from returns.result import Failure, Result, Success
+
+from rma.errors import InvalidOpts, SessionError
+from rma.journal import PendingApproval
+from rma.live import LiveUpdate
+from rma.session.option_checks import check_names
+from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REPROMPTS, DEFAULT_MAX_TURNS
+from rma.vocabulary import JSON, Budget, SessionResult
+from rma_shell.options import refuses_unknown_options
+from rma_shell.providers.base import Provider
+from rma_shell.session import DEFAULT_MAX_TOOL_RESULT_CHARS, LiveSession, on_next_driver, open_session, run
+from rma_shell.telemetry import Telemetry
+
+RUN_OVERRIDES = frozenset(
+    {"host", "context", "session_id", "journal_key", "max_turns", "timeout", "budget", "metadata", "record"}
+)
+"""What one run may change of an agent (besides its host's own per-run options, such as
+``runtime_session_id=`` on AgentCore or ``model_config=`` on Local)."""
+
+LIVE_OVERRIDES = RUN_OVERRIDES - {"timeout"}
+"""What a live session may change (a live session has no overall deadline)."""
+
+_UNSET: Any = object()
+
+
+@attrs.frozen
+class RunFinished:
+    """The last item of ``Agent.stream``: the run's one result, as ``Agent.run`` returns it."""
+
+    result: Result[SessionResult, SessionError]
+
+
+class Agent:
+    """An agent configured once and run on any host. See the module docstring.
+
+    Args:
+        host: where the loop runs (``Local``, ``ClaudeManagedAgents``, ``BedrockAgentCore``);
+            may be left out here and given per run (``agent.run(prompt, host=...)``).
+        name: the agent's name (the base of its provisioned name on managed hosts).
+        instructions: the system prompt.
+        model: the model on every host (a Local model id, a Claude model, a Bedrock model id
+            or a harness model mapping); None: each host's own (``Local(model=)``,
+            ``ClaudeManagedAgents(model=)``, the harness's configured model).
+        tools: typed functions (``@tool`` or plain), tool sources (MCP servers), toolboxes,
+            and hand-written tool declarations (mappings) answered by ``handler``.
+        handler: a raw handler (``handle_tool_call``, or a callable of 3–4 arguments) for the
+            declared mappings in ``tools``; it may not be mixed with functions or sources.
+        output_type: a type the run's answer is validated into (``result.output``).
+        environment: the Claude environment spec (default: a cloud sandbox).
+        store: where Claude provisioning remembers what it made (default: one in-memory store
+            per host; a new process adopts what the host already lists).
+        require_approval, at_most_once: tool names whose calls wait for a person / never run
+            twice (with ``journal``).
+        The rest are ``run``'s options of the same names (docs/options.md).
+    """
+
+    @refuses_unknown_options
+    def __init__(
+        self,
+        *,
+        host: Provider[Any] | None = None,
+        name: str = "agent",
+        instructions: str | None = None,
+        model: str | Mapping[str, Any] | None = None,
+        tools: Sequence[object] = (),
+        handler: object = None,
+        output_type: Any = None,
+        environment: Any = None,
+        store: Any = None,
+        context: object = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        timeout: float | None = _UNSET,
+        turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
+        require_terminal_tool: bool = False,
+        terminal_tool: str | None = None,
+        max_reprompts: int = DEFAULT_MAX_REPROMPTS,
+        outcome: Any = None,
+        budget: Budget | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, JSON] | None = None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        tool_timeout: float | None = None,
+        max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+        require_approval: Collection[str] = (),
+        at_most_once: Collection[str] = (),
+        journal: Any = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise _invalid("name", f"must be a non-empty string, got {name!r}")
+        if instructions is not None and not isinstance(instructions, str):
+            raise _invalid("instructions", f"must be a string or None, got {type(instructions).__name__}")
+        if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
+            raise _invalid("tools", f"must be a list of tools, got {type(tools).__name__}")
+        if host is not None and getattr(host, "codec", None) is None:
+            raise _invalid(
+                "host", f"{type(host).__name__} is not an rma host (Local, ClaudeManagedAgents, …)"
+            )
+        for option, names in (("require_approval", require_approval), ("at_most_once", at_most_once)):
+            if isinstance(names, str):
+                raise _invalid(option, "takes a collection of tool names, not a str")
+        self.host = host
+        self.name = name
+        self.instructions = instructions
+        self.model = model
+        self.output_type = output_type
+        self.environment = environment
+        self.journal = journal
+        self._tools = _Tools.of(
+            tools, handler, frozenset(require_approval), frozenset(at_most_once)
+        )  # raises InvalidOptions for a shape it cannot take
+        self._store = store
+        self._stores: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._options: dict[str, Any] = {
+            "context": context,
+            "max_turns": max_turns,
+            "turn_guard": turn_guard,
+            "require_terminal_tool": require_terminal_tool,
+            "terminal_tool": terminal_tool,
+            "max_reprompts": max_reprompts,
+            "outcome": outcome,
+            "budget": budget,
+            "telemetry_metadata": metadata,
+            "max_concurrency": max_concurrency,
+            "tool_timeout": tool_timeout,
+            "max_tool_result_chars": max_tool_result_chars,
+            "telemetry": telemetry,
+            "output_type": output_type,
+        }
+        if timeout is not _UNSET:
+            self._options["timeout"] = timeout
+        self._entered: AsyncExitStack | None = None
+
+    def __repr__(self) -> str:
+        host = type(self.host).__name__ if self.host is not None else None
+        return f"Agent(name={self.name!r}, host={host}, tools={self._tools.names()!r})"
+
+    # ── lifecycle: tool sources (MCP servers) start once for many runs inside ``async with`` ──
+
+    async def __aenter__(self) -> Agent:
+        if self._entered is not None:
+            raise RuntimeError("this Agent is already entered")
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            await self._tools.start(stack)
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._entered = stack
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        stack, self._entered = self._entered, None
+        if stack is not None:
+            await stack.aclose()
+
+    # ── runs ──
+
+    async def run(self, prompt: str | None = None, **overrides: Any) -> Result[SessionResult, SessionError]:
+        """Run a session to its end and return its one result (``Success``/``Failure``), as
+        ``rma_shell.run`` does. ``overrides``: any of ``RUN_OVERRIDES`` and the host's per-run
+        options; anything else is ``Failure(InvalidOpts)`` naming it."""
+        async with self._prepared(prompt, overrides, live=False) as prepared:
+            if isinstance(prepared, Failure):
+                return Failure(prepared.failure())
+            host, kwargs = prepared.unwrap()
+            return await run(host, **kwargs)
+
+    async def run_or_raise(self, prompt: str | None = None, **overrides: Any) -> SessionResult:
+        """``run``, raising the ``SessionError`` (an exception) instead of returning a ``Failure``."""
+        outcome = await self.run(prompt, **overrides)
+        if isinstance(outcome, Failure):
+            raise outcome.failure().with_traceback(None)
+        return outcome.unwrap()
+
+    def run_sync(self, prompt: str | None = None, **overrides: Any) -> Result[SessionResult, SessionError]:
+        """``run`` from synchronous code: a script, a notebook cell, a thread of a sync server.
+
+        Runs its own event loop (asyncio) for the call and closes the host's connections at the
+        end, so the next call starts clean. Inside a running event loop it raises
+        ``RuntimeError`` (await ``agent.run`` there instead).
+        """
+        _refuse_in_loop("run_sync", "run")
+
+        async def main() -> Result[SessionResult, SessionError]:
+            hosts = {id(h): h for h in (overrides.get("host"), self.host) if h is not None}
+            try:
+                return await self.run(prompt, **overrides)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    for h in hosts.values():  # its clients belong to this call's loop
+                        close = getattr(h, "close", None)
+                        if close is not None:
+                            await close()
+
+        return anyio.run(main, backend="asyncio")
+
+    def run_sync_or_raise(self, prompt: str | None = None, **overrides: Any) -> SessionResult:
+        """``run_sync``, raising the ``SessionError`` instead of returning a ``Failure``."""
+        outcome = self.run_sync(prompt, **overrides)
+        if isinstance(outcome, Failure):
+            raise outcome.failure().with_traceback(None)
+        return outcome.unwrap()
+
+    @asynccontextmanager
+    async def stream(
+        self, prompt: str | None = None, **overrides: Any
+    ) -> AsyncIterator[AsyncIterator[LiveUpdate | RunFinished]]:
+        """Run a session and read its live updates as they happen (``rma.live``: text deltas,
+        tool calls started and finished, turns, discarded attempts), then a ``RunFinished``
+        with the run's result, which ends the iteration::
+
+            async with agent.stream("Who is ada@example.com?") as updates:
+                async for update in updates:
+                    match update:
+                        case TextDelta(text=text): print(text, end="")
+                        case RunFinished(result=result): ...
+
+        Leaving the block early cancels the run (its host is stopped, as for a cancelled run).
+        """
+        finished = anyio.Event()
+        subscribed = anyio.Event()
+        box: dict[str, Any] = {}
+
+        def attach(driver: Any) -> None:
+            box["updates"] = driver.updates.subscribe()
+            subscribed.set()
+
+        async def go() -> None:
+            try:
+                with on_next_driver(attach):
+                    box["result"] = await self.run(prompt, **overrides)
+            finally:
+                subscribed.set()
+                finished.set()
+
+        async def relay() -> AsyncIterator[LiveUpdate | RunFinished]:
+            await subscribed.wait()
+            updates = box.get("updates")
+            if updates is not None:
+                async with updates:
+                    async for update in updates:
+                        yield update
+            await finished.wait()
+            if "result" in box:
+                yield RunFinished(box["result"])
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(go)
+            iterator = relay()
+            try:
+                yield iterator
+            finally:
+                await iterator.aclose()  # type: ignore[attr-defined]
+                if not finished.is_set():
+                    group.cancel_scope.cancel()
+
+    @asynccontextmanager
+    async def session(self, prompt: str | None = None, **overrides: Any) -> AsyncIterator[LiveSession]:
+        """A live session (``open_session``): follow-ups with ``message``, one result per
+        request, live updates. Raises the ``SessionError`` when it cannot start."""
+        async with self._prepared(prompt, overrides, live=True) as prepared:
+            if isinstance(prepared, Failure):
+                raise prepared.failure().with_traceback(None)
+            host, kwargs = prepared.unwrap()
+            async with open_session(host, **kwargs) as live:
+                yield live
+
+    # ── durable sessions: resume and approvals (needs ``journal=``) ──
+
+    async def resume(
+        self, journal_key: str, *, host: Provider[Any] | None = None, timeout: float | None = _UNSET
+    ) -> Result[SessionResult, SessionError]:
+        """Carry on the run journaled under ``journal_key`` (after a crash, or once its
+        approvals are decided) and return its one result, without running a journaled tool
+        again (``rma_shell.resume``)."""
+        from rma_shell.journal.resuming import resume
+
+        journal = self._journal("resume")
+        if isinstance(journal, Failure):
+            return Failure(journal.failure())
+        chosen = self._host(host)
+        if isinstance(chosen, Failure):
+            return Failure(chosen.failure())
+        kwargs = {k: self._options[k] for k in _RESUME_OPTIONS if k in self._options}
+        if timeout is not _UNSET:
+            kwargs["timeout"] = timeout
+        async with AsyncExitStack() as stack:
+            handler, _ = await self._tools.handler(stack, self._entered is not None)
+            return await resume(
+                journal.unwrap(), journal_key, provider=chosen.unwrap(), handler=handler, **kwargs
+            )
+
+    def pending_approvals(self, journal_key: str) -> Result[tuple[PendingApproval, ...], SessionError]:
+        """The calls of ``journal_key`` that wait for a person's decision."""
+        from rma_shell.journal.resuming import pending_approvals
+
+        journal = self._journal("pending_approvals")
+        if isinstance(journal, Failure):
+            return Failure(journal.failure())
+        return pending_approvals(journal.unwrap(), journal_key)
+
+    def approve(
+        self, journal_key: str, tool_use_id: str, decision: str, reason: str | None = None
+    ) -> Result[None, SessionError]:
+        """Decide a waiting call (``"allow"`` or ``"deny"``); ``resume`` then carries on."""
+        from rma_shell.journal.resuming import approve
+
+        journal = self._journal("approve")
+        if isinstance(journal, Failure):
+            return Failure(journal.failure())
+        return approve(journal.unwrap(), journal_key, tool_use_id, decision, reason)  # type: ignore[arg-type]
+
+    # ── what a run is made of ──
+
+    def _journal(self, what: str) -> Result[Any, SessionError]:
+        if self.journal is None:
+            return Failure(InvalidOpts("journal", f"{what} needs an agent with journal= (docs/durable.md)"))
+        return Success(self.journal)
+
+    def _host(self, given: Provider[Any] | None) -> Result[Provider[Any], SessionError]:
+        host = given if given is not None else self.host
+        if host is None:
+            return Failure(InvalidOpts("host", "no host: give Agent(host=...) or run(..., host=...)"))
+        if getattr(host, "codec", None) is None:
+            return Failure(InvalidOpts("host", f"{type(host).__name__} is not an rma host"))
+        return Success(host)
+
+    @asynccontextmanager
+    async def _prepared(
+        self, prompt: str | None, overrides: Mapping[str, Any], *, live: bool
+    ) -> AsyncIterator[Result[tuple[Provider[Any], dict[str, Any]], SessionError]]:
+        """The host and ``run``'s keyword arguments for one run, with the tools started for
+        its length (unless the agent is entered), or why the run cannot start."""
+        host = self._host(overrides.get("host"))
+        if isinstance(host, Failure):
+            yield Failure(host.failure())
+            return
+        chosen = host.unwrap()
+        own = LIVE_OVERRIDES if live else RUN_OVERRIDES
+        accepted = own | frozenset(getattr(chosen, "run_options", ()))
+        named = check_names(
+            overrides, accepted, where=f"Agent.{'session' if live else 'run'}() with {type(chosen).__name__}"
+        )
+        if isinstance(named, Failure):
+            yield Failure(named.failure())
+            return
+        kwargs = {k: v for k, v in self._options.items() if not (live and k == "timeout")}
+        for key, value in overrides.items():
+            if key != "host":
+                kwargs["telemetry_metadata" if key == "metadata" else key] = value
+        if self.journal is not None:
+            kwargs["journal"] = self.journal
+        async with AsyncExitStack() as stack:
+            try:
+                handler, declared = await self._tools.handler(stack, self._entered is not None)
+            except Exception as exc:  # a tool source that could not start (an MCP server)
+                yield Failure(_crashed(exc))
+                return
+            kwargs["handler"] = handler
+            kwargs["prompt"] = prompt
+            placed = await self._declare(chosen, declared, kwargs)
+            yield placed.map(lambda extra: (chosen, {**kwargs, **extra}))
+
+    async def _declare(
+        self, host: Provider[Any], declared: list[Any], kwargs: Mapping[str, Any]
+    ) -> Result[dict[str, Any], SessionError]:
+        """What tells ``host`` this agent's instructions, tools and model (see the module doc)."""
+        from rma.provisioning import AgentSpec
+        from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
+        from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+
+        if isinstance(host, BedrockAgentCore):
+            extra: dict[str, Any] = {}
+            if self.instructions is not None and "system_prompt" not in kwargs:
+                extra["system_prompt"] = self.instructions
+            if declared and "tools" not in kwargs:
+                extra["tools"] = declared
+            if self.model is not None and "model" not in kwargs:
+                own = self.model
+                extra["model"] = {"bedrockModelConfig": {"modelId": own}} if isinstance(own, str) else own
+            if kwargs.get("session_id") is None and kwargs.get("runtime_session_id") is None:
+                extra["runtime_session_id"] = new_runtime_session_id()
+            return Success(extra)
+        model: Any = self.model if self.model is not None else getattr(host, "model", None)
+        if isinstance(host, ClaudeManagedAgents):
+            if kwargs.get("session_id") is not None or kwargs.get("agent") or kwargs.get("agent_id"):
+                return Success({})  # a reattach, or the caller's own agent: nothing to declare
+            if model is None:
+                return Failure(
+                    InvalidOpts(
+                        "model", "a Claude agent needs a model: Agent(model=) or ClaudeManagedAgents(model=)"
+                    )
+                )
+            tools = list(declared)
+            if self.output_type is not None:
+                from rma_shell.tools.output import output_tool
+
+                tools.append(output_tool(self.output_type))
+            spec = AgentSpec.create(
+                self.name, system_prompt=self.instructions, tools=tools, model_config=model
+            )
+            if isinstance(spec, Failure):
+                return Failure(spec.failure())
+            from rma_shell.provisioning import provision
+
+            handles = await provision(host, spec.unwrap(), self.environment, store=self._store_for(host))
+            if isinstance(handles, Failure):
+                return Failure(handles.failure())
+            return Success({"agent": handles.unwrap(), "environment": handles.unwrap()})
+        if "agent" in kwargs:
+            return Success({})
+        spec = AgentSpec.create(
+            self.name,
+            system_prompt=self.instructions,
+            tools=declared,
+            model_config=model if isinstance(model, str | Mapping) else None,
+        )
+        if isinstance(spec, Failure):
+            return Failure(spec.failure())
+        return Success({"agent": spec.unwrap()})
+
+    def _store_for(self, host: object) -> Any:
+        if self._store is not None:
+            return self._store
+        # One store per host object, not the process-wide default: two hosts may be two
+        # accounts, and an id remembered for one is not valid on the other.
+        from rma_shell.stores import MemoryStore
+
+        store = self._stores.get(host)
+        if store is None:
+            store = self._stores[host] = MemoryStore()
+        return store
+
+
+_RESUME_OPTIONS = (
+    "context",
+    "turn_guard",
+    "timeout",
+    "max_concurrency",
+    "telemetry",
+    "output_type",
+    "tool_timeout",
+    "max_tool_result_chars",
+)
+
+
+@attrs.define
+class _Tools:
+    """An agent's tools: a toolbox of its functions and sources, or a raw handler with its
+    declarations. Started per run, or once while the agent is entered."""
+
+    functions: tuple[object, ...]
+    declarations: tuple[object, ...]
+    raw: object
+    require_approval: frozenset[str]
+    at_most_once: frozenset[str]
+    box: Any = None
+
+    @classmethod
+    def of(
+        cls, tools: Sequence[object], raw: object, approval: frozenset[str], once: frozenset[str]
+    ) -> _Tools:
+        functions: list[object] = []
+        declarations: list[object] = []
+        for item in tools:
+            parts = _toolbox_parts(item)
+            if parts is not None:
+                functions.extend(parts[0])
+                approval, once = approval | parts[1], once | parts[2]
+            elif isinstance(item, Mapping) or _is_declaration(item):
+                declarations.append(item)
+            elif callable(item) or _is_source(item):
+                functions.append(item)
+            else:
+                raise _invalid("tools", f"cannot use a {type(item).__name__} as a tool")
+        if declarations and raw is None:
+            raise _invalid("handler", "declared tools (mappings) need handler= to answer them")
+        if raw is not None and functions:
+            raise _invalid(
+                "handler",
+                "a raw handler answers declared tools only; put functions and MCP servers in tools= "
+                "and answer the rest from one of them",
+            )
+        if raw is not None and not (callable(raw) or callable(getattr(raw, "handle_tool_call", None))):
+            raise _invalid("handler", f"{type(raw).__name__} has no handle_tool_call and is not callable")
+        return cls(tuple(functions), tuple(declarations), raw, approval, once)
+
+    def names(self) -> list[str]:
+        names = [str(getattr(f, "name", None) or getattr(f, "__name__", "?")) for f in self.functions]
+        return [*names, *(_declared_name(d) for d in self.declarations)]
+
+    async def start(self, stack: AsyncExitStack) -> None:
+        if self.raw is None:
+            self.box = await stack.enter_async_context(self._toolbox())
+
+    async def handler(self, stack: AsyncExitStack, entered: bool) -> tuple[object, list[Any]]:
+        """The run's handler and the tool declarations it answers."""
+        if self.raw is not None:
+            return self.raw, list(self.declarations)
+        # While the agent is entered its toolbox serves every run; otherwise each run starts
+        # (and stops) its own, so concurrent runs never share a half-started one.
+        box = (
+            self.box if entered and self.box is not None else await stack.enter_async_context(self._toolbox())
+        )
+        return box, list(box.tools())
+
+    def _toolbox(self) -> Any:
+        from rma_shell.tools.toolbox import Toolbox
+
+        # No cap or timeout of its own: the run applies the agent's once (tool_timeout,
+        # max_tool_result_chars), so a result is never cut twice.
+        return Toolbox(
+            *self.functions,  # type: ignore[arg-type]
+            timeout=None,
+            max_result_chars=None,
+            require_approval=self.require_approval,
+            at_most_once=self.at_most_once,
+        )
+
+
+def _toolbox_parts(item: object) -> tuple[tuple[object, ...], frozenset[str], frozenset[str]] | None:
+    parts = getattr(item, "parts", None)
+    if type(item).__name__ != "Toolbox" or not callable(parts):
+        return None
+    result: tuple[tuple[object, ...], frozenset[str], frozenset[str]] = parts()
+    return result
+
+
+def _is_source(item: object) -> bool:
+    return callable(getattr(item, "tools", None)) and callable(getattr(item, "__aenter__", None))
+
+
+def _is_declaration(item: object) -> bool:
+    return all(hasattr(item, a) for a in ("name", "description", "input_schema")) and not callable(item)
+
+
+def _declared_name(item: object) -> str:
+    if isinstance(item, Mapping):
+        return str(item.get("name", "?"))
+    return str(getattr(item, "name", "?"))
+
+
+def _invalid(option: str, detail: str) -> Exception:
+    from rma_shell.options import InvalidOptions
+
+    return InvalidOptions(InvalidOpts(option, detail))
+
+
+def _crashed(exc: Exception) -> SessionError:
+    from rma_shell.driver import _crash
+
+    return _crash(exc)
+
+
+def _refuse_in_loop(name: str, instead: str) -> None:
+    import sniffio
+
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return
+    raise RuntimeError(
+        f"Agent.{name}() was called inside a running {library} event loop: await agent.{instead}(...) instead"
+    )
