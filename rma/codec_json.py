@@ -35,6 +35,39 @@ for _module in (vocabulary, errors, events, commands, options, live):
             register(_value)
 
 
+def _agent_spec(fields: dict[str, Any]) -> Any:
+    from rma.provisioning.spec import AgentSpec
+
+    tools = [t.to_json() if hasattr(t, "to_json") else t for t in fields.get("tools") or ()]
+    return AgentSpec.coerce({**fields, "tools": tools}).unwrap()
+
+
+def _environment_spec(fields: dict[str, Any]) -> Any:
+    from rma.provisioning.spec import EnvironmentSpec
+
+    runtimes = [attrs.asdict(r) if attrs.has(type(r)) else r for r in fields.get("runtimes") or ()]
+    return EnvironmentSpec.coerce({**fields, "runtimes": runtimes}).unwrap()
+
+
+def _plain_attrs(module: str, name: str) -> Callable[[dict[str, Any]], Any]:
+    def decode(fields: dict[str, Any]) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(**fields)
+
+    return decode
+
+
+_DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    # A run's request may hold a provisioning spec (``agent=`` on Local, an ``Agent``'s run):
+    # specs are built through their validating constructors, which take lists of mappings.
+    "AgentSpec": _agent_spec,
+    "EnvironmentSpec": _environment_spec,
+    "ToolSchema": _plain_attrs("rma.provisioning.spec", "ToolSchema"),
+    "Runtime": _plain_attrs("rma.provisioning.spec", "Runtime"),
+}
+
+
 def to_jsonable(value: Any) -> Any:
     # The exact JSON types first — most of what is encoded is a provider's raw JSON — so a plain
     # dict, list or scalar costs a type check, not the ABC and attrs checks of ``_other``.
@@ -103,10 +136,13 @@ def from_jsonable(value: Any) -> Any:
         return Failure(from_jsonable(value["$err"]))
     if "$type" in value:
         name = value["$type"]
+        kwargs = {k: from_jsonable(v) for k, v in value.items() if k != "$type"}
+        decode = _DECODERS.get(name)
+        if decode is not None:
+            return decode(kwargs)
         cls = _REGISTRY.get(name)
         if cls is None:
             raise ValueError(f"unknown recorded type {name!r}")
-        kwargs = {k: from_jsonable(v) for k, v in value.items() if k != "$type"}
         return cls(**kwargs)
     return {k: from_jsonable(v) for k, v in value.items()}
 
