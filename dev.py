@@ -3,7 +3,7 @@
 
     python3 dev.py demo [args]   # create .venv if needed, install, run `rma demo`
     python3 dev.py test          # create .venv if needed, install dev tools, run every check
-                                 # (ruff, mypy, the docs site built strictly, the tests)
+                                 # (ruff, mypy, the import layers, the docs site, the tests)
     python3 dev.py bench [--quick]
 
 The virtual environment lives in .venv; it is (re)installed when pyproject.toml changes.
@@ -65,6 +65,7 @@ def test(args: list[str]) -> None:
     sh(BIN / "ruff", "check", "rma", "rma_shell", "tests", "properties", "bench", "examples", "conftest.py")
     sh(BIN / "ruff", "format", "--check", "rma", "rma_shell", "tests", "properties", "bench", "examples", "conftest.py")
     sh(BIN / "mypy", "--strict", "rma", "rma_shell")
+    sh(BIN / "lint-imports")  # the layers (pyproject.toml [tool.importlinter])
     with tempfile.TemporaryDirectory(prefix="rma-site-") as site:  # the docs site and API reference
         sh(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
     sh(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "properties", *args)
