@@ -35,6 +35,7 @@ BENCHMARKS = (
     "bench/stream_latency.py",
     "bench/temporal_overhead.py",
     "bench/journal_overhead.py",
+    "bench/agent_sync.py",
 )
 
 

@@ -14,6 +14,8 @@ tool, N tool calls, a final answer, so T = N + 1 model calls ("turns") — is ru
   (Local builds one ``httpx.AsyncClient`` on first use; its sessions share it);
 - ``rma+client``: the same with ``Local(http_client=...)``, one caller-owned client for all runs;
 - ``rma-asyncio`` / ``rma+client-asyncio``: the same two under ``asyncio.run`` (one shell on anyio);
+- ``agent`` / ``agent-asyncio``: ``rma_shell.Agent(...).run`` with the same tool and handler (the
+  agent and its host built once), under trio / asyncio: what the Agent surface adds to ``run``;
 - ``openai-agents``: ``Runner.run`` with tracing disabled and ``max_turns`` raised (asyncio);
 - ``pydantic-ai``: ``Agent.run`` with ``UsageLimits(request_limit=…)`` raised (asyncio).
 
@@ -77,6 +79,8 @@ CLIENTS = (
     "rma+client",
     "rma-asyncio",
     "rma+client-asyncio",
+    "agent",
+    "agent-asyncio",
     "openai-agents",
     "pydantic-ai",
 )
@@ -189,6 +193,34 @@ def client_rma(
     return setup, run_once
 
 
+def client_agent(base_url: str, model: str, turns: int) -> tuple[Callable[[], Awaitable[Any]], Runner_]:
+    """``rma_shell.Agent``: the same declared tool and handler as ``rma``, configured once."""
+    from rma_shell import Agent, Failure
+    from rma_shell.providers.local import Local
+
+    async def handle(name: str, input: dict[str, Any], ctx: object) -> str:
+        return await step_tool(**input)
+
+    tools = [{"name": "step", "description": STEP_DESCRIPTION, "input_schema": STEP_SCHEMA}]
+
+    async def setup() -> Any:
+        host = Local(base_url=base_url, model=model, api_key="sk-bench")
+        return Agent(
+            instructions=SYSTEM, tools=tools, handler=handle, host=host, max_turns=turns + 10, timeout=120
+        )
+
+    async def run_once(agent: Any) -> str:
+        outcome = await agent.run(PROMPT)
+        if isinstance(outcome, Failure):
+            raise RuntimeError(f"Agent.run failed: {outcome.failure()!r}")
+        result = outcome.unwrap()
+        if result.turns != turns:
+            raise RuntimeError(f"Agent.run counted {result.turns} turns, expected {turns}")
+        return str(result.text)
+
+    return setup, run_once
+
+
 def client_openai_agents(
     base_url: str, model: str, turns: int
 ) -> tuple[Callable[[], Awaitable[Any]], Runner_]:
@@ -267,6 +299,10 @@ def make_client(name: str, base_url: str, turns: int) -> tuple[str, Callable[[],
         return ("asyncio", *client_rma(base_url, model, turns, shared_client=False))
     if name == "rma+client-asyncio":
         return ("asyncio", *client_rma(base_url, model, turns, shared_client=True))
+    if name == "agent":
+        return ("trio", *client_agent(base_url, model, turns))
+    if name == "agent-asyncio":
+        return ("asyncio", *client_agent(base_url, model, turns))
     if name == "openai-agents":
         return ("asyncio", *client_openai_agents(base_url, model, turns))
     if name == "pydantic-ai":
