@@ -57,6 +57,7 @@ from rma.session.machine import (
 )
 from rma.session.option_checks import check_seconds
 from rma.session.options import (
+    DEFAULT_STOP_GRACE_S,
     SessionConfig,
     interpret_guard,
 )
@@ -113,6 +114,8 @@ class _Options:
     max_tool_result_chars: int | None = None
     journal: SessionJournal | None = None
     """Where the session is journaled (``journal=``), bound to its key; None: not journaled."""
+    stop_grace: float = DEFAULT_STOP_GRACE_S
+    """Seconds stopping the host's loop may take (``rma_shell.remote_stop``), confirmed or not."""
 
 
 # The events after which the provider's reattach snapshot may have changed (a journal keeps it).

@@ -38,7 +38,12 @@ from rma.journal import (
     load,
 )
 from rma.session.events import DeadlineReached
-from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S, handler_shape
+from rma.session.options import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_STOP_GRACE_S,
+    DEFAULT_TIMEOUT_S,
+    handler_shape,
+)
 from rma.vocabulary import SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.driver import Outcome_, _crash, _Driver, _Options, _typed_output
@@ -52,6 +57,7 @@ from rma_shell.session import (
     LiveSession,
     _output_tool,
     _serve_reporting,
+    _stop_grace,
     _tool_limits,
 )
 from rma_shell.telemetry import Telemetry
@@ -94,6 +100,7 @@ def _resumed_driver(
     max_tool_result_chars: int | None,
     model_config: Mapping[str, Any] | None,
     live: bool,
+    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[tuple[_Driver[Any], Loaded], SessionError]:
     """The driver that carries the journaled session on (its outcome, when it ended), or why not."""
     checked = check_key(key)
@@ -118,6 +125,7 @@ def _resumed_driver(
         max_tool_result_chars=max_tool_result_chars,
         model_config=model_config,
         live=live,
+        stop_grace=stop_grace,
     )
     if isinstance(built, Failure):
         held.unwrap().release()
@@ -139,6 +147,7 @@ def _driver_holding(
     max_tool_result_chars: int | None,
     model_config: Mapping[str, Any] | None,
     live: bool,
+    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[tuple[_Driver[Any], Loaded], SessionError]:
     loaded_ = _loaded(held.store, key, provider)
     if isinstance(loaded_, Failure):
@@ -155,6 +164,9 @@ def _driver_holding(
     limits = _tool_limits(tool_timeout, max_tool_result_chars)
     if isinstance(limits, Failure):
         return Failure(limits.failure())
+    grace = _stop_grace(stop_grace)
+    if isinstance(grace, Failure):
+        return Failure(grace.failure())
     output = _output_tool(output_type, None)
     if isinstance(output, Failure):
         return Failure(output.failure())
@@ -174,6 +186,7 @@ def _driver_holding(
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
         journal=SessionJournal(held.store, key, loaded, held=held),
+        stop_grace=grace.unwrap(),
     )
     if handler_shape(handler) is None:
         return Failure(InvalidOpts("handler", f"{type(handler).__name__} is not a handler"))
@@ -201,13 +214,15 @@ async def resume(
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     model_config: Mapping[str, Any] | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
 ) -> Result[SessionResult, SessionError]:
     """Carry on the ``run`` journaled under ``key`` and return its one result, like ``run``.
 
     Safe to call again after any failure or crash, and on a session that already ended (its
-    outcome comes back, nothing is sent). A paused session (``AwaitingApproval``) carries on
-    once ``approve`` has decided its calls; undecided ones pause it again. ``timeout`` bounds
-    this call, as ``run``'s bounds a run.
+    outcome comes back, nothing is sent). A paused session
+    (``AwaitingApproval``) carries on once ``approve`` has decided its calls; undecided ones
+    pause it again. ``timeout`` bounds this call, as ``run``'s bounds a run, and
+    ``stop_grace`` the stop of the host's loop when it passes, as for a run.
     """
     built = _resumed_driver(
         journal,
@@ -223,6 +238,7 @@ async def resume(
         max_tool_result_chars=max_tool_result_chars,
         model_config=model_config,
         live=False,
+        stop_grace=stop_grace,
     )
     if isinstance(built, Failure):
         return Failure(built.failure())
@@ -255,6 +271,7 @@ async def resume_session(
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     model_config: Mapping[str, Any] | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
 ) -> AsyncIterator[LiveSession]:
     """Reopen the live session (``open_session``) journaled under ``key``, where it was.
 
@@ -276,6 +293,7 @@ async def resume_session(
         max_tool_result_chars=max_tool_result_chars,
         model_config=model_config,
         live=True,
+        stop_grace=stop_grace,
     )
     if isinstance(built, Failure):
         raise built.failure().with_traceback(None)
