@@ -24,7 +24,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Crashed, ProviderError, SessionError, StreamDropped, Timeout
+from rma.errors import Crashed, ProviderError, RemoteStop, SessionError, StreamDropped, Timeout
 from rma.journal import AwaitingApproval, InFlight, JournalUnavailable, PendingApproval
 from rma.provider import Mode
 from rma.session import commands as cmd
@@ -70,6 +70,7 @@ from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.recording import Recordable, Recorder
+from rma_shell.remote_stop import stamp
 from rma_shell.telemetry import Telemetry
 from rma_shell.updates import UpdateHub
 
@@ -192,6 +193,10 @@ class _Driver(Generic[C]):
         )
         self.reconnect_now = False
         """Resuming a stream from a journal: the first reconnect goes at once, without backoff."""
+        self.host_stop: RemoteStop | None = None
+        """What stopping the host's loop came to at the run's deadline, set before the deadline
+        is fed: the journal's end record carries it, so ``resume`` can finish a stop the host
+        did not confirm within the grace. The recording keeps the machine's own outcome."""
 
     # ── lifecycle ──
 
@@ -456,7 +461,7 @@ class _Driver(Generic[C]):
             self.final = outcome
             if self.journal is not None:
                 try:
-                    self.journal.end(outcome)
+                    self.journal.end(stamp(outcome, self.host_stop))
                 except Exception as exc:  # the outcome still reaches the caller
                     log.error(
                         "journal end record failed: %s", exc, extra={"session_id": self.info.session_id}

@@ -9,7 +9,8 @@ request was in flight — best effort, shielded from the caller's cancellation a
 the run's ``stop_grace`` (a deadline stays a deadline: confirmed or not, the run returns) — and
 reports what became of it: the telemetry event ``rma.session.remote_stop``, a line on the
 ``rma.session`` log, and, for a timed-out run, the ``Timeout``'s ``remote_stop`` field
-(``with_remote_stop``).
+(``with_remote_stop``; a journal's end record keeps it, so ``resume`` finishes a stop that was
+not confirmed: ``ask_host`` under ``REMOTE_STOP_TIMEOUT_S``).
 
 What it is not: the stop requests themselves (each provider's ``stop_remote``), and no loop
 decision — the session machine has ended (or been abandoned) by the time this runs.
@@ -36,8 +37,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("rma.session")
 
 REMOTE_STOP_TIMEOUT_S = 5.0
-"""Seconds a Temporal session's ``rma.stop`` activity may take. A run's own stops are bounded
-by its ``stop_grace``."""
+"""Seconds ``resume`` gives the stop it finishes (a journaled run that timed out with its host's
+stop unconfirmed or failed; ``rma_shell.journal``): nobody is past a deadline there — the stop
+is what the call is for — so it may wait for the confirmation longer than a run's
+``stop_grace``, and still never hangs. A run's own stops are bounded by its ``stop_grace``."""
+
+UNFINISHED: frozenset[RemoteStop] = frozenset({"unconfirmed", "failed"})
+"""Stops whose host may still be running its loop: ``resume`` asks again."""
 
 _SETTLED = (Phase.IDLE, Phase.DONE)
 _DETAIL_CHARS = 500

@@ -293,7 +293,8 @@ async def run(
     the session is cancelled, the host's loop is stopped (best effort, issue #15) and
     ``Failure(Timeout)`` returned — its ``remote_stop`` says whether the host confirmed.
     The stop takes at most ``stop_grace`` seconds, so a timed-out run returns within
-    ``timeout + stop_grace`` (issue #23), confirmed or not.
+    ``timeout + stop_grace`` (issue #23), confirmed or not; a journaled run's stop that
+    was not confirmed is finished by ``resume``.
 
     Args:
         provider: where the loop runs (``Local``, ``ClaudeManagedAgents``, ``BedrockAgentCore``).
@@ -374,7 +375,9 @@ async def _run_to_end(driver: _Driver[Any], timeout: float | None) -> Outcome_:
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:
-            stop = await stop_host(driver, "timeout")  # issue #15: the host's loop too, in its grace
+            # Issue #15: the host's loop too, within the grace (issue #23); before the deadline
+            # is fed, so the journal's end record says what came of it (``resume`` finishes it).
+            stop = driver.host_stop = await stop_host(driver, "timeout")
             await driver.feed(DeadlineReached(timeout_s=timeout))
             return with_remote_stop(driver, driver.final or Failure(Timeout(timeout_s=timeout)), stop)
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
