@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -364,5 +365,35 @@ def test_cancelling_a_session_mid_turn_stops_the_host_s_loop(temporal_server: De
             interrupts = emu.interrupts(status["session_id"])
         assert isinstance(cancelled.failure(), Closed)
         assert len(interrupts) == 1  # Provider.stop_remote: the host's loop was stopped
+
+    asyncio.run(main())
+
+
+def test_a_session_past_its_deadline_waits_for_the_host_s_stop_no_longer_than_its_grace(
+    temporal_server: DevServer,
+) -> None:
+    from rma_shell.testing import cma
+
+    async def main() -> None:
+        turn = [cma.status_running(), cma.pause(), *cma.text_turn("never")]  # still working
+        # The interrupt is taken, but the session reads running on: no confirmation ever comes.
+        with CMAEmulator([turn], api_key="k", faults=[cma.slow_interrupt()]) as emu:
+            provider = ClaudeManagedAgents(api_key="k", base_url=emu.base_url)
+            ids = cma_agent_and_environment(emu, "k")
+            async with worker(temporal_server, {"cma": provider}, {"tools": Tools()}) as (client, queue):
+                timed = await run_session(
+                    client, spec("cma", timeout=1.0, provider_opts=ids), task_queue=queue
+                )
+                returned = datetime.now(UTC)
+            await provider.close()
+            [session_id] = emu.session_ids
+            [interrupt] = emu.interrupts(session_id)
+            status = emu.session(session_id)["status"]
+        error = timed.failure()
+        assert isinstance(error, Timeout) and error.remote_stop == "unconfirmed"
+        assert status == "running"
+        # The default grace is 1 s; before it, the stop alone waited 5 s. Generous for load.
+        asked = datetime.fromisoformat(interrupt["processed_at"].replace("Z", "+00:00"))
+        assert (returned - asked).total_seconds() < 3.5
 
     asyncio.run(main())
