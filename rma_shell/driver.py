@@ -24,7 +24,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Crashed, ProviderError, SessionError, StreamDropped, Timeout
+from rma.errors import Crashed, ProviderError, RemoteStop, SessionError, StreamDropped, Timeout
 from rma.journal import AwaitingApproval, InFlight, JournalUnavailable, PendingApproval
 from rma.provider import Mode
 from rma.session import commands as cmd
@@ -57,6 +57,7 @@ from rma.session.machine import (
 )
 from rma.session.option_checks import check_seconds
 from rma.session.options import (
+    DEFAULT_STOP_GRACE_S,
     SessionConfig,
     interpret_guard,
 )
@@ -69,6 +70,7 @@ from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.recording import Recordable, Recorder
+from rma_shell.remote_stop import stamp
 from rma_shell.telemetry import Telemetry
 from rma_shell.updates import UpdateHub
 
@@ -113,6 +115,8 @@ class _Options:
     max_tool_result_chars: int | None = None
     journal: SessionJournal | None = None
     """Where the session is journaled (``journal=``), bound to its key; None: not journaled."""
+    stop_grace: float = DEFAULT_STOP_GRACE_S
+    """Seconds stopping the host's loop may take (``rma_shell.remote_stop``), confirmed or not."""
 
 
 # The events after which the provider's reattach snapshot may have changed (a journal keeps it).
@@ -189,6 +193,10 @@ class _Driver(Generic[C]):
         )
         self.reconnect_now = False
         """Resuming a stream from a journal: the first reconnect goes at once, without backoff."""
+        self.host_stop: RemoteStop | None = None
+        """What stopping the host's loop came to at the run's deadline, set before the deadline
+        is fed: the journal's end record carries it, so ``resume`` can finish a stop the host
+        did not confirm within the grace. The recording keeps the machine's own outcome."""
 
     # ── lifecycle ──
 
@@ -453,7 +461,7 @@ class _Driver(Generic[C]):
             self.final = outcome
             if self.journal is not None:
                 try:
-                    self.journal.end(outcome)
+                    self.journal.end(stamp(outcome, self.host_stop))
                 except Exception as exc:  # the outcome still reaches the caller
                     log.error(
                         "journal end record failed: %s", exc, extra={"session_id": self.info.session_id}

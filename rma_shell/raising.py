@@ -24,6 +24,7 @@ from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_REPROMPTS,
     DEFAULT_MAX_TURNS,
+    DEFAULT_STOP_GRACE_S,
     DEFAULT_TIMEOUT_S,
 )
 from rma.vocabulary import JSON, Budget, SessionResult
@@ -74,6 +75,7 @@ async def run_or_raise(
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     journal: Any = None,
     journal_key: str | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
     **provider_opts: Any,
 ) -> SessionResult:
     """Run a session like ``run``; return its ``SessionResult`` or raise its ``SessionError``.
@@ -106,6 +108,7 @@ async def run_or_raise(
         max_tool_result_chars=max_tool_result_chars,
         journal=journal,
         journal_key=journal_key,
+        stop_grace=stop_grace,
         **provider_opts,
     )
     if isinstance(outcome_, Failure):

@@ -1,4 +1,4 @@
-"""Stopping the host's loop when rma stops driving a session (issue #15).
+"""Stopping the host's loop when rma stops driving a session (issues #15, #23).
 
 Cancelling rma's side of a session — a run's deadline, a cancelled run, a live session left
 while a request is in flight — does not stop a managed host: Claude Managed Agents keeps the
@@ -6,9 +6,11 @@ session running (and billing) until it is sent ``user.interrupt``, and an AgentC
 runs its invocation up to its own ``timeoutSeconds`` unless ``StopRuntimeSession`` stops the
 runtime session. ``stop_host`` asks the provider to stop it (``Provider.stop_remote``) when a
 request was in flight — best effort, shielded from the caller's cancellation and bounded by
-``REMOTE_STOP_TIMEOUT_S`` — and reports what became of it: the telemetry event
-``rma.session.remote_stop``, a line on the ``rma.session`` log, and, for a timed-out run, the
-``Timeout``'s ``remote_stop`` field (``with_remote_stop``).
+the run's ``stop_grace`` (a deadline stays a deadline: confirmed or not, the run returns) — and
+reports what became of it: the telemetry event ``rma.session.remote_stop``, a line on the
+``rma.session`` log, and, for a timed-out run, the ``Timeout``'s ``remote_stop`` field
+(``with_remote_stop``; a journal's end record keeps it, so ``resume`` finishes a stop that was
+not confirmed: ``ask_host`` under ``REMOTE_STOP_TIMEOUT_S``).
 
 What it is not: the stop requests themselves (each provider's ``stop_remote``), and no loop
 decision — the session machine has ended (or been abandoned) by the time this runs.
@@ -35,9 +37,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("rma.session")
 
 REMOTE_STOP_TIMEOUT_S = 5.0
-"""Seconds the host's stop may take in all (its retries and, on Claude Managed Agents, the
-wait for the session to read idle); past them it is reported ``unconfirmed``. A timed-out run
-therefore returns at most this long after its ``timeout``."""
+"""Seconds ``resume`` gives the stop it finishes (a journaled run that timed out with its host's
+stop unconfirmed or failed; ``rma_shell.journal``): nobody is past a deadline there — the stop
+is what the call is for — so it may wait for the confirmation longer than a run's
+``stop_grace``, and still never hangs. A run's own stops are bounded by its ``stop_grace``."""
+
+UNFINISHED: frozenset[RemoteStop] = frozenset({"unconfirmed", "failed"})
+"""Stops whose host may still be running its loop: ``resume`` asks again."""
 
 _SETTLED = (Phase.IDLE, Phase.DONE)
 _DETAIL_CHARS = 500
@@ -52,19 +58,29 @@ async def stop_host(driver: _Driver[Any], reason: str) -> RemoteStop:
     nor, but for a timeout, when the session ended with an outcome of its own (a pause awaiting
     approval, a crash) or is journaled and not ended: ``rma_shell.journal`` resumes it where it
     was, so its host is left to carry on.
+
+    Every reason gets the same bound, the session's ``stop_grace``: a timeout is the caller's
+    deadline; a cancellation is most often one too (a cancel scope around ``run``), or Ctrl-C,
+    and leaving a live session is leaving — none of them should wait on a slow host for long.
     """
     conn = driver.conn
     if conn is None or driver.state.phase in _SETTLED:
         return "not_needed"
     if reason != "timeout" and (driver.final is not None or driver.journal is not None):
         return "not_needed"
+    return await ask_host(driver, conn, reason, driver.opts.stop_grace)
+
+
+async def ask_host(driver: _Driver[Any], conn: Any, reason: str, within: float) -> RemoteStop:
+    """``Provider.stop_remote`` on ``conn``, shielded and cut short after ``within`` seconds
+    (``unconfirmed``: asked, no confirmation yet); reported on the log and in telemetry."""
     t0 = time.perf_counter()
     outcome: RemoteStop = "unconfirmed"
     detail: str | None = None
     error: str | None = None
     # Shielded: a cancelled run must still reach the host; bounded: never a hang of its own.
     with anyio.CancelScope(shield=True):
-        with anyio.move_on_after(REMOTE_STOP_TIMEOUT_S) as deadline:
+        with anyio.move_on_after(within) as deadline:
             try:
                 stopped = await driver.provider.stop_remote(conn)
             except Exception as exc:  # a provider bug costs the stop, never the run's result
@@ -73,7 +89,7 @@ async def stop_host(driver: _Driver[Any], reason: str) -> RemoteStop:
             else:
                 outcome, detail, error = _read(stopped)
         if deadline.cancelled_caught:
-            outcome, detail = "unconfirmed", f"no confirmation within {REMOTE_STOP_TIMEOUT_S}s"
+            outcome, detail = "unconfirmed", f"no confirmation within {within}s"
     _report(driver, reason, outcome, detail, error, time.perf_counter() - t0)
     return outcome
 
@@ -82,15 +98,23 @@ def with_remote_stop(
     driver: _Driver[Any], outcome: Result[SessionResult, SessionError], stop: RemoteStop
 ) -> Result[SessionResult, SessionError]:
     """A run's ``Timeout`` saying what became of the host's loop (the driver's final too)."""
-    if not isinstance(outcome, Failure):
+    stamped = stamp(outcome, stop)
+    if stamped is not outcome and driver.final is outcome:
+        driver.final = stamped
+    return stamped
+
+
+def stamp(
+    outcome: Result[SessionResult, SessionError], stop: RemoteStop | None
+) -> Result[SessionResult, SessionError]:
+    """``outcome`` with ``remote_stop`` set to ``stop`` when it is a run's ``Timeout`` (and
+    ``stop`` is known); any other outcome as it is."""
+    if stop is None or not isinstance(outcome, Failure):
         return outcome
     error = outcome.failure()
     if not isinstance(error, Timeout) or error.operation != "run":
         return outcome
-    stamped: Result[SessionResult, SessionError] = Failure(attrs.evolve(error, remote_stop=stop))
-    if driver.final is outcome:
-        driver.final = stamped
-    return stamped
+    return Failure(attrs.evolve(error, remote_stop=stop))
 
 
 def _read(stopped: Result[Any, SessionError]) -> tuple[RemoteStop, str | None, str | None]:

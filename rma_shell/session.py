@@ -34,6 +34,7 @@ from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_REPROMPTS,
     DEFAULT_MAX_TURNS,
+    DEFAULT_STOP_GRACE_S,
     DEFAULT_TIMEOUT_S,
     lift_handles,
     validate,
@@ -103,6 +104,19 @@ def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, Sessio
     return Success(None)
 
 
+def _stop_grace(value: object) -> Result[float, SessionError]:
+    """``stop_grace``: positive, finite seconds. Not zero — even a stop nobody waits for needs
+    its request's round trip, so a zero grace would be a stop never asked — and not infinity: a
+    stop with no bound would hold a run past its deadline for as long as the host likes (a
+    Claude session that never reads idle)."""
+    checked = check_seconds(value, "stop_grace")
+    if isinstance(checked, Failure):
+        return Failure(checked.failure())
+    grace = checked.unwrap()
+    assert grace is not None  # allow_none is off
+    return Success(grace)
+
+
 def _output_tool(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
     """The terminal tool for ``output_type`` (None without one), or why it cannot be built."""
     from rma.errors import InvalidOpts
@@ -156,6 +170,7 @@ def _prepare(
     journal: object = None,
     journal_key: object = None,
     approvals_elsewhere: bool = False,
+    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[_Driver[Any], SessionError]:
     codec = getattr(provider, "codec", None)
     if codec is None:
@@ -170,6 +185,9 @@ def _prepare(
     limits = _tool_limits(tool_timeout, max_tool_result_chars)
     if isinstance(limits, Failure):
         return Failure(limits.failure())
+    grace = _stop_grace(stop_grace)
+    if isinstance(grace, Failure):
+        return Failure(grace.failure())
     output = _output_tool(output_type, terminal_tool)
     if isinstance(output, Failure):
         return Failure(output.failure())
@@ -239,6 +257,7 @@ def _prepare(
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
         journal=session_journal,
+        stop_grace=grace.unwrap(),
     )
     driver = _Driver(provider, config, opts)
     if session_journal is not None:
@@ -281,6 +300,7 @@ async def run(
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     journal: Any = None,
     journal_key: str | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
     **provider_opts: Any,
 ) -> Result[SessionResult, SessionError]:
     """Run a session to its terminal and return its one result (S-1, S-65).
@@ -290,6 +310,9 @@ async def run(
     None for none) bounds the whole run; on expiry every tool call, poll and stream of
     the session is cancelled, the host's loop is stopped (best effort, issue #15) and
     ``Failure(Timeout)`` returned — its ``remote_stop`` says whether the host confirmed.
+    The stop takes at most ``stop_grace`` seconds, so a timed-out run returns within
+    ``timeout + stop_grace`` (issue #23), confirmed or not; a journaled run's stop that
+    was not confirmed is finished by ``resume``.
 
     Args:
         provider: where the loop runs (``Local``, ``ClaudeManagedAgents``, ``BedrockAgentCore``).
@@ -307,6 +330,9 @@ async def run(
             durably as it goes, so ``resume(journal, journal_key, ...)`` carries it on after a
             crash without running a journaled tool again (docs/durable.md).
         journal_key: the session's name in the journal (required with ``journal=``; new).
+        stop_grace: seconds stopping the host's loop may take once the run stops driving a
+            request in flight — past ``timeout``, or when the run is cancelled (default 1.0;
+            a positive number). Past it the stop is ``unconfirmed``, and the run returns.
         provider_opts: per-run provider options (``agent=``, ``runtime_session_id=``, …).
     """
     prepared = _prepare(
@@ -335,6 +361,7 @@ async def run(
         max_tool_result_chars=max_tool_result_chars,
         journal=journal,
         journal_key=journal_key,
+        stop_grace=stop_grace,
     )
     if isinstance(prepared, Failure):
         return Failure(prepared.failure())
@@ -370,7 +397,9 @@ async def _run_to_end(driver: _Driver[Any], timeout: float | None) -> Outcome_:
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:
-            stop = await stop_host(driver, "timeout")  # issue #15: the host's loop too
+            # Issue #15: the host's loop too, within the grace (issue #23); before the deadline
+            # is fed, so the journal's end record says what came of it (``resume`` finishes it).
+            stop = driver.host_stop = await stop_host(driver, "timeout")
             await driver.feed(DeadlineReached(timeout_s=timeout))
             return with_remote_stop(driver, driver.final or Failure(Timeout(timeout_s=timeout)), stop)
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
@@ -462,6 +491,7 @@ async def open_session(
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     journal: Any = None,
     journal_key: str | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
     **provider_opts: Any,
 ) -> AsyncIterator[LiveSession]:
     """Open a live session (S-2): it stays up after each result, reconnects after drops.
@@ -470,7 +500,8 @@ async def open_session(
     ``SessionError`` that ``run`` would have returned in a ``Failure`` — the same typed value,
     so ``except SessionError as err`` / ``match err`` handle both. Once open, every request's
     outcome is a value again (``next_result``). Leaving the block cancels everything the
-    session runs, stops the host's loop if a request is in flight, and closes its connections.
+    session runs, stops the host's loop if a request is in flight (waiting at most
+    ``stop_grace`` seconds for the host to confirm), and closes its connections.
     """
     prepared = _prepare(
         provider,
@@ -498,6 +529,7 @@ async def open_session(
         max_tool_result_chars=max_tool_result_chars,
         journal=journal,
         journal_key=journal_key,
+        stop_grace=stop_grace,
     )
     if isinstance(prepared, Failure):
         raise prepared.failure().with_traceback(None)

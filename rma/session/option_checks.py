@@ -46,6 +46,7 @@ RUN_OPTIONS = frozenset(
         "max_tool_result_chars",
         "journal",
         "journal_key",
+        "stop_grace",
     }
 )
 """The options ``run()`` itself takes (its keyword parameters); a provider adds its own."""

@@ -31,6 +31,8 @@ from rma.vocabulary import JSON, Budget, Outcome, _frozen_map, _minor_units, bud
 DEFAULT_MAX_TURNS = 50
 DEFAULT_MAX_REPROMPTS = 2
 DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_STOP_GRACE_S = 1.0
+"""Seconds a run's stop of the host's loop may take past its deadline (``stop_grace``)."""
 DEFAULT_MAX_CONCURRENCY = 8
 DEFAULT_SEEN_WINDOW = 65_536
 

@@ -7,7 +7,10 @@ runtime session, Local's conversation), replays the events through the core to t
 stopped process had, and carries on what was in flight (``_Driver.serve(in_flight=...)``):
 a tool batch runs against the journal (a journaled result is never run again), a model turn is
 asked again, a push is posted only when the host does not have it, a stream is reattached as
-after a drop. A journal whose session already ended returns its outcome without a request.
+after a drop. A journal whose session already ended returns its outcome without a request —
+unless it is a timeout whose stop of the host's loop was not confirmed (``unconfirmed`` or
+``failed``: the run's ``stop_grace`` ran out first): then the host is asked to stop again
+(``_finish_stop``) and what came of it is journaled and returned.
 
 What the journal cannot hold is given again: the provider (credentials), the handler and
 context (code), the turn guard, ``output_type``, telemetry and a ``model_config`` (it may carry
@@ -26,7 +29,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Closed, Crashed, InvalidOpts, SessionError, Timeout
+from rma.errors import Closed, Crashed, InvalidOpts, RemoteStop, SessionError, Timeout
 from rma.journal import (
     Decision,
     InFlight,
@@ -38,7 +41,12 @@ from rma.journal import (
     load,
 )
 from rma.session.events import DeadlineReached
-from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_TIMEOUT_S, handler_shape
+from rma.session.options import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_STOP_GRACE_S,
+    DEFAULT_TIMEOUT_S,
+    handler_shape,
+)
 from rma.vocabulary import SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.driver import Outcome_, _crash, _Driver, _Options, _typed_output
@@ -46,12 +54,20 @@ from rma_shell.journal.setup import Held, check_key, hold, opened, request_from,
 from rma_shell.journal.store import JournalStore, JournalStoreError
 from rma_shell.journal.writer import SessionJournal
 from rma_shell.providers.base import Provider
-from rma_shell.remote_stop import stop_host, with_remote_stop
+from rma_shell.remote_stop import (
+    REMOTE_STOP_TIMEOUT_S,
+    UNFINISHED,
+    ask_host,
+    stamp,
+    stop_host,
+    with_remote_stop,
+)
 from rma_shell.session import (
     DEFAULT_MAX_TOOL_RESULT_CHARS,
     LiveSession,
     _output_tool,
     _serve_reporting,
+    _stop_grace,
     _tool_limits,
 )
 from rma_shell.telemetry import Telemetry
@@ -94,6 +110,7 @@ def _resumed_driver(
     max_tool_result_chars: int | None,
     model_config: Mapping[str, Any] | None,
     live: bool,
+    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[tuple[_Driver[Any], Loaded], SessionError]:
     """The driver that carries the journaled session on (its outcome, when it ended), or why not."""
     checked = check_key(key)
@@ -118,6 +135,7 @@ def _resumed_driver(
         max_tool_result_chars=max_tool_result_chars,
         model_config=model_config,
         live=live,
+        stop_grace=stop_grace,
     )
     if isinstance(built, Failure):
         held.unwrap().release()
@@ -139,6 +157,7 @@ def _driver_holding(
     max_tool_result_chars: int | None,
     model_config: Mapping[str, Any] | None,
     live: bool,
+    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[tuple[_Driver[Any], Loaded], SessionError]:
     loaded_ = _loaded(held.store, key, provider)
     if isinstance(loaded_, Failure):
@@ -155,6 +174,9 @@ def _driver_holding(
     limits = _tool_limits(tool_timeout, max_tool_result_chars)
     if isinstance(limits, Failure):
         return Failure(limits.failure())
+    grace = _stop_grace(stop_grace)
+    if isinstance(grace, Failure):
+        return Failure(grace.failure())
     output = _output_tool(output_type, None)
     if isinstance(output, Failure):
         return Failure(output.failure())
@@ -174,6 +196,7 @@ def _driver_holding(
         tool_timeout=tool_timeout,
         max_tool_result_chars=max_tool_result_chars,
         journal=SessionJournal(held.store, key, loaded, held=held),
+        stop_grace=grace.unwrap(),
     )
     if handler_shape(handler) is None:
         return Failure(InvalidOpts("handler", f"{type(handler).__name__} is not a handler"))
@@ -201,13 +224,17 @@ async def resume(
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     model_config: Mapping[str, Any] | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
 ) -> Result[SessionResult, SessionError]:
     """Carry on the ``run`` journaled under ``key`` and return its one result, like ``run``.
 
     Safe to call again after any failure or crash, and on a session that already ended (its
-    outcome comes back, nothing is sent). A paused session (``AwaitingApproval``) carries on
-    once ``approve`` has decided its calls; undecided ones pause it again. ``timeout`` bounds
-    this call, as ``run``'s bounds a run.
+    outcome comes back, nothing is sent — but for a run that timed out while its host's stop
+    went unconfirmed or failed: the host is asked again, for up to ``REMOTE_STOP_TIMEOUT_S``,
+    and the ``Timeout`` comes back saying what came of it). A paused session
+    (``AwaitingApproval``) carries on once ``approve`` has decided its calls; undecided ones
+    pause it again. ``timeout`` bounds this call, as ``run``'s bounds a run, and
+    ``stop_grace`` the stop of the host's loop when it passes, as for a run.
     """
     built = _resumed_driver(
         journal,
@@ -223,13 +250,14 @@ async def resume(
         max_tool_result_chars=max_tool_result_chars,
         model_config=model_config,
         live=False,
+        stop_grace=stop_grace,
     )
     if isinstance(built, Failure):
         return Failure(built.failure())
     driver, loaded = built.unwrap()
     try:
-        if loaded.outcome is not None:
-            return _as_returned(driver, loaded.outcome)  # it ended: the outcome, as it was returned
+        if loaded.outcome is not None:  # it ended: the outcome, as it was returned
+            return _as_returned(driver, await _finish_stop(driver, loaded, loaded.outcome, timeout))
         return await _carry_on(driver, loaded, timeout)
     except BaseException as exc:
         interrupt = keyboard_interrupt(exc)
@@ -255,6 +283,7 @@ async def resume_session(
     tool_timeout: float | None = None,
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
     model_config: Mapping[str, Any] | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
 ) -> AsyncIterator[LiveSession]:
     """Reopen the live session (``open_session``) journaled under ``key``, where it was.
 
@@ -276,6 +305,7 @@ async def resume_session(
         max_tool_result_chars=max_tool_result_chars,
         model_config=model_config,
         live=True,
+        stop_grace=stop_grace,
     )
     if isinstance(built, Failure):
         raise built.failure().with_traceback(None)
@@ -354,13 +384,58 @@ async def _carry_on(driver: _Driver[Any], loaded: Loaded, timeout: float | None)
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:
-            stop = await stop_host(driver, "timeout")  # issue #15: the host's loop too, as run's
+            # Issue #15: the host's loop too, within the grace and journaled, as run's.
+            stop = driver.host_stop = await stop_host(driver, "timeout")
             await driver.feed(DeadlineReached(timeout_s=timeout))
             return with_remote_stop(driver, driver.final or Failure(Timeout(timeout_s=timeout)), stop)
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
     except Exception as exc:
         log.exception("resumed session crashed", extra={"session_id": driver.info.session_id})
         return Failure(_crash(exc))
+
+
+async def _finish_stop(
+    driver: _Driver[Any], loaded: Loaded, outcome: Outcome_, timeout: float | None
+) -> Outcome_:
+    """A run that timed out while its host's stop was not confirmed (issue #23: the run's
+    ``stop_grace`` ran out, or the host could not be reached): reattach, ask the host to stop
+    again, and journal what came of it — a second ``end`` record, the same outcome with the new
+    ``remote_stop`` (the last ``end`` is the one a journal holds, and a journal written before
+    this reads as it did). Nobody is past a deadline here: the stop gets
+    ``REMOTE_STOP_TIMEOUT_S`` (and no more than this call's ``timeout``). Any other outcome —
+    a journal written before the stop was journaled included (``remote_stop`` None) — is
+    returned as it is, nothing sent."""
+    error = outcome.failure() if isinstance(outcome, Failure) else None
+    if (
+        not isinstance(error, Timeout)
+        or error.operation != "run"
+        or error.remote_stop not in UNFINISHED
+        or loaded.snapshot is None
+    ):
+        return outcome
+    within = REMOTE_STOP_TIMEOUT_S if timeout is None else min(timeout, REMOTE_STOP_TIMEOUT_S)
+    deadline = anyio.current_time() + within
+    restored: Result[Any, SessionError] | None = None
+    with anyio.CancelScope(deadline=deadline):
+        restored = await driver.provider.restore(driver.opts.open_request, loaded.snapshot)
+    if not isinstance(restored, Success):
+        why = "it took the whole wait" if restored is None else restored.failure().message
+        log.warning(
+            "cannot reattach to stop the host's loop: %s",
+            why,
+            extra={"journal_key": loaded.key, "provider": driver.config.provider_name},
+        )
+        return outcome
+    driver.conn = conn = restored.unwrap()
+    driver.info = attrs.evolve(driver.info, session_id=driver.provider.session_id(conn))
+    stop: RemoteStop = await ask_host(driver, conn, "resume", max(deadline - anyio.current_time(), 0.0))
+    finished = stamp(outcome, stop)
+    if stop != error.remote_stop and driver.journal is not None:
+        try:
+            driver.journal.end(finished)
+        except Exception as exc:  # the caller still learns it; the next resume asks again
+            log.error("journal end record failed: %s", exc, extra={"session_id": driver.info.session_id})
+    return finished
 
 
 def approve(

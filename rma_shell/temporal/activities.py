@@ -36,12 +36,11 @@ from rma.codec_json import from_jsonable, to_jsonable
 from rma.errors import InvalidOpts, ProviderError, RemoteStop, SessionError
 from rma.provider import Mode
 from rma.session.events import GuardVerdict
-from rma.session.options import SessionConfig, interpret_guard
+from rma.session.options import DEFAULT_STOP_GRACE_S, SessionConfig, interpret_guard
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.handler import HandlerAdapter
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
-from rma_shell.remote_stop import REMOTE_STOP_TIMEOUT_S
 from rma_shell.temporal import streaming
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
 from rma_shell.temporal.spec import SessionSpec
@@ -184,6 +183,7 @@ class Activities:
             provider_opts=dict(spec.provider_opts),
             tool_timeout=spec.tool_timeout,
             max_tool_result_chars=spec.max_tool_result_chars,
+            stop_grace=spec.stop_grace,
             approvals_elsewhere=True,  # a call waiting for a person waits in the workflow
         )
         if isinstance(prepared, Failure):
@@ -432,14 +432,16 @@ class Activities:
     @_beating
     async def stop(self, inp: dict[str, Any]) -> dict[str, Any]:
         """Stop the host's loop (``Provider.stop_remote``), as ``run()`` does when it times out
-        or is cancelled mid-request: bounded by ``REMOTE_STOP_TIMEOUT_S``; what came of it."""
-        session = await self._session(inp)
-        if isinstance(session, Failure):
-            return {"remote_stop": "failed", "detail": session.failure().message[:500]}
-        p, conn = session.unwrap()
+        or is cancelled mid-request: bounded by the spec's ``stop_grace`` from the activity's
+        start, reattaching included (the workflow waits no longer either); what came of it."""
+        grace = float(inp["spec"].get("stop_grace") or DEFAULT_STOP_GRACE_S)
         outcome: RemoteStop = "unconfirmed"
-        detail: str | None = f"no confirmation within {REMOTE_STOP_TIMEOUT_S}s"
-        with anyio.move_on_after(REMOTE_STOP_TIMEOUT_S):
+        detail: str | None = f"no confirmation within {grace}s"
+        with anyio.move_on_after(grace):
+            session = await self._session(inp)
+            if isinstance(session, Failure):
+                return {"remote_stop": "failed", "detail": session.failure().message[:500]}
+            p, conn = session.unwrap()
             try:
                 stopped = await p.provider.stop_remote(conn)
             except Exception as exc:  # a provider bug costs the stop, never the session's result

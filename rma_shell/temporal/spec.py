@@ -22,6 +22,7 @@ from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_REPROMPTS,
     DEFAULT_MAX_TURNS,
+    DEFAULT_STOP_GRACE_S,
     DEFAULT_TIMEOUT_S,
 )
 from rma.vocabulary import JSON
@@ -90,6 +91,10 @@ class SessionSpec:
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     tool_timeout: float | None = None
     max_tool_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS
+    stop_grace: float = DEFAULT_STOP_GRACE_S
+    """Seconds the stop of the host's loop may take past the deadline or a cancellation, as
+    ``run()``'s: the workflow waits no longer for the ``rma.stop`` activity, queueing included.
+    A spec recorded before the option existed reads as the default."""
     provider_opts: Mapping[str, JSON] = attrs.field(factory=dict)
     timeouts: Timeouts = attrs.field(factory=Timeouts)
 

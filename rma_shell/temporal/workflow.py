@@ -34,6 +34,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     import attrs
@@ -124,13 +125,20 @@ class SessionWorkflow:
 
     async def _stop_host(self) -> RemoteStop:
         """``Provider.stop_remote`` when a request may still run on the host, as ``run()`` does
-        on its timeout or cancellation: best effort, one attempt, and what came of it."""
+        on its timeout or cancellation: best effort, one attempt, and what came of it — within
+        the spec's ``stop_grace``, confirmed or not (issue #23). The bound is the activity's
+        schedule-to-close timeout, kept by the server: no timer of the workflow's own, so a
+        history recorded before the grace replays with the same commands."""
         s = self._state
         if s is None or s.phase in (Phase.IDLE, Phase.DONE):
             return "not_needed"
+        grace = self._spec.stop_grace
         try:
-            out = await self._activity("rma.stop", {}, self._timeouts.guard_s, attempts=1)
-        except ActivityError:
+            out = await self._activity("rma.stop", {}, grace, attempts=1, schedule_to_close_s=grace)
+        except ActivityError as exc:
+            if isinstance(exc.cause, TemporalTimeoutError):  # asked, perhaps; not confirmed in time
+                workflow.logger.warning("stopping the host's loop: no confirmation within %ss", grace)
+                return "unconfirmed"
             workflow.logger.warning("stopping the host's loop failed", exc_info=True)
             return "failed"
         stopped: RemoteStop = out["remote_stop"]
@@ -269,6 +277,7 @@ class SessionWorkflow:
         timeout_s: float,
         *,
         attempts: int,
+        schedule_to_close_s: float | None = None,
     ) -> dict[str, Any]:
         t = self._timeouts
         info = workflow.info()
@@ -285,6 +294,10 @@ class SessionWorkflow:
             name,
             arg,
             start_to_close_timeout=timedelta(seconds=timeout_s),
+            # Queueing included: a bound the caller waits on (the stop's grace), not the work's.
+            schedule_to_close_timeout=None
+            if schedule_to_close_s is None
+            else timedelta(seconds=schedule_to_close_s),
             # Every activity heartbeats: a worker that dies is noticed in seconds whatever it ran,
             # even an activity Temporal dispatched to it eagerly, before any worker polled.
             heartbeat_timeout=timedelta(seconds=t.heartbeat_s),

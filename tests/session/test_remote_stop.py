@@ -3,8 +3,9 @@
 A run that times out or is cancelled, or a live session left mid-request, stops the host's
 loop too: Claude Managed Agents gets a ``user.interrupt`` (and is confirmed once the session
 reads idle), AgentCore a ``StopRuntimeSession`` (confirmed by its 200). The stop is shielded,
-bounded by ``REMOTE_STOP_TIMEOUT_S``, and reported in ``Timeout.remote_stop``, the telemetry
-event ``rma.session.remote_stop`` and the ``rma.session`` log.
+bounded by the run's ``stop_grace`` (``test_stop_grace``), and reported in
+``Timeout.remote_stop``, the telemetry event ``rma.session.remote_stop`` and the ``rma.session``
+log.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import trio.testing
 from returns.result import Failure, Success
 
 from rma.errors import Timeout
+from rma.session.options import DEFAULT_STOP_GRACE_S
 from rma_shell import MemoryJournal, Telemetry, open_session, run
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
-from rma_shell.remote_stop import REMOTE_STOP_TIMEOUT_S
 from rma_shell.testing import OpenAIEmulator, delay
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing import cma_emulator as cma
@@ -306,7 +307,7 @@ async def test_a_refused_stop_says_failed(made: list[Any]) -> None:
 # ── a stop that hangs: bounded by its own deadline (virtual time) ─────────────────────
 
 
-async def test_a_hanging_stop_returns_within_its_deadline_unconfirmed(
+async def test_a_hanging_stop_returns_within_its_grace_unconfirmed(
     mock_clock: trio.testing.MockClock, made: list[Any]
 ) -> None:
     stops = Stops()
@@ -321,6 +322,7 @@ async def test_a_hanging_stop_returns_within_its_deadline_unconfirmed(
                 prompt="go",
                 runtime_session_id=SID,
                 timeout=1,
+                stop_grace=0.5,
                 telemetry=stops.telemetry,
             )
             outcome.append((got, anyio.current_time()))
@@ -331,13 +333,13 @@ async def test_a_hanging_stop_returns_within_its_deadline_unconfirmed(
             await anyio.to_thread.run_sync(until, lambda: SID in emu.sessions)
             mock_clock.jump(1)  # the run's deadline: the stop goes out, and hangs
             await anyio.to_thread.run_sync(until, lambda: bool(stop_requests(emu)))
-            mock_clock.jump(REMOTE_STOP_TIMEOUT_S)
+            mock_clock.jump(0.5)
         [(got, ended)] = outcome
         assert got.failure().remote_stop == "unconfirmed"
-        assert ended - start <= 1 + REMOTE_STOP_TIMEOUT_S  # virtual seconds: no more than its deadline
+        assert ended - start <= 1 + 0.5  # virtual seconds: no more than the deadline and its grace
         assert emu.stops == ()  # the emulator never got to stop anything
     [(measurements, meta)] = stops.events
-    assert meta["outcome"] == "unconfirmed" and "within 5.0s" in meta["detail"]
+    assert meta["outcome"] == "unconfirmed" and meta["detail"] == "no confirmation within 0.5s"
     assert measurements["duration"] >= 0
 
 
@@ -360,7 +362,7 @@ async def test_an_interrupt_whose_answer_never_comes_is_unconfirmed(
             emu.inject(cma.trickle(method="POST", path=r"/events$", interval=60))
             mock_clock.jump(1)
             await anyio.to_thread.run_sync(until, lambda: bool(emu.interrupts(session_id)))
-            mock_clock.jump(REMOTE_STOP_TIMEOUT_S)
+            mock_clock.jump(DEFAULT_STOP_GRACE_S)
         [got] = outcome
         assert got.failure().remote_stop == "unconfirmed"
 

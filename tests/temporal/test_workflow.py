@@ -349,7 +349,9 @@ def test_cancelling_a_session_mid_turn_stops_the_host_s_loop(temporal_server: De
             provider = ClaudeManagedAgents(api_key="k", base_url=emu.base_url)
             ids = cma_agent_and_environment(emu, "k")
             async with worker(temporal_server, {"cma": provider}, {"tools": Tools()}) as (client, queue):
-                handle = await start_session(client, spec("cma", provider_opts=ids), task_queue=queue)
+                # A generous grace: this is about the stop reaching the host, not its bound.
+                opts = spec("cma", provider_opts=ids, stop_grace=10.0)
+                handle = await start_session(client, opts, task_queue=queue)
                 # A streamed turn is one activity: the machine reads "pushing" until it returns.
                 status = await _until(handle, lambda s: s["phase"] == "pushing")
                 sid = status["session_id"]
@@ -364,5 +366,48 @@ def test_cancelling_a_session_mid_turn_stops_the_host_s_loop(temporal_server: De
             interrupts = emu.interrupts(status["session_id"])
         assert isinstance(cancelled.failure(), Closed)
         assert len(interrupts) == 1  # Provider.stop_remote: the host's loop was stopped
+
+    asyncio.run(main())
+
+
+def test_a_session_past_its_deadline_waits_for_the_host_s_stop_no_longer_than_its_grace(
+    temporal_server: DevServer,
+) -> None:
+    from temporalio.api.enums.v1 import EventType
+
+    from rma_shell.testing import cma
+
+    async def main() -> None:
+        turn = [cma.status_running(), cma.pause(), *cma.text_turn("never")]  # still working
+        # The interrupt is taken, but the session reads running on: no confirmation ever comes.
+        with CMAEmulator([turn], api_key="k", faults=[cma.slow_interrupt()]) as emu:
+            provider = ClaudeManagedAgents(api_key="k", base_url=emu.base_url)
+            ids = cma_agent_and_environment(emu, "k")
+            async with worker(temporal_server, {"cma": provider}, {"tools": Tools()}) as (client, queue):
+                handle = await start_session(
+                    client, spec("cma", timeout=1.0, provider_opts=ids), task_queue=queue
+                )
+                timed = await handle.result()
+                history = await handle.handle.fetch_history()
+            await provider.close()
+            [session_id] = emu.session_ids
+            status = emu.session(session_id)["status"]
+        error = timed.failure()
+        assert isinstance(error, Timeout) and error.remote_stop == "unconfirmed"
+        assert status == "running"
+        # From the stop's scheduling to the workflow's end, in the server's own clock: the
+        # default grace is 1 s (before it, the stop alone took 5 s); generous for load.
+        [asked] = [
+            e.event_time.ToDatetime()
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "rma.stop"
+        ]
+        [ended] = [
+            e.event_time.ToDatetime()
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+        ]
+        assert (ended - asked).total_seconds() < 3.0
 
     asyncio.run(main())

@@ -10,6 +10,7 @@ from rma_shell.testing.cma_emulator import (
     idle_end_turn,
     model_request_start,
     pause,
+    slow_interrupt,
     status_running,
     text_turn,
 )
@@ -63,6 +64,31 @@ def test_the_next_message_after_an_interrupt_plays_the_next_turn() -> None:
         assert texts == ["working", "fresh"]
 
 
+def test_a_slow_interrupt_is_taken_but_the_session_reads_running_until_the_next() -> None:
+    with CMAEmulator([[*WORKING, agent_message("late"), idle_end_turn()]], faults=[slow_interrupt()]) as emu:
+        sdk = client(emu)
+        session_id = new_session(sdk)
+        sdk.beta.sessions.events.send(session_id, events=[user_message("go")])
+        sdk.beta.sessions.events.send(session_id, events=[{"type": "user.interrupt"}])
+        assert len(emu.interrupts(session_id)) == 1
+        assert sdk.beta.sessions.retrieve(session_id).status == "running"  # not acknowledged
+        sdk.beta.sessions.events.send(session_id, events=[{"type": "user.interrupt"}])
+        assert sdk.beta.sessions.retrieve(session_id).status == "idle"  # the second one, at once
+        assert "late" not in str(emu.history(session_id))  # the turn's rest was dropped all along
+
+
+def test_a_slow_interrupt_with_a_time_goes_idle_after_it() -> None:
+    with CMAEmulator([WORKING], faults=[slow_interrupt(0.05)]) as emu:
+        sdk = client(emu)
+        session_id = new_session(sdk)
+        sdk.beta.sessions.events.send(session_id, events=[user_message("go")])
+        sdk.beta.sessions.events.send(session_id, events=[{"type": "user.interrupt"}])
+        emu.wait_for_event(session_id, "session.status_idle")
+        assert sdk.beta.sessions.retrieve(session_id).status == "idle"
+
+
 def test_pause_refuses_a_negative_time() -> None:
     with pytest.raises(ValueError):
         pause(-0.1)
+    with pytest.raises(ValueError):
+        slow_interrupt(-1)

@@ -45,7 +45,8 @@ The stream has no replay: a subscriber receives only events emitted after it con
 Faults (``inject`` or ``faults=``; global or per session; each for ``times`` occurrences):
 ``status_once`` (the stream's ``GET …/events/stream`` included), ``drop_stream_after``,
 ``error_frame``, ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``,
-``close_idle_connection``. A wrong or missing key always gets a 401.
+``close_idle_connection``, ``slow_interrupt`` (an interrupt the session is slow to obey). A
+wrong or missing key always gets a 401.
 
 Scripted turns are played synchronously while the triggering POST is handled (before its
 response is written), under the emulator's lock: a callable turn may call the emulator's own
@@ -98,6 +99,7 @@ from rma_shell.testing.cma_emulator.faults import (
     drop_stream_after,
     error_frame,
     requires_action_from_earlier_batch,
+    slow_interrupt,
     status_once,
     terminal_while_disconnected,
 )
@@ -138,6 +140,7 @@ __all__ = [
     "requires_action_from_earlier_batch",
     "session_error",
     "session_usage",
+    "slow_interrupt",
     "status_idle",
     "status_once",
     "status_rescheduled",

@@ -7,6 +7,7 @@ Not where the faults take effect (``server``, ``streams``).
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import attrs
@@ -20,6 +21,7 @@ FaultKind = Literal[
     "trickle",
     "drop_budget",
     "close_idle",
+    "slow_interrupt",
 ]
 
 
@@ -27,7 +29,7 @@ FaultKind = Literal[
 class CMAFault:
     """A fault; build with ``status_once``, ``drop_stream_after``, ``error_frame``,
     ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``, ``trickle``,
-    ``budget_not_echoed`` or ``close_idle_connection``."""
+    ``budget_not_echoed``, ``close_idle_connection`` or ``slow_interrupt``."""
 
     kind: FaultKind
     times: int = 1
@@ -144,6 +146,16 @@ def close_idle_connection(*, method: str | None = None, path: str | None = None,
     and without processing the request (it is not in ``requests``; ``closed_idle`` counts
     it). ``method``/``path`` narrow the match as in ``status_once``."""
     return CMAFault("close_idle", times=times, method=method.upper() if method else None, path=path)
+
+
+def slow_interrupt(seconds: float = math.inf, *, times: int = 1) -> CMAFault:
+    """The next ``user.interrupt``(s) are taken — echoed, answered, the rest of the turn dropped —
+    but the agent winds down for ``seconds`` (real time; ``inf``: until another interrupt) before
+    the session reads ``idle``: a host that does not acknowledge an interrupt at once. An
+    interrupt sent meanwhile (not itself slowed) stops it at once."""
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"slow_interrupt needs a non-negative number of seconds, got {seconds!r}")
+    return CMAFault("slow_interrupt", times=times, delay=seconds)
 
 
 def _num(value: float | str) -> str:

@@ -104,10 +104,14 @@ class _Events(_Core):
         echoes = [self._echo(session, e) for e in events]
         if interrupts:
             # The agent pauses (wire §8.2): a turn still at work stops, what it had left is
-            # dropped, and the session goes idle.
+            # dropped, and the session goes idle — at once, or after ``slow_interrupt``'s wind-down.
             session.paused = []
             session.paused_token += 1
-            self._emit(session, idle_end_turn())
+            slow = self._take("slow_interrupt", session.data["id"])
+            if slow is not None and slow.delay:
+                self._pause(session, slow.delay, [idle_end_turn()])
+            else:
+                self._emit(session, idle_end_turn())
         if turn_due:
             self._play_turn(session, echoes)
         elif answered and session.pending and session.awaiting_action:
