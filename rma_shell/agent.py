@@ -34,7 +34,12 @@ from rma.errors import InvalidOpts, SessionError
 from rma.journal import PendingApproval
 from rma.live import LiveUpdate
 from rma.session.option_checks import check_names
-from rma.session.options import DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_REPROMPTS, DEFAULT_MAX_TURNS
+from rma.session.options import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MAX_REPROMPTS,
+    DEFAULT_MAX_TURNS,
+    DEFAULT_STOP_GRACE_S,
+)
 from rma.vocabulary import JSON, Budget, SessionResult
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import Provider
@@ -100,6 +105,7 @@ class Agent:
         context: object = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         timeout: float | None = _UNSET,
+        stop_grace: float = DEFAULT_STOP_GRACE_S,
         turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
         require_terminal_tool: bool = False,
         terminal_tool: str | None = None,
@@ -155,6 +161,7 @@ class Agent:
             "max_tool_result_chars": max_tool_result_chars,
             "telemetry": telemetry,
             "output_type": output_type,
+            "stop_grace": stop_grace,
         }
         if timeout is not _UNSET:
             self._options["timeout"] = timeout
@@ -464,6 +471,7 @@ class Agent:
 
 
 _RESUME_OPTIONS = (
+    "stop_grace",
     "context",
     "turn_guard",
     "timeout",
