@@ -37,7 +37,14 @@ import httpx
 from returns.result import Failure, Result, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, parse_bearer_file
-from rma.errors import AuthenticationError, HttpError, MalformedResponse, SessionError, TransportError
+from rma.errors import (
+    AuthenticationError,
+    HttpError,
+    MalformedResponse,
+    SessionError,
+    TransportError,
+    error_text,
+)
 from rma.origin import error_code, request_id, undialable, with_origin
 from rma.redact import redact_error
 from rma.retry import next_delay_s
@@ -211,10 +218,10 @@ class CMAClient:
         error = body.get("error") if isinstance(body, dict) else None
         code = error.get("type") if isinstance(error, dict) else None
         return AuthenticationError(
-            detail=f"HTTP 401 on {method} {path}: {_message(body)}",
+            detail=f"HTTP 401 on {method} {path}: {error_text(body)}",
             status=401,
             error_code=code if isinstance(code, str) else None,
-            error_message=_message(body),
+            error_message=error_text(body),
             host=host_of(self.settings.base_url),
         )
 
@@ -702,12 +709,6 @@ def _transient(error: SessionError) -> bool:
     if isinstance(error, TransportError):
         return True
     return isinstance(error, HttpError) and error.status in RETRY_STATUSES
-
-
-def _message(body: JSON) -> str:
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return str(body["error"].get("message", ""))[:300]
-    return str(body)[:300]
 
 
 __all__ = ["CMAClient"]
