@@ -10,12 +10,13 @@ pool timeout, as httpx's pool timeout bounds it), the most recently used first.
 
 It behaves as httpx does where the providers can tell: the same timeouts per operation (connect,
 each write, each read), TLS with the process's shared verification context (SNI, no
-close_notify wait, like httpcore), ``Accept-Encoding: gzip, deflate`` decoded, keep-alive
-connections dropped after 5 s idle or when the server has closed them, a connection closed
-whenever a response is not read to its end; and every failure raises the httpx exception class
-httpx would (``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ``WriteError``,
-``RemoteProtocolError``, ``DecodingError``, ``PoolTimeout`` …), so the providers' error
-handling is one code path for both.
+close_notify wait, like httpcore), the same default headers (rma's ``User-Agent``, as the
+httpx clients rma builds send: ``rma_shell.http.user_agent``), ``Accept-Encoding: gzip,
+deflate`` decoded, keep-alive connections dropped after 5 s idle or when the server has closed
+them, a connection closed whenever a response is not read to its end; and every failure
+raises the httpx exception class httpx would (``ConnectError``, ``ConnectTimeout``,
+``ReadTimeout``, ``WriteError``, ``RemoteProtocolError``, ``DecodingError``, ``PoolTimeout`` …),
+so the providers' error handling is one code path for both.
 
 What it is not: no proxies (the providers fall back to httpx when the environment configures
 one), no HTTP/2, no redirects, no cookie jar, no auth flows, no client certificates — a caller
@@ -41,18 +42,15 @@ import h11
 import httpx
 from anyio.streams.tls import TLSStream
 
+from rma_shell.http import user_agent
+
 KEEPALIVE_EXPIRY_S: Final = 5.0
 """httpx's default: an idle connection older than this is closed instead of reused."""
 
 _READ_SIZE: Final = 65536
 _JOIN_LIMIT: Final = 65536
-_USER_AGENT: Final = f"python-httpx/{httpx.__version__}"
-"""What the providers sent before this path existed: servers and proxies see no change."""
-_DEFAULT_HEADERS: Final = (
-    ("Accept-Encoding", "gzip, deflate"),
-    ("Connection", "keep-alive"),
-    ("User-Agent", _USER_AGENT),
-)
+_ACCEPT_ENCODING: Final = ("Accept-Encoding", "gzip, deflate")
+_KEEP_ALIVE: Final = ("Connection", "keep-alive")
 
 
 @attrs.frozen
@@ -147,6 +145,9 @@ class Connection:
         self.requests = 0
         """Requests sent (for tests: connections are reused, not reopened)."""
         self.connects = 0
+        # The headers httpx sends by default, with rma's User-Agent in place of httpx's (as
+        # the httpx clients rma builds send it): read once, when the first lane is made.
+        self._defaults = (_ACCEPT_ENCODING, _KEEP_ALIVE, ("User-Agent", user_agent()))
 
     @property
     def is_open(self) -> bool:
@@ -209,7 +210,7 @@ class Connection:
         conn = self._h11
         authority = url.netloc.decode("ascii")
         target = url.raw_path
-        head: list[tuple[str, str]] = [("Host", authority), *_DEFAULT_HEADERS]
+        head: list[tuple[str, str]] = [("Host", authority), *self._defaults]
         head += headers.items()
         head.append(("Content-Length", str(len(body))))
         try:

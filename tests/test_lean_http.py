@@ -22,6 +22,7 @@ import pytest
 import trustme
 
 from rma_shell import lean_http
+from rma_shell.http import user_agent
 from rma_shell.lean_http import Connection, Headers, LeanPool, PoolTimeout, Timeouts
 
 Reply = Callable[["Peer", int], None]
@@ -169,7 +170,7 @@ async def test_requests_reuse_one_keep_alive_connection_and_send_httpx_default_h
     assert line == b"POST /v1/chat?x=1 HTTP/1.1" and body == b'{"q":1}'
     assert headers["host"] == f"127.0.0.1:{server.port}"
     assert headers["accept-encoding"] == "gzip, deflate" and headers["connection"] == "keep-alive"
-    assert headers["user-agent"] == f"python-httpx/{httpx.__version__}"
+    assert headers["user-agent"] == user_agent()  # rma's own, as its httpx clients send
     assert headers["authorization"] == "Bearer k" and headers["content-length"] == "7"
 
 
