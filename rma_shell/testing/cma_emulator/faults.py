@@ -20,6 +20,7 @@ FaultKind = Literal[
     "trickle",
     "drop_budget",
     "close_idle",
+    "cut_head",
 ]
 
 
@@ -27,7 +28,7 @@ FaultKind = Literal[
 class CMAFault:
     """A fault; build with ``status_once``, ``drop_stream_after``, ``error_frame``,
     ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``, ``trickle``,
-    ``budget_not_echoed`` or ``close_idle_connection``."""
+    ``budget_not_echoed``, ``close_idle_connection`` or ``cut_response_head``."""
 
     kind: FaultKind
     times: int = 1
@@ -42,6 +43,8 @@ class CMAFault:
     delay: float | None = 0.05
     drop_stream: bool = False
     size: int = 0
+    head: str = ""
+    reset: bool = True
 
 
 def status_once(
@@ -144,6 +147,31 @@ def close_idle_connection(*, method: str | None = None, path: str | None = None,
     and without processing the request (it is not in ``requests``; ``closed_idle`` counts
     it). ``method``/``path`` narrow the match as in ``status_once``."""
     return CMAFault("close_idle", times=times, method=method.upper() if method else None, path=path)
+
+
+def cut_response_head(
+    *,
+    method: str | None = None,
+    path: str | None = None,
+    head: str = "HTTP/1.1 200 ",
+    reset: bool = True,
+    times: int = 1,
+) -> CMAFault:
+    """A host that answered and lost the connection: the next matching request is served as
+    usual — authenticated, processed, its events stored and its turn played — but of the
+    response only ``head`` (the first bytes of its head) goes out before the connection is
+    reset (``reset=False``: closed, a FIN). The reset waits until the client's side has
+    acknowledged those bytes, so the client reads them first. The request is in ``requests``;
+    ``cut_heads`` counts the answers cut. ``method``/``path`` narrow the match as in
+    ``status_once``."""
+    return CMAFault(
+        "cut_head",
+        times=times,
+        method=method.upper() if method else None,
+        path=path,
+        head=head,
+        reset=reset,
+    )
 
 
 def _num(value: float | str) -> str:
