@@ -21,6 +21,8 @@ identity), picklable, and ``str(err)`` is one line: ``kind: message``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 import attrs
@@ -235,13 +237,65 @@ class HttpError(SessionError):
 
     @property
     def message(self) -> str:
-        code = f" {self.code}" if self.code else ""
+        """``HTTP <status> <code>[ from <host>][ on <method> <url>][ (request id …)]: <text>``.
+
+        ``<text>`` is the host's own error message read from ``body`` (``_host_error``); a body
+        that names none is shown as it came — a string as is, anything else as JSON — so
+        the line never ends with a Python repr. Its type fills in for a missing ``code``.
+        """
+        kind, _ = _host_error(self.body)
+        code = self.code or kind
+        code = f" {code}" if code else ""
         host = f" from {self.host}" if self.host else ""
         target = " ".join(x for x in (self.method, self.url) if x)
         target = f" on {target}" if target else ""
         rid = f" (request id {self.request_id})" if self.request_id else ""
-        body = f": {str(self.body)[:300]}" if self.body not in (None, "") else ""
-        return f"HTTP {self.status}{code}{host}{target}{rid}{body}"
+        shown = error_text(self.body)
+        shown = f": {shown}" if shown else ""
+        return f"HTTP {self.status}{code}{host}{target}{rid}{shown}"
+
+
+_HOST_TEXT_CHARS = 300
+"""How much of a host's error text a message shows (the error's ``body`` keeps all of it)."""
+
+
+def error_text(body: JSON) -> str:
+    """What an error body says, on one line and at most ``_HOST_TEXT_CHARS`` long: the host's
+    own message (``_host_error``), else the body as it came — a string as is, other JSON as
+    JSON text (never a Python repr) — else ``""``."""
+    _, text = _host_error(body)
+    if text is None:
+        if body is None or body == "":
+            return ""
+        text = body if isinstance(body, str) else json.dumps(body, default=str)
+    text = _one_line(text)
+    return text if len(text) <= _HOST_TEXT_CHARS else text[:_HOST_TEXT_CHARS] + "…"
+
+
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _host_error(body: JSON) -> tuple[str | None, str | None]:
+    """The error type and message a host wrote in an error body, each None where it has none.
+
+    Anthropic and OpenAI nest them: ``{"error": {"type"|"code", "message"}}`` (OpenAI's
+    ``code`` first, as ``rma.origin.error_code`` reads it); some OpenAI-compatible servers send
+    ``{"error": "text"}``. AWS puts ``message``/``Message`` at the top level with the type in
+    ``__type`` (``namespace#Name``) or ``code``; vLLM-style servers use ``type`` and
+    ``message`` there too; FastAPI-style ones a string ``detail``.
+    """
+    if not isinstance(body, Mapping):
+        return None, None
+    inner = body.get("error")
+    if isinstance(inner, Mapping):
+        kind = _string(inner.get("code")) or _string(inner.get("type"))
+        return kind, _string(inner.get("message"))
+    if _string(inner) is not None:
+        return None, _string(inner)
+    kind = next((v for k in ("code", "Code", "__type", "type") if (v := _string(body.get(k)))), None)
+    text = _string(body.get("message")) or _string(body.get("Message")) or _string(body.get("detail"))
+    return (kind.rsplit("#", 1)[-1] if kind else None), text
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ import functools
 import inspect
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -335,7 +336,11 @@ class HandlerAdapter:
         result = result_of(use.id, value)
         limit = self._max_result_chars
         if limit is not None and len(result.text) > limit:
-            result = ToolResult(result.tool_use_id, truncate(result.text, limit), result.is_error)
+            # truncate measures an already-cut text (a toolbox's own cap) by what it shows and
+            # keeps its count: the smaller of the two caps applies once.
+            cut = truncate(result.text, limit)
+            if cut is not result.text:
+                result = ToolResult(result.tool_use_id, cut, result.is_error)
         if telemetry.listening():
             telemetry.emit(
                 "rma.tool.stop",
@@ -400,10 +405,39 @@ enough that one runaway result cannot fill the context window."""
 
 
 def truncate(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters with a marker the model can read."""
+    """``text`` cut to ``limit`` characters with a marker the model can read.
+
+    The marker counts the tool's own output. A text that already ends with a marker this
+    function wrote (a toolbox's cap, or a handler's own call) is measured by its shown part
+    and, if that is longer than ``limit``, cut again with the original count: so
+    ``truncate(truncate(t, a), b) == truncate(t, min(a, b))`` — where a toolbox and the run
+    both cap a result, the smaller cap applies, once.
+    """
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}\n[truncated: {len(text) - limit} of {len(text)} characters not shown]"
+    shown, total = _shown(text)
+    if len(shown) <= limit:
+        return text
+    return f"{shown[:limit]}\n[truncated: {total - limit} of {total} characters not shown]"
+
+
+_MARKER = re.compile(r"\n\[truncated: ([0-9]+) of ([0-9]+) characters not shown\]")
+
+
+def _shown(text: str) -> tuple[str, int]:
+    """The part of ``text`` a marker of ``truncate`` left shown, and the original length.
+
+    A marker whose numbers do not add up (shown + hidden != total) is not one of ours: the
+    whole text is the tool's own.
+    """
+    if text.endswith(" characters not shown]"):
+        cut = text.rfind("\n[truncated: ")
+        found = _MARKER.fullmatch(text, cut) if cut >= 0 else None
+        if found is not None:
+            hidden, total = int(found[1]), int(found[2])
+            if hidden > 0 and cut + hidden == total:
+                return text[:cut], total
+    return text, len(text)
 
 
 def timed_out(tool: str, seconds: float) -> str:

@@ -1,9 +1,13 @@
-"""Shared HTTP plumbing for the providers: one TLS context per process.
+"""Shared HTTP plumbing for the providers: one TLS context and one ``User-Agent`` per process.
 
 Building an ``httpx.AsyncClient`` builds a TLS context and loads the CA bundle, about 60 ms
 on this project's CI machine — more than a whole local model turn. Sessions each own a client
 (its lifetime is the session's), so they share the one context instead: an ``SSLContext`` is
 safe to share between clients, threads and event loops.
+
+Every connection rma opens itself — its lean lanes (``rma_shell.lean_http``) and the httpx
+clients it builds — says who it is with ``user_agent()``. A caller's own ``http_client`` is
+not one of them: it is used as it is, its headers included.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import functools
 import ssl
 import urllib.request
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
@@ -22,9 +27,31 @@ def shared_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+DISTRIBUTION = "rma-agents"
+"""The name rma is installed under (``pip install rma-agents``): the product in its User-Agent."""
+
+
+@functools.cache
+def user_agent() -> str:
+    """``rma-agents/<version>``: the ``User-Agent`` of every request rma sends on connections
+    of its own. RFC 9110's ``product/version``, the product being the distribution's name (the
+    official SDKs send ``Anthropic/Python 2.10.0``, ``OpenAI/Python …``; a host's logs then say
+    which library called). The version is read from the installed package's metadata, once per
+    process (``importlib.metadata`` costs milliseconds): at the first client built, not at
+    import. Running from a source tree that is not installed, it is the bare product name."""
+    try:
+        return f"{DISTRIBUTION}/{version(DISTRIBUTION)}"
+    except PackageNotFoundError:
+        return DISTRIBUTION
+
+
 def async_client(**options: Any) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` that reuses the process's TLS context unless ``verify`` is given."""
+    """An ``httpx.AsyncClient`` that reuses the process's TLS context unless ``verify`` is given
+    and sends rma's ``User-Agent`` unless ``headers`` name one."""
     options.setdefault("verify", shared_ssl_context())
+    headers = httpx.Headers({"User-Agent": user_agent()})
+    headers.update(options.get("headers") or {})
+    options["headers"] = headers
     return httpx.AsyncClient(**options)
 
 

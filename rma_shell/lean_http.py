@@ -10,12 +10,17 @@ pool timeout, as httpx's pool timeout bounds it), the most recently used first.
 
 It behaves as httpx does where the providers can tell: the same timeouts per operation (connect,
 each write, each read), TLS with the process's shared verification context (SNI, no
-close_notify wait, like httpcore), ``Accept-Encoding: gzip, deflate`` decoded, keep-alive
-connections dropped after 5 s idle or when the server has closed them, a connection closed
-whenever a response is not read to its end; and every failure raises the httpx exception class
-httpx would (``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ``WriteError``,
-``RemoteProtocolError``, ``DecodingError``, ``PoolTimeout`` …), so the providers' error
-handling is one code path for both.
+close_notify wait, like httpcore), the same default headers (rma's ``User-Agent``, as the
+httpx clients rma builds send: ``rma_shell.http.user_agent``), ``Accept-Encoding: gzip,
+deflate`` decoded, keep-alive connections dropped after 5 s idle or when the server has closed
+them, a connection closed whenever a response is not read to its end; and every failure
+raises the httpx exception class httpx would (``ConnectError``, ``ConnectTimeout``,
+``ReadTimeout``, ``WriteError``, ``RemoteProtocolError``, ``DecodingError``, ``PoolTimeout`` …),
+so the providers' error handling is one code path for both. One thing it knows that httpx
+does not: whether any byte of a failed request's answer had arrived (a ``Connection``'s
+``response_began``) — a head cut short is ``RemoteProtocolError("Server disconnected in the
+middle of the response head.")`` — so a caller can tell the keep-alive race (the server never
+read the request) from a server that read it and then lost the connection.
 
 What it is not: no proxies (the providers fall back to httpx when the environment configures
 one), no HTTP/2, no redirects, no cookie jar, no auth flows, no client certificates — a caller
@@ -41,18 +46,15 @@ import h11
 import httpx
 from anyio.streams.tls import TLSStream
 
+from rma_shell.http import user_agent
+
 KEEPALIVE_EXPIRY_S: Final = 5.0
 """httpx's default: an idle connection older than this is closed instead of reused."""
 
 _READ_SIZE: Final = 65536
 _JOIN_LIMIT: Final = 65536
-_USER_AGENT: Final = f"python-httpx/{httpx.__version__}"
-"""What the providers sent before this path existed: servers and proxies see no change."""
-_DEFAULT_HEADERS: Final = (
-    ("Accept-Encoding", "gzip, deflate"),
-    ("Connection", "keep-alive"),
-    ("User-Agent", _USER_AGENT),
-)
+_ACCEPT_ENCODING: Final = ("Accept-Encoding", "gzip, deflate")
+_KEEP_ALIVE: Final = ("Connection", "keep-alive")
 
 
 @attrs.frozen
@@ -147,6 +149,14 @@ class Connection:
         self.requests = 0
         """Requests sent (for tests: connections are reused, not reopened)."""
         self.connects = 0
+        # The headers httpx sends by default, with rma's User-Agent in place of httpx's (as
+        # the httpx clients rma builds send it): read once, when the first lane is made.
+        self._defaults = (_ACCEPT_ENCODING, _KEEP_ALIVE, ("User-Agent", user_agent()))
+        self.response_began = False
+        """Whether any byte of the current request's response has arrived — a partial head
+        included, which httpx cannot tell from none (httpcore raises the same error for
+        both). A request that failed with this False got no answer at all; with it True, the
+        server had begun answering, so it had read the request (and may have acted on it)."""
 
     @property
     def is_open(self) -> bool:
@@ -209,9 +219,10 @@ class Connection:
         conn = self._h11
         authority = url.netloc.decode("ascii")
         target = url.raw_path
-        head: list[tuple[str, str]] = [("Host", authority), *_DEFAULT_HEADERS]
+        head: list[tuple[str, str]] = [("Host", authority), *self._defaults]
         head += headers.items()
         head.append(("Content-Length", str(len(body))))
+        self.response_began = False
         try:
             try:
                 data = conn.send(h11.Request(method=method, target=target, headers=head))
@@ -242,7 +253,7 @@ class Connection:
                     if isinstance(event, h11.Response):
                         return Response(self, event.status_code, Headers.of(event.headers), timeouts.read)
                     if isinstance(event, h11.ConnectionClosed):
-                        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+                        raise httpx.RemoteProtocolError(_disconnected(self.response_began))
                     # an InformationalResponse (1xx): the real one follows
             if writing:
                 raise httpx.WriteTimeout("timed out writing the request")
@@ -276,8 +287,10 @@ class Connection:
                 raise httpx.ReadTimeout("timed out reading the response") from exc
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
-            if not data and conn.their_state is h11.SEND_RESPONSE:
-                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+            if data:
+                self.response_began = True
+            elif conn.their_state is h11.SEND_RESPONSE:
+                raise httpx.RemoteProtocolError(_disconnected(self.response_began))
             conn.receive_data(data)
 
     async def _finished(self) -> None:
@@ -293,6 +306,14 @@ class Connection:
         stream, self._stream, self._socket = self._stream, None, None
         if stream is not None:
             await anyio.aclose_forcefully(stream)
+
+
+def _disconnected(began: bool) -> str:
+    """What a connection closed before a whole response head says: httpx's words when nothing
+    had arrived, else that the head was cut (which httpx would report in the same words)."""
+    if began:
+        return "Server disconnected in the middle of the response head."
+    return "Server disconnected without sending a response."
 
 
 class Response:

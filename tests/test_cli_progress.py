@@ -20,7 +20,8 @@ import anyio
 import pytest
 import trio.testing
 
-from rma_shell.cli_progress import ERASE, Progress
+from rma_shell.cli_progress import ERASE, Progress, traced_http_client
+from rma_shell.http import user_agent
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay
 
@@ -76,6 +77,14 @@ async def test_progress_is_silent_off_a_terminal_and_with_json(
         progress.waiting("something", "slow")
         await anyio.sleep(3)
     assert stream.getvalue() == ""
+
+
+async def test_the_demos_traced_client_sends_rmas_user_agent() -> None:
+    # Handed to the provider as its http_client, but built by rma: it says who is calling.
+    with OpenAIEmulator([{"content": "hi"}]) as emu:
+        async with traced_http_client(Progress(None), "model") as client:
+            await client.post(f"{emu.base_url}/chat/completions", json={"model": "m", "messages": []})
+        assert emu.requests[0].headers["user-agent"] == user_agent()
 
 
 # ── through the CLI, on a real terminal ──

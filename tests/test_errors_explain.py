@@ -455,3 +455,88 @@ def test_an_errors_host_shows_the_port_only_when_it_is_not_the_schemes_default()
         HttpError(status=500, host="inner", request_id="a"), url="http://outer/", request_id="b"
     )
     assert (kept.host, kept.request_id) == ("inner", "a")  # the layer that knew first wins
+
+
+# ── what an HTTP error says: the host's own error text, never a Python repr ──────────────
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "says"),
+    [
+        # Claude: {"type": "error", "error": {"type", "message"}, "request_id"}
+        (
+            {"type": "error", "error": {"type": "api_error", "message": "Internal server error."}},
+            "api_error",
+            "HTTP 500 api_error: Internal server error.",
+        ),
+        # OpenAI: {"error": {"message", "type", "param", "code"}}
+        (
+            {"error": {"message": "It broke.", "type": "server_error", "param": None, "code": None}},
+            "server_error",
+            "HTTP 500 server_error: It broke.",
+        ),
+        # AWS: {"message"} with the type in x-amzn-ErrorType (the code), or in __type
+        (
+            {"message": "An internal error occurred."},
+            "InternalServerException",
+            "HTTP 500 InternalServerException: An internal error occurred.",
+        ),
+        (
+            {"Message": "Try again.", "__type": "com.amazon#InternalServerException"},
+            None,
+            "HTTP 500 InternalServerException: Try again.",
+        ),
+        # OpenAI-compatible servers: the error as a string, or the fields at the top level
+        ({"error": "model crashed"}, None, "HTTP 500: model crashed"),
+        (
+            {"object": "error", "message": "engine dead", "type": "InternalServerError"},
+            None,
+            "HTTP 500 InternalServerError: engine dead",
+        ),
+        # No text the host named: the body as it came (JSON, not a repr; a string as is)
+        ({"weird": [1, None]}, None, 'HTTP 500: {"weird": [1, null]}'),
+        ("<html>502 Bad Gateway</html>", None, "HTTP 500: <html>502 Bad Gateway</html>"),
+        (None, None, "HTTP 500"),
+    ],
+)
+def test_an_http_errors_message_is_the_hosts_error_type_and_text(body: Any, code: Any, says: str) -> None:
+    assert HttpError(status=500, body=body, code=code).message == says
+
+
+def test_a_long_host_error_text_is_cut_and_kept_on_one_line() -> None:
+    body = {"error": {"type": "api_error", "message": "line one\nline two " + "x" * 1000}}
+    text = str(HttpError(status=500, body=body, code="api_error"))
+    assert text.startswith("http_error: HTTP 500 api_error: line one line two xxx") and "\n" not in text
+    assert len(text) < 400
+
+
+async def test_cma_a_500_says_the_hosts_error_type_and_message(closing: list[Any]) -> None:
+    fault = status_once(500, message="Internal server error.", method="POST", path="/v1/sessions$")
+    with CMAEmulator(script=[text_turn("hi")], api_key=CMA_KEY, faults=[fault]) as emu:
+        p = ClaudeManagedAgents(
+            api_key=CMA_KEY, base_url=emu.base_url, env={}, max_retries=0, **emu_agent_and_environment(emu)
+        )
+        closing.append(p)
+        error = (await run(p, handler=Tools(), prompt="x")).failure()
+    assert isinstance(error, HttpError) and error.status == 500
+    assert str(error).endswith(f"(request id {error.request_id}): Internal server error.")
+    assert str(error).startswith("http_error: HTTP 500 api_error from ")
+
+
+async def test_local_a_500_says_the_hosts_error_type_and_message() -> None:
+    with OpenAIEmulator([{"content": "hi"}], faults={0: status(500, message="Engine fell over.")}) as emu:
+        error = (await run(local(emu.base_url, max_retries=0), handler=Tools(), prompt="x")).failure()
+    assert isinstance(error, HttpError) and error.status == 500
+    assert str(error).startswith("http_error: HTTP 500 server_error from ")
+    assert str(error).endswith(f"(request id {error.request_id}): Engine fell over.")
+
+
+async def test_agentcore_a_500_says_the_hosts_error_type_and_message(closing: list[Any]) -> None:
+    fault = ace.server_error_once(500, times=20, message="An internal error occurred. Try again.")
+    with AgentCoreEmulator([ace.text_turn("ok")], faults=[fault]) as emu:
+        error = (
+            await run(agentcore(emu, closing), handler=Tools(), prompt="x", runtime_session_id=SID)
+        ).failure()
+    assert isinstance(error, HttpError) and error.status == 500
+    assert str(error).startswith("http_error: HTTP 500 InternalServerException from ")
+    assert str(error).endswith(f"(request id {error.request_id}): An internal error occurred. Try again.")

@@ -22,7 +22,9 @@ import pytest
 import trustme
 
 from rma_shell import lean_http
+from rma_shell.http import user_agent
 from rma_shell.lean_http import Connection, Headers, LeanPool, PoolTimeout, Timeouts
+from rma_shell.testing._loopback import reset_after_delivery
 
 Reply = Callable[["Peer", int], None]
 """Writes the answer to the connection's n-th request (0-based), or closes, or stalls."""
@@ -169,7 +171,7 @@ async def test_requests_reuse_one_keep_alive_connection_and_send_httpx_default_h
     assert line == b"POST /v1/chat?x=1 HTTP/1.1" and body == b'{"q":1}'
     assert headers["host"] == f"127.0.0.1:{server.port}"
     assert headers["accept-encoding"] == "gzip, deflate" and headers["connection"] == "keep-alive"
-    assert headers["user-agent"] == f"python-httpx/{httpx.__version__}"
+    assert headers["user-agent"] == user_agent()  # rma's own, as its httpx clients send
     assert headers["authorization"] == "Bearer k" and headers["content-length"] == "7"
 
 
@@ -324,6 +326,50 @@ async def test_no_answer_at_all_is_a_remote_protocol_error(serve: Callable[..., 
         with pytest.raises(httpx.RemoteProtocolError, match="Server disconnected without sending a response"):
             await exchange(pool, server.url)
         assert not pool.lanes[0].is_open
+    finally:
+        await pool.aclose()
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+async def test_a_head_cut_short_is_told_from_no_answer_at_all(
+    serve: Callable[..., RawServer], reset: bool
+) -> None:
+    # httpx raises the same error whether part of a head arrived or none: the lane tells them
+    # apart (issue #23), since a server that began answering had read the request.
+    def cut(peer: Peer, index: int) -> None:
+        if index == 0:
+            ok(peer, index)
+            return
+        peer.send(b"HTTP/1.1 200 ")
+        peer.closed = True
+        if reset:
+            reset_after_delivery(peer.sock)
+        else:
+            peer.sock.close()
+
+    server = serve(cut)
+    pool = LeanPool(1)
+    try:
+        await exchange(pool, server.url)
+        lane = pool.lanes[0]
+        expected = httpx.ReadError if reset else httpx.RemoteProtocolError
+        with pytest.raises(expected) as caught:
+            await exchange(pool, server.url)
+        assert lane.response_began and not lane.is_open
+        if not reset:
+            assert str(caught.value) == "Server disconnected in the middle of the response head."
+    finally:
+        await pool.aclose()
+
+
+async def test_no_answer_at_all_leaves_the_response_unbegun(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda peer, i: ok(peer, i) if i == 0 else peer.close())
+    pool = LeanPool(1)
+    try:
+        await exchange(pool, server.url)
+        with pytest.raises(httpx.RemoteProtocolError, match="without sending a response"):
+            await exchange(pool, server.url)
+        assert not pool.lanes[0].response_began
     finally:
         await pool.aclose()
 

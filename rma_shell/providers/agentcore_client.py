@@ -69,7 +69,7 @@ from rma.wire.eventstream import EventStreamDecoder, EventStreamError, Message
 from rma.wire.sigv4 import sign
 from rma_shell import _deadline as silence
 from rma_shell.aws_credentials import CredentialSource
-from rma_shell.http import host_of, shared_ssl_context
+from rma_shell.http import host_of, shared_ssl_context, user_agent
 from rma_shell.lean_http import LeanPool, Timeouts
 from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.telemetry import Telemetry
@@ -159,6 +159,7 @@ class AgentCoreClient:
             transport=httpx.AsyncHTTPTransport(verify=shared_ssl_context(), socket_options=_KEEPALIVE),
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
             follow_redirects=False,
+            headers={"User-Agent": user_agent()},
         )
         # InvokeHarness, the per-turn call, goes over lean h11 lanes when the client is ours
         # (``rma_shell.lean_http``: the same timeouts, TLS context and keep-alive; httpx adds

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -35,10 +36,18 @@ from rma.errors import (
     SessionError,
     StreamDropped,
     Timeout,
+    TransportError,
 )
 from rma.origin import error_code, request_id, with_origin
 from rma.provider import Input
-from rma.providers.claude_managed_agents import CODEC, ClaudeManagedAgentsCodec, consolidate
+from rma.providers.claude_managed_agents import (
+    CODEC,
+    USER_CUSTOM_TOOL_RESULT,
+    USER_TOOL_CONFIRMATION,
+    ClaudeManagedAgentsCodec,
+    consolidate,
+    event_type,
+)
 from rma.session.events import Reconnected
 from rma.session.option_checks import check_count, check_seconds
 from rma.session.options import lift_handles
@@ -47,10 +56,16 @@ from rma.wire.sse import SSEDecoder
 from rma_shell import _deadline as silence
 from rma_shell.http import same_origin
 from rma_shell.lean_http import Response as LeanResponse
+from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider, StopReport
-from rma_shell.providers.cma_client import CMAClient, StreamResponse
+from rma_shell.providers.cma_client import STALE_OR_CUT, CMAClient, StreamResponse
 from rma_shell.telemetry import Telemetry
+
+log = logging.getLogger("rma.providers.claude_managed_agents")
+
+_ECHOED_BY_ID = frozenset({USER_CUSTOM_TOOL_RESULT, USER_TOOL_CONFIRMATION})
+"""Posted events whose echo names the call they answer, so only their own echo matches."""
 
 OUTPUTS_DIR = "/mnt/session/outputs/"
 """Only files the agent writes here become downloadable session artifacts (wire §13)."""
@@ -425,8 +440,41 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(built.failure())
         if not isinstance(input, list) or not input:
             return Failure(ProviderError(detail="refusing to post an empty or non-list input"))
-        sent = await built.unwrap().send_events(conn.session_id, input)
-        return Success(None) if isinstance(sent, Success) else Failure(sent.failure())
+        client = built.unwrap()
+        sent = await client.send_events(conn.session_id, input)
+        if isinstance(sent, Success):
+            return Success(None)
+        return await self._unless_landed(client, conn, input, sent.failure())
+
+    async def _unless_landed(
+        self, client: CMAClient, conn: CMAConn, input: list[JSON], error: SessionError
+    ) -> Result[None, SessionError]:
+        """A post that failed after it went out may still have landed: the client never sends
+        one again once any of an answer arrived, nor on httpx when it cannot tell (issue
+        #23). The host's event list says, as a resumed journal's does (``input_landed``): a
+        post lands whole or not at all, so one echo missing means none landed. Tool results
+        and confirmations all echoed: it landed, and the run goes on. None of it echoed after a
+        ``stale_or_cut`` failure (the keep-alive race, as far as httpx can tell): it is posted
+        again, the retry the client left to this check. Otherwise — other events, whose echo
+        an earlier event of their type also matches, or no list — the error stands."""
+        if not isinstance(error, TransportError) or error.error_type == "connect":
+            return Failure(error)  # an answer, or a connection that never opened: nothing unsure
+        listed = await client.list_events(conn.session_id)
+        if isinstance(listed, Failure):
+            return Failure(error)
+        if self.codec.input_landed(input, listed.unwrap()):
+            if not all(event_type(e) in _ECHOED_BY_ID for e in input):
+                return Failure(error)
+            log.warning(
+                "the events post failed (%s) but the host has its events: taken as posted",
+                error.message,
+                extra=log_fields(provider="claude_managed_agents", session_id=conn.session_id),
+            )
+            return Success(None)
+        if error.error_type != STALE_OR_CUT:
+            return Failure(error)
+        again = await client.send_events(conn.session_id, input)
+        return Success(None) if isinstance(again, Success) else Failure(again.failure())
 
     async def stream(
         self,

@@ -12,8 +12,11 @@ around each call:
 - **Retries** — 408, 409, 429, 5xx and 529, connection failures, honouring ``x-should-retry``,
   ``retry-after-ms`` and ``retry-after``; the event stream's opening too. Calls that are not
   idempotent (creates, event posts, file uploads) are retried only when the request cannot
-  have been processed: a connection that never opened, 429 and 529. Gets, lists, archives,
-  deletes and updates are retried on every transient failure.
+  have been processed: a connection that never opened, 429 and 529, or a kept-alive
+  connection the server had closed — one that broke before any byte of an answer arrived
+  (a host that began answering had read the request), which only the lean lanes can tell:
+  on httpx that failure is ``stale_or_cut`` and not retried. Gets, lists, archives, deletes
+  and updates are retried on every transient failure.
 - **Errors as values** — every method returns ``Result[..., SessionError]``: ``HttpError`` with
   the API's error body, ``AuthenticationError`` for 401, ``TransportError`` for the network.
 - **Telemetry** — ``rma.request.start/stop/exception`` with method, path and status.
@@ -30,14 +33,21 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import httpx
 from returns.result import Failure, Result, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, parse_bearer_file
-from rma.errors import AuthenticationError, HttpError, MalformedResponse, SessionError, TransportError
+from rma.errors import (
+    AuthenticationError,
+    HttpError,
+    MalformedResponse,
+    SessionError,
+    TransportError,
+    error_text,
+)
 from rma.origin import error_code, request_id, undialable, with_origin
 from rma.redact import redact_error
 from rma.retry import next_delay_s
@@ -76,31 +86,53 @@ def _describe(exc: BaseException) -> str:
 # Failures that, on a reused connection with no answer yet, mean the server had closed it.
 _STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
+STALE_OR_CUT: Final = "stale_or_cut"
+"""``TransportError.error_type`` of a call that failed on a reused httpx connection while its
+answer was awaited: either the keep-alive race (the server had closed the connection and
+never read the request) or an answer cut short after the server had read it — httpx cannot
+tell which (see ``_WireTrace``), so a non-idempotent call is not sent again blind; a caller
+that can check whether it landed may (``ClaudeManagedAgents.push_input`` does for events)."""
+
 
 class _WireTrace:
     """httpcore's ``trace`` extension for one request: was it sent on a reused (kept-alive)
-    connection, and did any answer arrive? Without trace events (a mock transport) it claims
-    nothing, so only a real reused connection makes a failure look like the keep-alive race.
-    On a lean lane, ``CMAClient._lean_call`` sets the same two facts."""
+    connection, and had any of an answer arrived when it failed? Without trace events (a mock
+    transport) it claims nothing, so only a real reused connection makes a failure look like
+    the keep-alive race. On a lean lane, ``CMAClient._lean_call`` sets the same facts, exactly.
 
-    __slots__ = ("answered", "fresh", "reused")
+    ``heard`` is False while nothing of an answer has arrived, True once some has — and None
+    on httpx from the moment the response head is awaited until it is complete: httpcore
+    raises the same ``RemoteProtocolError`` ("Server disconnected without sending a
+    response.") or ``ReadError`` whether the server sent nothing or part of a head, and its
+    trace has no event for the bytes in between. A lane counts them (``response_began``)."""
+
+    __slots__ = ("fresh", "heard", "reused")
 
     def __init__(self) -> None:
         self.fresh = False
         self.reused = False
-        self.answered = False
+        self.heard: bool | None = False
 
     async def __call__(self, name: str, info: Mapping[str, Any]) -> None:
         if name.startswith("connection.connect_tcp."):
             self.fresh = True
         elif name.endswith(".send_request_headers.started"):
             self.reused = not self.fresh
+        elif name.endswith(".receive_response_headers.started"):
+            self.heard = None
         elif name.endswith(".receive_response_headers.complete"):
-            self.answered = True
+            self.heard = True
 
     @property
     def stale_keep_alive(self) -> bool:
-        return self.reused and not self.answered
+        """A reused connection that failed before any of an answer arrived: the server had
+        closed it, so it never read the request."""
+        return self.reused and self.heard is False
+
+    @property
+    def stale_or_cut(self) -> bool:
+        """A reused connection that failed while httpx awaited the head: see ``STALE_OR_CUT``."""
+        return self.reused and self.heard is None
 
 
 class CMAClient:
@@ -211,10 +243,10 @@ class CMAClient:
         error = body.get("error") if isinstance(body, dict) else None
         code = error.get("type") if isinstance(error, dict) else None
         return AuthenticationError(
-            detail=f"HTTP 401 on {method} {path}: {_message(body)}",
+            detail=f"HTTP 401 on {method} {path}: {error_text(body)}",
             status=401,
             error_code=code if isinstance(code, str) else None,
-            error_message=_message(body),
+            error_message=error_text(body),
             host=host_of(self.settings.base_url),
         )
 
@@ -351,12 +383,22 @@ class CMAClient:
             self._stop(meta, t0, error="transport_error")
             if isinstance(exc, _STALE_CONNECTION) and wire.stale_keep_alive:
                 # The server closed an idle keep-alive connection as the request went out on
-                # it, and answered nothing: another attempt opens a fresh connection (the pool
-                # discarded the closed one), whatever the method (issue #12).
+                # it, and answered nothing at all: another attempt opens a fresh connection
+                # (the pool discarded the closed one), whatever the method (issue #12).
                 why = "the server closed a kept-alive connection before answering"
                 stale = TransportError(detail=f"{type(exc).__name__}: {why}", error_type="stale_connection")
                 return Failure(with_origin(stale, url=self._url(path))), None, "always"
-            failure = TransportError(detail=_describe(exc), error_type=type(exc).__name__)
+            if isinstance(exc, _STALE_CONNECTION) and wire.stale_or_cut:
+                # The same failure on httpx, which cannot say whether part of an answer had
+                # come — a server that began answering had read the request, and an event
+                # post sent again would be taken twice (issue #23): retried only if idempotent.
+                why = "a kept-alive connection broke before a whole answer; it may have been read"
+                unsure = TransportError(detail=f"{_describe(exc)} ({why})", error_type=STALE_OR_CUT)
+                return Failure(with_origin(unsure, url=self._url(path))), None, "if_idempotent"
+            detail = _describe(exc)
+            if wire.heard:  # the server had begun answering: it read the request
+                detail += " (after the answer began)"
+            failure = TransportError(detail=detail, error_type=type(exc).__name__)
             return Failure(with_origin(failure, url=self._url(path))), None, "if_idempotent"
         except BaseException as exc:
             elapsed = {"duration": time.perf_counter() - t0}
@@ -402,8 +444,9 @@ class CMAClient:
         wire: _WireTrace,
     ) -> tuple[int, Mapping[str, str], bytes]:
         """One call on a lean lane: its status, headers and whole body. Raises httpx's
-        exception classes (``rma_shell.lean_http``); ``wire`` learns, as httpcore's trace tells
-        it on httpx, whether a failed request went out on a kept-alive connection unanswered."""
+        exception classes (``rma_shell.lean_http``); ``wire`` learns whether a failed request
+        went out on a kept-alive connection and whether any of an answer had arrived — which
+        the lane knows to the byte, where httpx's trace knows only a whole head."""
         assert self._lean is not None
         url = httpx.URL(self._url(path), params=_query(params))
         body = b""
@@ -419,8 +462,9 @@ class CMAClient:
                 response = await lane.request(method, url, headers, body, self._timeouts)
             except BaseException:
                 wire.reused = wire.reused and lane.connects == connects  # not a stale lane reopened
+                wire.heard = lane.response_began  # a head cut short is no keep-alive race
                 raise
-            wire.answered = True
+            wire.heard = True
             return response.status_code, response.headers, await response.aread()
         finally:
             self._lean.release(lane)
@@ -702,12 +746,6 @@ def _transient(error: SessionError) -> bool:
     if isinstance(error, TransportError):
         return True
     return isinstance(error, HttpError) and error.status in RETRY_STATUSES
-
-
-def _message(body: JSON) -> str:
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return str(body["error"].get("message", ""))[:300]
-    return str(body)[:300]
 
 
 __all__ = ["CMAClient"]

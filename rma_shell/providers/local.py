@@ -49,6 +49,7 @@ from rma.errors import (
     SessionError,
     StreamDropped,
     TransportError,
+    error_text,
 )
 from rma.live import attempt_discarded_event
 from rma.origin import error_code, request_id, undialable, with_origin
@@ -772,7 +773,7 @@ class Local(Provider[LocalConn]):
                 return Failure(MalformedResponse(detail="response body is not JSON", response=decoded))
             return Success(decoded)
         if status == 401:
-            message = conn.redact(_error_message(decoded))
+            message = conn.redact(error_text(decoded))
             error = decoded.get("error") if isinstance(decoded, Mapping) else None
             code = (error.get("code") or error.get("type")) if isinstance(error, Mapping) else None
             return Failure(
@@ -812,12 +813,6 @@ async def _aclose(chunks: AsyncIterator[bytes]) -> None:
     aclose = getattr(chunks, "aclose", None)
     if aclose is not None:
         await aclose()
-
-
-def _error_message(body: JSON) -> str:
-    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
-        return str(body["error"].get("message", ""))
-    return str(body)[:300]
 
 
 def _kind(exc: httpx.HTTPError) -> str:

@@ -2,13 +2,17 @@
 
 Emulators subclass ``LoopbackEmulator`` and name their request handler; this module starts the
 server on a free port in a daemon thread, sets TCP_NODELAY on every connection (small SSE
-writes must leave at once, not wait for Nagle), and stops it cleanly. Not an HTTP framework.
+writes must leave at once, not wait for Nagle), and stops it cleanly; ``reset_after_delivery``
+resets a connection once the client has what was written to it. Not an HTTP framework.
 """
 
 from __future__ import annotations
 
+import array
 import socket
+import struct
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Self
 
@@ -114,3 +118,41 @@ class LoopbackHandler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self.server.emulator._handle(self)
+
+
+_DELIVERY_WAIT_S = 2.0
+"""How long ``reset_after_delivery`` waits for the peer to acknowledge what was written."""
+
+
+def reset_after_delivery(sock: socket.socket) -> None:
+    """Reset the connection (RST, not FIN) once the peer's kernel has acknowledged every byte
+    written to it, so the client reads those bytes before the reset: a reset that overtook
+    them would make the client see no answer at all, which is another fault. The send queue
+    is read with ``TIOCOUTQ`` (bytes not yet acknowledged, on Linux); where it cannot be read,
+    a short grace stands in. Waiting is bounded either way."""
+    if not _acknowledged(sock, time.monotonic() + _DELIVERY_WAIT_S):
+        time.sleep(0.05)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def _acknowledged(sock: socket.socket, deadline: float) -> bool:
+    """Whether the peer acknowledged all that was sent before ``deadline``; False when the
+    platform cannot say."""
+    try:
+        import fcntl
+        import termios
+
+        request = termios.TIOCOUTQ
+    except (ImportError, AttributeError):
+        return False
+    pending = array.array("i", [0])
+    while time.monotonic() < deadline:
+        try:
+            fcntl.ioctl(sock.fileno(), request, pending, True)
+        except OSError:
+            return False
+        if pending[0] == 0:
+            return True
+        time.sleep(0.001)
+    return False

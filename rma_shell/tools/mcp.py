@@ -42,6 +42,7 @@ import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from returns.result import Failure, Success
 
+from rma_shell.http import user_agent
 from rma_shell.tools.source import ToolOutput, ToolSpec
 from rma_shell.tools.toolbox import ToolboxError
 
@@ -222,6 +223,9 @@ class MCPServer:
         ):
             raise MCPServerError(f"MCP server {label!r}: headers must map strings to strings")
         fixed_headers = dict(headers or {})
+        # rma's User-Agent, as on the hosts' connections, unless the caller's headers name one.
+        if not any(name.lower() == "user-agent" for name in fixed_headers):
+            fixed_headers["User-Agent"] = user_agent()
         # Connect/write/pool bounded by connect_timeout; reads are bounded per call by
         # call_timeout (an SSE response or the listening GET stream may stay open long).
         timeout = httpx.Timeout(connect_timeout, read=None) if _positive(connect_timeout) else None

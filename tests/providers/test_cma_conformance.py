@@ -620,6 +620,7 @@ NOT_EVENT_BUILDERS = {
     "model_usage",  # a usage object, checked inside model_request_end / outcome_evaluation_end
     "pause",  # a script marker (the host still at work), never an event on the wire
     "close_idle_connection",
+    "cut_response_head",
     "drop_stream_after",
     "error_frame",
     "requires_action_from_earlier_batch",

@@ -92,10 +92,10 @@ def picture() -> list[object]:
 
 
 @app.tool()
-def header(ctx: Context) -> str:
-    """The X-Rma-Test header of the HTTP request that carried this call."""
+def header(ctx: Context, which: str = "x-rma-test") -> str:
+    """A header (X-Rma-Test unless named) of the HTTP request that carried this call."""
     request = ctx.request_context.request
-    return str(request.headers.get("x-rma-test")) if request is not None else "no request"
+    return str(request.headers.get(which)) if request is not None else "no request"
 
 
 def _paginate(size: int) -> None:

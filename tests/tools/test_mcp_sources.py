@@ -16,6 +16,7 @@ import pytest
 from returns.result import Failure, Success
 
 from rma.vocabulary import SessionInfo
+from rma_shell.http import user_agent
 from rma_shell.tools import Toolbox, ToolboxError, tool
 from rma_shell.tools.mcp import MCPServer, MCPServerError
 from tests.tools._mcp import free_port, http_server, pid_alive, stdio_server
@@ -86,6 +87,15 @@ async def test_http_tools_are_called_with_the_given_headers(http_url: str) -> No
         # a tool left out by allowed_tools is not routed
         unknown = await call(box, "add", a=1, b=2)
         assert isinstance(unknown, Failure) and "unknown tool 'add'" in unknown.failure()
+
+
+@pytest.mark.trio_only  # mapping, not concurrency: the lifecycle tests run on both backends
+async def test_http_calls_carry_rmas_user_agent_unless_the_given_headers_name_one(http_url: str) -> None:
+    async with Toolbox(MCPServer.http(http_url, allowed_tools={"header"})) as box:
+        assert await call(box, "header", which="user-agent") == Success(user_agent())
+    mine = MCPServer.http(http_url, headers={"user-agent": "my-app/7.0"}, allowed_tools={"header"})
+    async with Toolbox(mine) as box:
+        assert await call(box, "header", which="user-agent") == Success("my-app/7.0")
 
 
 @pytest.mark.trio_only  # mapping, not concurrency: the lifecycle tests run on both backends

@@ -16,6 +16,7 @@ from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.tools import Toolbox, truncate
 from tests.tools._wire import agentcore_tool_results, local_tool_results
 
 KEY = "sk-test-limits"
@@ -131,3 +132,62 @@ async def test_bad_limits_are_refused_before_any_request(option: str, value: Any
         assert emu.requests == []
     error = outcome.failure()
     assert isinstance(error, InvalidOpts) and error.option == option
+
+
+async def test_a_toolbox_result_past_both_default_caps_is_cut_once_counting_the_tools_output() -> None:
+    # The toolbox's cap and the run's are both 100,000: one cap, applied once, and the marker
+    # counts what the tool returned — not the toolbox's already-marked text (issue #23).
+    turns: list[Any] = [{"tool_calls": [{"id": "c", "name": "huge", "arguments": {}}]}, {"content": "ok"}]
+
+    def huge() -> str:
+        """Return a lot."""
+        return "z" * 100_001
+
+    box = Toolbox(huge)
+    with OpenAIEmulator(turns, api_key=KEY) as emu:
+        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=box.tools(), rand=lambda: 0.0)
+        assert (await run(provider, handler=box, prompt="go")).unwrap().text == "ok"
+        [sent] = local_tool_results(emu.requests[-1].body["messages"])
+    text, is_error = sent
+    assert text.endswith("z\n[truncated: 1 of 100001 characters not shown]") and not is_error
+    assert text == "z" * 100_000 + "\n[truncated: 1 of 100001 characters not shown]"
+
+
+@pytest.mark.parametrize(
+    ("box_cap", "run_cap", "shown"),
+    [(100, 50, 50), (50, 100, 50), (100, 100, 100), (None, 60, 60), (60, None, 60)],
+)
+async def test_the_smaller_of_the_toolbox_and_run_caps_applies_once(
+    box_cap: int | None, run_cap: int | None, shown: int
+) -> None:
+    turns: list[Any] = [{"tool_calls": [{"id": "c", "name": "big", "arguments": {}}]}, {"content": "ok"}]
+
+    def big() -> str:
+        """Return a lot."""
+        return "y" * 250
+
+    box = Toolbox(big, max_result_chars=box_cap)
+    with OpenAIEmulator(turns, api_key=KEY) as emu:
+        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=box.tools(), rand=lambda: 0.0)
+        outcome = await run(provider, handler=box, prompt="go", max_tool_result_chars=run_cap)
+        assert outcome.unwrap().text == "ok"
+        [sent] = local_tool_results(emu.requests[-1].body["messages"])
+    marker = f"\n[truncated: {250 - shown} of 250 characters not shown]"
+    assert sent == ("y" * shown + marker, False)
+
+
+MARKED = "p" * 39 + "\n[truncated: 7 of 46 characters not shown]"
+
+
+@pytest.mark.parametrize("text", ["", "abc", "q" * 40, MARKED])
+def test_truncating_a_truncated_text_is_truncating_it_once_at_the_smaller_limit(text: str) -> None:
+    # A raw handler may cap with rma_shell.tools.truncate itself; the run's cap then composes.
+    for a in range(1, 50):
+        for b in range(1, 50):
+            assert truncate(truncate(text, a), b) == truncate(text, min(a, b))
+
+
+def test_a_marker_that_does_not_add_up_is_the_tools_own_text() -> None:
+    text = "abc\n[truncated: 5 of 9 characters not shown]"  # 3 + 5 != 9: not one of rma's
+    marker = f"\n[truncated: {len(text) - 10} of {len(text)} characters not shown]"
+    assert truncate(text, 10) == text[:10] + marker

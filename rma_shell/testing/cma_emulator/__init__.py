@@ -45,8 +45,8 @@ The stream has no replay: a subscriber receives only events emitted after it con
 Faults (``inject`` or ``faults=``; global or per session; each for ``times`` occurrences):
 ``status_once`` (the stream's ``GET …/events/stream`` included), ``drop_stream_after``,
 ``error_frame``, ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``,
-``close_idle_connection``, ``slow_interrupt`` (an interrupt the session is slow to obey). A
-wrong or missing key always gets a 401.
+``close_idle_connection``, ``slow_interrupt`` (an interrupt the session is slow to obey),
+``cut_response_head``. A wrong or missing key always gets a 401.
 
 Scripted turns are played synchronously while the triggering POST is handled (before its
 response is written), under the emulator's lock: a callable turn may call the emulator's own
@@ -96,6 +96,7 @@ from rma_shell.testing.cma_emulator.events import TurnFunction as TurnFunction
 from rma_shell.testing.cma_emulator.faults import (
     CMAFault,
     close_idle_connection,
+    cut_response_head,
     drop_stream_after,
     error_frame,
     requires_action_from_earlier_batch,
@@ -123,6 +124,7 @@ __all__ = [
     "agent_tool_use",
     "close_idle_connection",
     "custom_tool_use",
+    "cut_response_head",
     "drop_stream_after",
     "error_frame",
     "idle_budget_reached",

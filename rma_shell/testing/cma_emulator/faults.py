@@ -22,6 +22,7 @@ FaultKind = Literal[
     "drop_budget",
     "close_idle",
     "slow_interrupt",
+    "cut_head",
 ]
 
 
@@ -29,7 +30,7 @@ FaultKind = Literal[
 class CMAFault:
     """A fault; build with ``status_once``, ``drop_stream_after``, ``error_frame``,
     ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``, ``trickle``,
-    ``budget_not_echoed``, ``close_idle_connection`` or ``slow_interrupt``."""
+    ``budget_not_echoed``, ``close_idle_connection``, ``slow_interrupt`` or ``cut_response_head``."""
 
     kind: FaultKind
     times: int = 1
@@ -44,6 +45,8 @@ class CMAFault:
     delay: float | None = 0.05
     drop_stream: bool = False
     size: int = 0
+    head: str = ""
+    reset: bool = True
 
 
 def status_once(
@@ -156,6 +159,31 @@ def slow_interrupt(seconds: float = math.inf, *, times: int = 1) -> CMAFault:
     if math.isnan(seconds) or seconds < 0:
         raise ValueError(f"slow_interrupt needs a non-negative number of seconds, got {seconds!r}")
     return CMAFault("slow_interrupt", times=times, delay=seconds)
+
+
+def cut_response_head(
+    *,
+    method: str | None = None,
+    path: str | None = None,
+    head: str = "HTTP/1.1 200 ",
+    reset: bool = True,
+    times: int = 1,
+) -> CMAFault:
+    """A host that answered and lost the connection: the next matching request is served as
+    usual — authenticated, processed, its events stored and its turn played — but of the
+    response only ``head`` (the first bytes of its head) goes out before the connection is
+    reset (``reset=False``: closed, a FIN). The reset waits until the client's side has
+    acknowledged those bytes, so the client reads them first. The request is in ``requests``;
+    ``cut_heads`` counts the answers cut. ``method``/``path`` narrow the match as in
+    ``status_once``."""
+    return CMAFault(
+        "cut_head",
+        times=times,
+        method=method.upper() if method else None,
+        path=path,
+        head=head,
+        reset=reset,
+    )
 
 
 def _num(value: float | str) -> str:

@@ -2,7 +2,7 @@
 
 The class a test uses: its options, the loopback server (``_loopback``), the controls a test
 calls (``inject``, ``script_session``, ``emit``, ``history``, ``wait_for_event`` …), and the
-handling of every request — the keep-alive and status faults, authentication, the
+handling of every request — the keep-alive, cut-answer and status faults, authentication, the
 ``anthropic-version`` / ``anthropic-beta`` checks, routing, the error envelope and slow
 (trickled) answers. The routes themselves are in ``resources`` and ``streams``.
 """
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from rma_shell.testing._loopback import LoopbackHandler
+from rma_shell.testing._loopback import LoopbackHandler, reset_after_delivery
 from rma_shell.testing.cma_emulator.events import ServerEvent, Turn
 from rma_shell.testing.cma_emulator.faults import CMAFault, _Armed
 from rma_shell.testing.cma_emulator.resources import _Resources
@@ -88,6 +88,8 @@ class CMAEmulator(_Resources):
         self._faults: list[_Armed] = [_Armed(f, f.times, None) for f in faults]
         self.closed_idle = 0
         """Requests dropped unanswered by ``close_idle_connection``."""
+        self.cut_heads = 0
+        """Answers cut after their first bytes by ``cut_response_head``."""
         self._hangups = _HangupWatch(self._stopping)
         self._counter = 0
         self._ids: dict[str, int] = {}
@@ -248,6 +250,13 @@ class CMAEmulator(_Resources):
         if reply is None:
             return
         with self._lock:
+            cut = self._take("cut_head", None, h.command, path)
+            if cut is not None:
+                self.cut_heads += 1
+        if cut is not None:
+            self._cut_head(h, cut)
+            return
+        with self._lock:
             slow = self._take("trickle", None, h.command, path)
         body = reply.body
         if slow is not None:
@@ -271,6 +280,19 @@ class CMAEmulator(_Resources):
                 h.wfile.flush()
         except _DISCONNECTS:
             h.close_connection = True
+
+    @staticmethod
+    def _cut_head(h: LoopbackHandler, fault: CMAFault) -> None:
+        """``cut_response_head``: the first bytes of the head, then the connection reset (or
+        closed) — after the request was processed, as a host that died mid-answer."""
+        h.close_connection = True
+        with contextlib.suppress(OSError):
+            h.wfile.write(fault.head.encode("latin-1"))
+            h.wfile.flush()
+            if fault.reset:
+                reset_after_delivery(h.connection)
+            else:
+                h.connection.shutdown(socket.SHUT_RDWR)
 
     def _serve(
         self,

@@ -241,9 +241,11 @@ class _Core(LoopbackEmulator):
             if fault.kind != kind or armed.remaining <= 0:
                 continue
             other_session = armed.session_id is not None and armed.session_id != session_id
-            if other_session and (kind not in ("status", "close_idle") or str(armed.session_id) not in path):
+            if other_session and (
+                kind not in ("status", "close_idle", "cut_head") or str(armed.session_id) not in path
+            ):
                 continue
-            if kind in ("status", "trickle", "close_idle"):
+            if kind in ("status", "trickle", "close_idle", "cut_head"):
                 if fault.method is not None and fault.method != method:
                     continue
                 if fault.path is not None and not re.search(fault.path, path):
