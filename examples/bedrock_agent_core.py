@@ -19,25 +19,26 @@ from typing import Any
 
 import trio
 
-from rma_shell import CONTINUE, Failure, Halt, Success, run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
-
-LOOKUP = {
-    "name": "lookup_customer",
-    "description": "Fetch a customer's plan by email",
-    "input_schema": {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
-}
+from rma_shell import CONTINUE, Agent, Failure, Halt, Success
+from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.tools import tool
 
 
-class Support:
-    def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> object:
-        if name == "lookup_customer":
-            return f"{input['email']}: Pro plan, active since 2024"  # your private data stays here
-        return Failure(f"unknown tool {name}")
+@tool
+def lookup_customer(email: str) -> str:
+    """Fetch a customer's plan by email.
+
+    Args:
+        email: the customer's email address
+    """
+    return f"{email}: Pro plan, active since 2024"  # your private data stays here
 
 
 def guard(turn: dict[str, Any]) -> object:
     return Halt("token budget") if turn["usage"].total_tokens > 100_000 else CONTINUE
+
+
+support = Agent(tools=[lookup_customer], turn_guard=guard, timeout=330)
 
 
 @contextlib.contextmanager
@@ -64,20 +65,18 @@ def target(use_emulator: bool, harness_arn: str | None) -> Iterator[dict[str, An
 
 async def main(use_emulator: bool, harness_arn: str | None) -> int:
     with target(use_emulator, harness_arn) as settings:
-        provider = BedrockAgentCore(tools=[LOOKUP], timeout_seconds=300, max_iterations=20, **settings)
-        session = new_runtime_session_id()
+        host = BedrockAgentCore(timeout_seconds=300, max_iterations=20, **settings)
         try:
-            outcome = await run(
-                provider,
-                handler=Support(),
-                prompt="Which plan is ada@example.com on?",
-                runtime_session_id=session,
-                turn_guard=guard,
-                timeout=330,
+            # Each run is a fresh runtime session (result.session_id names it); the agent's
+            # tools reach the harness as the invoke's overrides.
+            outcome = await support.run("Which plan is ada@example.com on?", host=host)
+            listed = (
+                await host.storage(outcome.unwrap().session_id).list()
+                if isinstance(outcome, Success)
+                else None
             )
-            listed = await provider.storage(session).list()
         finally:
-            await provider.close()
+            await host.close()
     match outcome:
         case Success(result):
             print(f"{result.terminal} after {result.turns} turns: {result.text}")

@@ -3,8 +3,9 @@
     python examples/claude_managed_agents.py --emulator   # offline, against the loopback emulator
     ANTHROPIC_API_KEY=sk-ant-... python examples/claude_managed_agents.py   # the real API
 
-It creates an agent with one custom tool and a cloud environment, runs a session to
-completion with a token guard, prints the result, and archives what it created.
+One ``Agent`` with a typed tool and a token guard: its first run provisions the Claude agent and
+a cloud environment from its spec (reused by later runs: the same spec is the same agent), runs
+a session to completion and prints the result. ``rma prune``/``rma teardown`` clean up.
 """
 
 from __future__ import annotations
@@ -16,26 +17,32 @@ from typing import Any
 
 import trio
 
-from rma_shell import CONTINUE, Failure, Halt, Success, run, unwrap
+from rma_shell import CONTINUE, Agent, Failure, Halt, Success
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents, output_path
-
-TOOL = {
-    "type": "custom",
-    "name": "lookup_customer",
-    "description": "Fetch a customer's plan by email",
-    "input_schema": {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
-}
+from rma_shell.tools import tool
 
 
-class Support:
-    def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> object:
-        if name == "lookup_customer":
-            return f"{input['email']}: Pro plan, active since 2024"  # your private data stays here
-        return Failure(f"unknown tool {name}")
+@tool
+def lookup_customer(email: str) -> str:
+    """Fetch a customer's plan by email.
+
+    Args:
+        email: the customer's email address
+    """
+    return f"{email}: Pro plan, active since 2024"  # your private data stays here
 
 
 def guard(turn: dict[str, Any]) -> object:
     return Halt("token budget") if turn["usage"].total_tokens > 100_000 else CONTINUE
+
+
+support = Agent(
+    name="rma-example-support",
+    instructions=f"Answer support questions. Save any report as {output_path('answer.md')}.",
+    tools=[lookup_customer],
+    turn_guard=guard,
+    timeout=300,
+)
 
 
 @contextlib.contextmanager
@@ -55,40 +62,13 @@ def emulator(enabled: bool) -> Iterator[dict[str, Any]]:
 
 async def main(use_emulator: bool) -> int:
     with emulator(use_emulator) as settings:
-        provider = ClaudeManagedAgents(**settings)
-        client = unwrap(provider.client())  # the client, or the SessionError raised as itself
-        agent = unwrap(
-            await client.create_agent(
-                {
-                    "name": "rma-example-support",
-                    "model": "claude-sonnet-4-6",
-                    "system": f"Answer support questions. Save any report as {output_path('answer.md')}.",
-                    "tools": [TOOL],
-                }
-            )
-        )
-        environment = unwrap(
-            await client.create_environment(
-                {
-                    "name": "rma-example-env",
-                    "config": {"type": "cloud", "networking": {"type": "unrestricted"}},
-                }
-            )
-        )
+        host = ClaudeManagedAgents(model="claude-sonnet-4-6", **settings)
         try:
-            outcome = await run(
-                provider,
-                handler=Support(),
-                prompt="Which plan is ada@example.com on?",
-                agent=agent,
-                environment=environment,
-                turn_guard=guard,
-                timeout=300,
-            )
+            # The first run provisions the agent (named from the spec's digest) and a cloud
+            # environment; later runs, here or in another process, reuse them.
+            outcome = await support.run("Which plan is ada@example.com on?", host=host)
         finally:
-            await client.archive_agent(agent["id"])
-            await client.archive_environment(environment["id"])
-            await provider.close()
+            await host.close()
     match outcome:
         case Success(result):
             print(f"{result.terminal} after {result.turns} turns: {result.text}")

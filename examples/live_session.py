@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from rma_shell import open_session, unwrap
+from rma_shell import Agent, unwrap
 from rma_shell.testing import DROP, ScriptedProvider
 
 
@@ -28,7 +28,8 @@ async def main() -> None:
         [turn("Hello! What can I do?", 1), [{"type": "text", "text": "We said ", "id": "m2"}, DROP]],
         streaming=True,
     )
-    async with open_session(provider, handler=lambda name, input, ctx: "ok", prompt="Hi") as session:
+    agent = Agent(host=provider)
+    async with agent.session("Hi") as session:
         # unwrap: the result, or its SessionError raised as itself (a typed exception whose
         # message names what failed) — never a bare UnwrapFailedError.
         print("first:", unwrap(await session.next_result()).text)

@@ -1,22 +1,29 @@
-"""Render a session's progress live, the same way on every host: ``handle_update``.
+"""Render a session's progress live, the same way on every host: ``agent.stream``.
 
 Local with ``stream=True`` against the loopback OpenAI emulator (``rma_shell.testing``), which
 paces its chunks like a model producing tokens, so it runs offline:
 
     python examples/streaming_ui.py
 
-Swap the provider for ``ClaudeManagedAgents(...)`` or ``BedrockAgentCore(...)`` and the same
-handler renders the same updates.
+Swap the host for ``ClaudeManagedAgents(...)`` or ``BedrockAgentCore(...)`` and the same loop
+renders the same updates (a handler's ``handle_update(update, ctx)`` receives them too).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import trio
 
-from rma_shell import AttemptDiscarded, TextDelta, ToolCallFinished, ToolCallStarted, TurnFinished, run
+from rma_shell import (
+    Agent,
+    AttemptDiscarded,
+    RunFinished,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
 from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator, pace
 
@@ -27,30 +34,27 @@ SCRIPT = [
 ]
 
 
-class UI:
-    def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
-        return "plan: pro"
-
-    def handle_update(self, update: object, ctx: object) -> None:
-        match update:
-            case TextDelta(text=text):
-                sys.stdout.write(text)  # as it streams
-            case ToolCallStarted(name=name):
-                sys.stdout.write(f"\n[{name} …")
-            case ToolCallFinished(is_error=failed):
-                sys.stdout.write(" failed]\n" if failed else " done]\n")
-            case AttemptDiscarded():
-                sys.stdout.write(" [retrying]\n")
-            case TurnFinished(turn=turn, terminal=terminal):
-                sys.stdout.write(f"\n(turn {turn}: {terminal})\n")
-        sys.stdout.flush()
-
-
 async def main() -> None:
     with OpenAIEmulator(SCRIPT, faults={0: pace(0.02), 1: pace(0.02)}) as emu:
-        provider = Local(base_url=emu.base_url, model="demo", tools=[LOOKUP], stream=True)
-        result = (await run(provider, handler=UI(), prompt="Which plan is c9 on?")).unwrap()
-        await provider.close()
+        host = Local(base_url=emu.base_url, model="demo", stream=True)
+        agent = Agent(tools=[LOOKUP], handler=lambda name, input, ctx: "plan: pro", host=host)
+        async with agent.stream("Which plan is c9 on?") as updates:
+            async for update in updates:
+                match update:
+                    case TextDelta(text=text):
+                        sys.stdout.write(text)  # as it streams
+                    case ToolCallStarted(name=name):
+                        sys.stdout.write(f"\n[{name} …")
+                    case ToolCallFinished(is_error=failed):
+                        sys.stdout.write(" failed]\n" if failed else " done]\n")
+                    case AttemptDiscarded():
+                        sys.stdout.write(" [retrying]\n")
+                    case TurnFinished(turn=turn, terminal=terminal):
+                        sys.stdout.write(f"\n(turn {turn}: {terminal})\n")
+                    case RunFinished(result=outcome):
+                        result = outcome.unwrap()
+                sys.stdout.flush()
+        await host.close()
     print(f"{result.terminal} after {result.turns} turns: {result.text}")
 
 

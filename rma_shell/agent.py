@@ -445,8 +445,8 @@ class Agent:
             if isinstance(handles, Failure):
                 return Failure(handles.failure())
             return Success({"agent": handles.unwrap(), "environment": handles.unwrap()})
-        if "agent" in kwargs:
-            return Success({})
+        if "agent" in kwargs or "agent" not in getattr(host, "run_options", ()):
+            return Success({})  # the caller's own spec, or a host (a scripted one) that takes none
         spec = AgentSpec.create(
             self.name,
             system_prompt=self.instructions,
