@@ -15,7 +15,7 @@ no HTTP). The host speaks the real CMA vocabulary (``session.status_running``,
 and ``user.*`` echoes of what the client posted) and keeps the session's history: every
 event it emits is appended to the history, and delivered only if a stream is subscribed.
 
-A reconnect is answered exactly as ``rma_shell.driver._Driver._reconnect`` and
+A reconnect is answered exactly as ``rma_shell.driver.Driver._reconnect`` and
 ``rma_shell.providers.claude_managed_agents.ClaudeManagedAgents.reconnect`` do: the new
 stream is subscribed first (what it delivers before the listing is read waits in the
 machine's queue), then the history is listed and ``consolidate(listing, seen, (),
@@ -391,7 +391,7 @@ def simulate(
                 run.offline_emitted += host.emit_some(drop.offline if drop else 0, None)
                 feed(ReconnectTimerFired())
             case C.Reconnect(gen=gen, seen=seen):
-                # _Driver._reconnect: subscribe the new stream first ...
+                # Driver._reconnect: subscribe the new stream first ...
                 stream = Stream(gen=gen)
                 feed(StreamConnected(gen))
                 run.buffered_emitted += host.emit_some(drop.buffered if drop else 0, stream)

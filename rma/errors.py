@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 import attrs
+from returns.result import Failure, Result
 
 from rma.vocabulary import JSON, SessionResult
 
@@ -641,3 +642,16 @@ ERRORS_BY_KIND: dict[str, type[SessionError]] = {t.kind: t for t in ERROR_TYPES}
 def describe(exc: BaseException) -> tuple[str, str]:
     """(type name, message) of an exception, for error payloads that must stay JSON."""
     return type(exc).__name__, str(exc)
+
+
+def stamp_remote_stop(
+    outcome: Result[SessionResult, SessionError], stop: RemoteStop | None
+) -> Result[SessionResult, SessionError]:
+    """``outcome`` with ``remote_stop`` set to ``stop`` when it is a run's ``Timeout`` and
+    ``stop`` is known; any other outcome as it is."""
+    if stop is None or not isinstance(outcome, Failure):
+        return outcome
+    error = outcome.failure()
+    if not isinstance(error, Timeout) or error.operation != "run":
+        return outcome
+    return Failure(attrs.evolve(error, remote_stop=stop))

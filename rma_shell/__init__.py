@@ -15,8 +15,8 @@ from rma_shell.raising import run_or_raise, unwrap
 from rma_shell.session import LiveSession, SessionFailed, open_session, run  # isort: split
 
 from rma.journal import AwaitingApproval, JournalBusy, JournalDamaged, JournalMismatch, PendingApproval
-from rma_shell.journal.resuming import approve, pending_approvals, resume, resume_session
 from rma_shell.journal.store import JournalStore, MemoryJournal, SQLiteJournal
+from rma_shell.resuming import approve, pending_approvals, resume, resume_session
 from rma_shell.telemetry import Telemetry, attach, detach
 from rma_shell.updates import UpdateStream
 

@@ -14,7 +14,7 @@ The agent declares its instructions and tools to each host itself:
   with a fresh valid runtime session id per run unless one is given.
 
 Every run goes through the one session entry point (``rma_shell.session.run``/``open_session``,
-``rma_shell.journal.resuming.resume``), so its options are checked exactly as there; a misspelled
+``rma_shell.resuming.resume``), so its options are checked exactly as there; a misspelled
 option is an ``InvalidOpts`` naming it. What this is not: a second session loop, or a place for
 host wire details (each provider owns those).
 """
@@ -311,7 +311,7 @@ class Agent:
         """Carry on the run journaled under ``journal_key`` (after a crash, or once its
         approvals are decided) and return its one result, without running a journaled tool
         again (``rma_shell.resume``)."""
-        from rma_shell.journal.resuming import resume
+        from rma_shell.resuming import resume
 
         journal = self._journal("resume")
         if isinstance(journal, Failure):
@@ -330,7 +330,7 @@ class Agent:
 
     def pending_approvals(self, journal_key: str) -> Result[tuple[PendingApproval, ...], SessionError]:
         """The calls of ``journal_key`` that wait for a person's decision."""
-        from rma_shell.journal.resuming import pending_approvals
+        from rma_shell.resuming import pending_approvals
 
         journal = self._journal("pending_approvals")
         if isinstance(journal, Failure):
@@ -341,7 +341,7 @@ class Agent:
         self, journal_key: str, tool_use_id: str, decision: str, reason: str | None = None
     ) -> Result[None, SessionError]:
         """Decide a waiting call (``"allow"`` or ``"deny"``); ``resume`` then carries on."""
-        from rma_shell.journal.resuming import approve
+        from rma_shell.resuming import approve
 
         journal = self._journal("approve")
         if isinstance(journal, Failure):
@@ -586,9 +586,9 @@ def _invalid(option: str, detail: str) -> Exception:
 
 
 def _crashed(exc: Exception) -> SessionError:
-    from rma_shell.driver import _crash
+    from rma_shell.driver import crash_error
 
-    return _crash(exc)
+    return crash_error(exc)
 
 
 def _refuse_in_loop(name: str, instead: str) -> None:

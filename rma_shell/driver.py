@@ -24,11 +24,20 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Crashed, ProviderError, RemoteStop, SessionError, StreamDropped, Timeout
-from rma.journal import AwaitingApproval, InFlight, JournalUnavailable, PendingApproval
+from rma.errors import (
+    Crashed,
+    ProviderError,
+    RemoteStop,
+    SessionError,
+    StreamDropped,
+    Timeout,
+    stamp_remote_stop,
+)
+from rma.journal import AwaitingApproval, InFlight, JournalUnavailable, Loaded, PendingApproval, fold
 from rma.provider import Mode
 from rma.session import commands as cmd
 from rma.session.events import (
+    DeadlineReached,
     Event,
     GuardVerdict,
     LiveEvent,
@@ -69,8 +78,7 @@ from rma_shell.handler import HandlerAdapter
 from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
 from rma_shell.providers.base import OpenRequest, Provider
-from rma_shell.recording import Recordable, Recorder
-from rma_shell.remote_stop import stamp
+from rma_shell.recording import Recordable, Recorder, open_recorder
 from rma_shell.telemetry import Telemetry
 from rma_shell.updates import UpdateHub
 
@@ -90,7 +98,7 @@ _LOG_LEVELS = {
 RESUMED_STREAM = "resumed from a journal: the stream of the process that stopped is reopened"
 
 
-def _crash(exc: BaseException) -> Crashed:
+def crash_error(exc: BaseException) -> Crashed:
     return Crashed(error_type=type(exc).__name__, detail=str(exc)[:2000])
 
 
@@ -99,7 +107,7 @@ def _provider_error(exc: BaseException) -> ProviderError:
 
 
 @attrs.define
-class _Options:
+class DriverOptions:
     """Validated per-session settings the shell itself needs."""
 
     handler: object
@@ -129,7 +137,7 @@ _SNAPSHOT_EVENTS = (Opened, TurnPolled, TurnFailed, ReconnectFinished)
 _IN_PROCESS = frozenset({cmd.Emit, cmd.Log, cmd.DeliverEvent, cmd.DeliverUpdate, cmd.RunTools})
 
 
-def _typed_output(output: Any, result: SessionResult, tools: HandlerAdapter) -> Any:
+def typed_output(output: Any, result: SessionResult, tools: HandlerAdapter) -> Any:
     """The last answer of this request that validated (the core ended it only after one did),
     as the handler adapter validated it — not validated a second time."""
     for use in reversed(result.custom_tool_uses):
@@ -150,8 +158,8 @@ def _declared_tools(provider: object, request: OpenRequest) -> Sequence[object]:
     return tuple(tools) if isinstance(tools, list | tuple) else ()
 
 
-class _Driver(Generic[C]):
-    def __init__(self, provider: Provider[C], config: SessionConfig, opts: _Options) -> None:
+class Driver(Generic[C]):
+    def __init__(self, provider: Provider[C], config: SessionConfig, opts: DriverOptions) -> None:
         self.provider = provider
         self.opts = opts
         self.telemetry = opts.telemetry
@@ -198,7 +206,95 @@ class _Driver(Generic[C]):
         is fed: the journal's end record carries it, so ``resume`` can finish a stop the host
         did not confirm within the grace. The recording keeps the machine's own outcome."""
 
+    @classmethod
+    def restored(cls, provider: Provider[C], loaded: Loaded, opts: DriverOptions) -> Driver[C]:
+        """A driver for the session ``loaded`` from a journal (``resume``): the journaled
+        config — the one its events were folded with —, the tool calls the journal holds, and
+        the typed answers the old process had accepted. ``reattach`` then connects it."""
+        driver = cls(provider, loaded.config, opts)
+        driver.config = loaded.config  # not re-derived from the handler: the journal's own
+        if driver.journaled_tools is not None:
+            driver.journaled_tools.restore(loaded)
+        output = opts.output
+        if output is not None:
+            folded = fold(loaded.config, loaded.events)
+            for use in folded.state.acc.custom_tool_uses:
+                result = loaded.results.get(use.id or "")
+                if use.name == output.name and result is not None and not result.is_error:
+                    answer = output.validate(use.input)
+                    if isinstance(answer, Success):
+                        driver.tools.answers[use.id] = answer.unwrap()
+        return driver
+
     # ── lifecycle ──
+
+    async def reattach(self, loaded: Loaded) -> Result[InFlight | None, SessionError]:
+        """Reconnect to the host and bring the machine to the journal's state; what was in
+        flight (None: the session never opened, and has now been opened afresh)."""
+        if loaded.snapshot is None:  # it never opened: open now, as the run would have
+            opened = await self.open()
+            return Failure(opened.failure()) if isinstance(opened, Failure) else Success(None)
+        restored = await self.provider.restore(self.opts.open_request, loaded.snapshot)
+        if isinstance(restored, Failure):
+            return Failure(restored.failure())
+        self.conn = restored.unwrap()
+        self._session_started(self.conn, 0.0)
+        folded = fold(loaded.config, loaded.events)
+        self.state = folded.state
+        if folded.outcome is not None:  # it ended as the old process stopped
+            self._report(folded.outcome, final=True)
+        elif folded.in_flight is not None and folded.in_flight.poll is not None:
+            # The turn is asked again; the dead process may have sent it and the host taken it.
+            self.conn = self.provider.turn_in_doubt(self.conn)
+        return Success(folded.in_flight)
+
+    def adopt(self, conn: C) -> None:
+        """Use ``conn`` (a connection restored outside a session: finishing a journaled stop)."""
+        self.conn = conn
+        self.info = attrs.evolve(self.info, session_id=self.provider.session_id(conn))
+
+    def typed(self, outcome: Outcome_) -> Outcome_:
+        """``outcome`` with its typed output (``output_type``): a journaled outcome as the run
+        returned it — the answer the run accepted, validated by the ``output_type`` given now
+        (the journal keeps the answer's arguments, not the user's type)."""
+        if isinstance(outcome, Success) and self.opts.output is not None:
+            result = outcome.unwrap()
+            return Success(attrs.evolve(result, output=typed_output(self.opts.output, result, self.tools)))
+        return outcome
+
+    async def past_deadline(self, timeout: float | None, stop: RemoteStop) -> Outcome_:
+        """The run's deadline passed and stopping the host's loop came to ``stop``: feed the
+        deadline — the journal's end record carries ``stop``, so ``resume`` can finish a stop
+        the host did not confirm — and return the run's outcome, its ``Timeout`` saying what
+        became of the host's loop."""
+        self.host_stop = stop
+        await self.feed(DeadlineReached(timeout_s=timeout))
+        outcome = self.final or Failure(Timeout(timeout_s=timeout))
+        stamped = stamp_remote_stop(outcome, stop)
+        if stamped is not outcome and self.final is outcome:
+            self.final = stamped
+        return stamped
+
+    def report_crash(self, exc: BaseException) -> None:
+        """A live session's serving task crashed: its results say so (never a silent death)."""
+        self._report(Failure(crash_error(exc)), final=True)
+
+    def start_recording(self, record: Recordable) -> Result[None, SessionError]:
+        """Record the session's events to ``record`` (a path or text stream; ``record=``)."""
+        recorder = open_recorder(record, self.config)
+        if isinstance(recorder, Failure):
+            return Failure(recorder.failure())
+        self.recorder = recorder.unwrap()
+        return Success(None)
+
+    def end_journal(self, outcome: Outcome_) -> None:
+        """Write ``outcome`` as the journal's last end record (a finished stop, on resume)."""
+        if self.journal is None:
+            return
+        try:
+            self.journal.end(outcome)
+        except Exception as exc:  # the caller still learns it; the next resume asks again
+            log.error("journal end record failed: %s", exc, extra={"session_id": self.info.session_id})
 
     async def open(self) -> Result[None, SessionError]:
         t0 = time.perf_counter()
@@ -289,7 +385,7 @@ class _Driver(Generic[C]):
                 type(ev).__name__,
                 extra={"session_id": self.info.session_id, "provider": self.config.provider_name},
             )
-            self._report(Failure(_crash(exc)), final=True)
+            self._report(Failure(crash_error(exc)), final=True)
             return
         if self.info.session_id != self.state.session_id:
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
@@ -454,14 +550,14 @@ class _Driver(Generic[C]):
         if self.opts.output is not None and isinstance(outcome, Success):
             outcome = Success(
                 attrs.evolve(
-                    outcome.unwrap(), output=_typed_output(self.opts.output, outcome.unwrap(), self.tools)
+                    outcome.unwrap(), output=typed_output(self.opts.output, outcome.unwrap(), self.tools)
                 )
             )
         if final:
             self.final = outcome
             if self.journal is not None:
                 try:
-                    self.journal.end(stamp(outcome, self.host_stop))
+                    self.journal.end(stamp_remote_stop(outcome, self.host_stop))
                 except Exception as exc:  # the outcome still reaches the caller
                     log.error(
                         "journal end record failed: %s", exc, extra={"session_id": self.info.session_id}

@@ -23,16 +23,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import attrs
-from returns.result import Failure, Result, Success
+from returns.result import Result, Success
 
-from rma.errors import RemoteStop, SessionError, Timeout
+from rma.errors import RemoteStop, SessionError, stamp_remote_stop
 from rma.session.machine import Phase
-from rma.vocabulary import SessionResult
 from rma_shell.logging import log_fields
 
 if TYPE_CHECKING:
-    from rma_shell.driver import _Driver
+    from rma_shell.driver import Driver
 
 log = logging.getLogger("rma.session")
 
@@ -49,7 +47,7 @@ _SETTLED = (Phase.IDLE, Phase.DONE)
 _DETAIL_CHARS = 500
 
 
-async def stop_host(driver: _Driver[Any], reason: str) -> RemoteStop:
+async def stop_host(driver: Driver[Any], reason: str) -> RemoteStop:
     """Stop the host's loop if a request may still be running there; say what came of it.
 
     ``reason`` says why rma stopped driving the session (``timeout``, ``cancelled``,
@@ -71,7 +69,7 @@ async def stop_host(driver: _Driver[Any], reason: str) -> RemoteStop:
     return await ask_host(driver, conn, reason, driver.opts.stop_grace)
 
 
-async def ask_host(driver: _Driver[Any], conn: Any, reason: str, within: float) -> RemoteStop:
+async def ask_host(driver: Driver[Any], conn: Any, reason: str, within: float) -> RemoteStop:
     """``Provider.stop_remote`` on ``conn``, shielded and cut short after ``within`` seconds
     (``unconfirmed``: asked, no confirmation yet); reported on the log and in telemetry."""
     t0 = time.perf_counter()
@@ -94,27 +92,8 @@ async def ask_host(driver: _Driver[Any], conn: Any, reason: str, within: float) 
     return outcome
 
 
-def with_remote_stop(
-    driver: _Driver[Any], outcome: Result[SessionResult, SessionError], stop: RemoteStop
-) -> Result[SessionResult, SessionError]:
-    """A run's ``Timeout`` saying what became of the host's loop (the driver's final too)."""
-    stamped = stamp(outcome, stop)
-    if stamped is not outcome and driver.final is outcome:
-        driver.final = stamped
-    return stamped
-
-
-def stamp(
-    outcome: Result[SessionResult, SessionError], stop: RemoteStop | None
-) -> Result[SessionResult, SessionError]:
-    """``outcome`` with ``remote_stop`` set to ``stop`` when it is a run's ``Timeout`` (and
-    ``stop`` is known); any other outcome as it is."""
-    if stop is None or not isinstance(outcome, Failure):
-        return outcome
-    error = outcome.failure()
-    if not isinstance(error, Timeout) or error.operation != "run":
-        return outcome
-    return Failure(attrs.evolve(error, remote_stop=stop))
+stamp = stamp_remote_stop
+"""``outcome`` with ``remote_stop`` set when it is a run's ``Timeout`` (``rma.errors``)."""
 
 
 def _read(stopped: Result[Any, SessionError]) -> tuple[RemoteStop, str | None, str | None]:
@@ -126,7 +105,7 @@ def _read(stopped: Result[Any, SessionError]) -> tuple[RemoteStop, str | None, s
 
 
 def _report(
-    driver: _Driver[Any],
+    driver: Driver[Any],
     reason: str,
     outcome: RemoteStop,
     detail: str | None,

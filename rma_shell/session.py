@@ -20,10 +20,9 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Closed, Crashed, SessionError, Timeout
+from rma.errors import Closed, Crashed, SessionError
 from rma.journal import InFlight
 from rma.session.events import (
-    DeadlineReached,
     UserMessage,
 )
 from rma.session.machine import (
@@ -42,18 +41,18 @@ from rma.session.options import (
 from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.driver import (
+    Driver,
+    DriverOptions,
     Outcome_,
-    _crash,
-    _Driver,
-    _Options,
+    crash_error,
 )
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS
 from rma_shell.journal.setup import begin_journal, check_new, request_record
 from rma_shell.journal.writer import SessionJournal
 from rma_shell.options import check_run_options
 from rma_shell.providers.base import OpenRequest, Provider
-from rma_shell.recording import Recordable, open_recorder
-from rma_shell.remote_stop import stop_host, with_remote_stop
+from rma_shell.recording import Recordable
+from rma_shell.remote_stop import stop_host
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 from rma_shell.updates import UpdateStream
@@ -69,13 +68,13 @@ DEFAULT_MAX_TOOL_RESULT_CHARS = DEFAULT_MAX_RESULT_CHARS
 """The default ``max_tool_result_chars`` of a run: the handler's one cap (100,000 characters)."""
 
 
-_ON_DRIVER: contextvars.ContextVar[Callable[[_Driver[Any]], None] | None] = contextvars.ContextVar(
+_ON_DRIVER: contextvars.ContextVar[Callable[[Driver[Any]], None] | None] = contextvars.ContextVar(
     "rma_on_driver", default=None
 )
 
 
 @contextmanager
-def on_next_driver(hook: Callable[[_Driver[Any]], None]) -> Iterator[None]:
+def on_next_driver(hook: Callable[[Driver[Any]], None]) -> Iterator[None]:
     """Within the block, the next ``run`` started in this context calls ``hook`` with its driver
     before the session opens (``Agent.stream`` subscribes to its updates there). Taken once:
     a run started by a tool of that run does not see it."""
@@ -171,7 +170,7 @@ def _prepare(
     journal_key: object = None,
     approvals_elsewhere: bool = False,
     stop_grace: object = DEFAULT_STOP_GRACE_S,
-) -> Result[_Driver[Any], SessionError]:
+) -> Result[Driver[Any], SessionError]:
     codec = getattr(provider, "codec", None)
     if codec is None:
         from rma.errors import InvalidOpts
@@ -245,7 +244,7 @@ def _prepare(
             return Failure(kept.failure())
         kept_request = kept.unwrap()
         session_journal = SessionJournal(held.store, key, held=held)  # closed with the driver
-    opts = _Options(
+    opts = DriverOptions(
         handler=handler,
         context=context,
         turn_guard=turn_guard,
@@ -259,19 +258,18 @@ def _prepare(
         journal=session_journal,
         stop_grace=grace.unwrap(),
     )
-    driver = _Driver(provider, config, opts)
+    driver = Driver(provider, config, opts)
     if session_journal is not None:
         began = begin_journal(session_journal, driver.config, kept_request)
         if isinstance(began, Failure):
             session_journal.close()
             return Failure(began.failure())
     if record is not None:
-        recorder = open_recorder(record, driver.config)
-        if isinstance(recorder, Failure):
+        recording = driver.start_recording(record)
+        if isinstance(recording, Failure):
             if session_journal is not None:
                 session_journal.close()
-            return Failure(recorder.failure())
-        driver.recorder = recorder.unwrap()
+            return Failure(recording.failure())
     return Success(driver)
 
 
@@ -387,7 +385,7 @@ async def run(
         await driver.close()
 
 
-async def _run_to_end(driver: _Driver[Any], timeout: float | None) -> Outcome_:
+async def _run_to_end(driver: Driver[Any], timeout: float | None) -> Outcome_:
     try:
         with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
             opened = await driver.open()
@@ -399,19 +397,17 @@ async def _run_to_end(driver: _Driver[Any], timeout: float | None) -> Outcome_:
         if scope.cancelled_caught:
             # Issue #15: the host's loop too, within the grace (issue #23); before the deadline
             # is fed, so the journal's end record says what came of it (``resume`` finishes it).
-            stop = driver.host_stop = await stop_host(driver, "timeout")
-            await driver.feed(DeadlineReached(timeout_s=timeout))
-            return with_remote_stop(driver, driver.final or Failure(Timeout(timeout_s=timeout)), stop)
+            return await driver.past_deadline(timeout, await stop_host(driver, "timeout"))
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
     except Exception as exc:
         log.exception("session crashed", extra={"session_id": driver.info.session_id})
-        return Failure(_crash(exc))
+        return Failure(crash_error(exc))
 
 
 class LiveSession:
     """A live session (``open_session``): follow-ups, raw events, and its results in order."""
 
-    def __init__(self, driver: _Driver[Any]) -> None:
+    def __init__(self, driver: Driver[Any]) -> None:
         self._driver = driver
 
     @property
@@ -561,7 +557,7 @@ async def open_session(
 
 
 async def _serve_reporting(
-    driver: _Driver[Any],
+    driver: Driver[Any],
     in_flight: InFlight | None = None,
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -571,4 +567,4 @@ async def _serve_reporting(
         await driver.serve(task_status=task_status, in_flight=in_flight)
     except Exception as exc:
         log.exception("live session crashed", extra={"session_id": driver.info.session_id})
-        driver._report(Failure(_crash(exc)), final=True)
+        driver.report_crash(exc)

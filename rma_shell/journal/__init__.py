@@ -40,7 +40,7 @@ def __getattr__(name: str) -> object:
     if name in ("resume", "resume_session", "approve", "pending_approvals"):
         import importlib
 
-        module = importlib.import_module("rma_shell.journal.resuming")
+        module = importlib.import_module("rma_shell.resuming")
 
         return getattr(module, name)
     raise AttributeError(name)

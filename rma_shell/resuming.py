@@ -1,0 +1,443 @@
+"""Carrying a journaled session on: ``resume``, ``approve`` and ``pending_approvals``.
+
+``resume(journal, key, provider=..., handler=...)`` reads the key's records, checks them
+(``rma.journal.load``: a damaged journal, or one of another session, is a typed error and
+nothing is sent), reattaches to the host (``Provider.restore``: Claude's session, AgentCore's
+runtime session, Local's conversation), replays the events through the core to the state the
+stopped process had, and carries on what was in flight (``Driver.serve(in_flight=...)``):
+a tool batch runs against the journal (a journaled result is never run again), a model turn is
+asked again, a push is posted only when the host does not have it, a stream is reattached as
+after a drop. A journal whose session already ended returns its outcome without a request —
+unless it is a timeout whose stop of the host's loop was not confirmed (``unconfirmed`` or
+``failed``: the run's ``stop_grace`` ran out first): then the host is asked to stop again
+(``_finish_stop``) and what came of it is journaled and returned.
+
+What the journal cannot hold is given again: the provider (credentials), the handler and
+context (code), the turn guard, ``output_type``, telemetry and a ``model_config`` (it may carry
+a key); every other option is the journaled run's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from returns.result import Failure, Result, Success
+
+from rma.errors import Closed, Crashed, InvalidOpts, RemoteStop, SessionError, Timeout
+from rma.journal import (
+    Decision,
+    JournalMismatch,
+    Loaded,
+    PendingApproval,
+    approval_record,
+    load,
+)
+from rma.session.options import (
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_STOP_GRACE_S,
+    DEFAULT_TIMEOUT_S,
+    handler_shape,
+)
+from rma.vocabulary import SessionResult
+from rma_shell._interrupt import keyboard_interrupt
+from rma_shell.driver import Driver, DriverOptions, Outcome_, crash_error
+from rma_shell.journal.setup import Held, check_key, hold, opened, request_from, resumable
+from rma_shell.journal.store import JournalStore, JournalStoreError
+from rma_shell.journal.writer import SessionJournal
+from rma_shell.providers.base import Provider
+from rma_shell.remote_stop import (
+    REMOTE_STOP_TIMEOUT_S,
+    UNFINISHED,
+    ask_host,
+    stamp,
+    stop_host,
+)
+from rma_shell.session import (
+    DEFAULT_MAX_TOOL_RESULT_CHARS,
+    LiveSession,
+    _output_tool,
+    _serve_reporting,
+    _stop_grace,
+    _tool_limits,
+)
+from rma_shell.telemetry import Telemetry
+from rma_shell.telemetry import default as default_telemetry
+
+log = logging.getLogger("rma.session")
+
+
+def _loaded(store: JournalStore, key: str, provider: Provider[Any]) -> Result[Loaded, SessionError]:
+    try:
+        rows = store.rows(key)
+    except JournalStoreError as exc:
+        return Failure(InvalidOpts("journal", str(exc)))
+    loaded = load(key, rows, lambda _name: provider.codec)
+    if isinstance(loaded, Failure):
+        return loaded
+    journaled = loaded.unwrap().config.provider_name
+    if journaled != provider.codec.name:
+        return Failure(
+            JournalMismatch(
+                key=key,
+                detail=f"it holds a {journaled!r} session, and this provider runs {provider.codec.name!r}",
+            )
+        )
+    return loaded
+
+
+def _resumed_driver(
+    journal: Any,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
+    max_concurrency: int,
+    telemetry: Telemetry | None,
+    output_type: Any,
+    tool_timeout: float | None,
+    max_tool_result_chars: int | None,
+    model_config: Mapping[str, Any] | None,
+    live: bool,
+    stop_grace: object = DEFAULT_STOP_GRACE_S,
+) -> Result[tuple[Driver[Any], Loaded], SessionError]:
+    """The driver that carries the journaled session on (its outcome, when it ended), or why not."""
+    checked = check_key(key)
+    if isinstance(checked, Failure):
+        return Failure(checked.failure())
+    if not resumable(provider):
+        return Failure(InvalidOpts("provider", f"{type(provider).__name__} sessions cannot be resumed"))
+    held = hold(journal, key)  # the key's lease: before reading, so two resumes never both run it
+    if isinstance(held, Failure):
+        return Failure(held.failure())
+    built = _driver_holding(
+        held.unwrap(),
+        key,
+        provider=provider,
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry,
+        output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        model_config=model_config,
+        live=live,
+        stop_grace=stop_grace,
+    )
+    if isinstance(built, Failure):
+        held.unwrap().release()
+    return built
+
+
+def _driver_holding(
+    held: Held,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
+    max_concurrency: int,
+    telemetry: Telemetry | None,
+    output_type: Any,
+    tool_timeout: float | None,
+    max_tool_result_chars: int | None,
+    model_config: Mapping[str, Any] | None,
+    live: bool,
+    stop_grace: object = DEFAULT_STOP_GRACE_S,
+) -> Result[tuple[Driver[Any], Loaded], SessionError]:
+    loaded_ = _loaded(held.store, key, provider)
+    if isinstance(loaded_, Failure):
+        return Failure(loaded_.failure())
+    loaded = loaded_.unwrap()
+    config = loaded.config
+    if config.live != live:
+        how = "open_session (resume it with resume_session)" if config.live else "run (resume it with resume)"
+        return Failure(InvalidOpts("journal_key", f"{key!r} holds a session started with {how}"))
+    if config.has_turn_guard and turn_guard is None:
+        return Failure(InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too"))
+    if not config.has_turn_guard and turn_guard is not None:
+        return Failure(InvalidOpts("turn_guard", "the journaled run had no turn guard"))
+    limits = _tool_limits(tool_timeout, max_tool_result_chars)
+    if isinstance(limits, Failure):
+        return Failure(limits.failure())
+    grace = _stop_grace(stop_grace)
+    if isinstance(grace, Failure):
+        return Failure(grace.failure())
+    output = _output_tool(output_type, None)
+    if isinstance(output, Failure):
+        return Failure(output.failure())
+    output_tool = output.unwrap()
+    if config.output_tool != (output_tool is not None):
+        need = "had an output_type: pass it again" if config.output_tool else "had no output_type"
+        return Failure(InvalidOpts("output_type", f"the journaled run {need}"))
+    opts = DriverOptions(
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry or default_telemetry,
+        record=None,
+        open_request=request_from(loaded.request, model_config, output_tool),
+        output=output_tool,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        journal=SessionJournal(held.store, key, loaded, held=held),
+        stop_grace=grace.unwrap(),
+    )
+    if handler_shape(handler) is None:
+        return Failure(InvalidOpts("handler", f"{type(handler).__name__} is not a handler"))
+    return Success((Driver.restored(provider, loaded, opts), loaded))
+
+
+async def resume(
+    journal: Any,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object = None,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    telemetry: Telemetry | None = None,
+    output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    model_config: Mapping[str, Any] | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
+) -> Result[SessionResult, SessionError]:
+    """Carry on the ``run`` journaled under ``key`` and return its one result, like ``run``.
+
+    Safe to call again after any failure or crash, and on a session that already ended (its
+    outcome comes back, nothing is sent — but for a run that timed out while its host's stop
+    went unconfirmed or failed: the host is asked again, for up to ``REMOTE_STOP_TIMEOUT_S``,
+    and the ``Timeout`` comes back saying what came of it). A paused session
+    (``AwaitingApproval``) carries on once ``approve`` has decided its calls; undecided ones
+    pause it again. ``timeout`` bounds this call, as ``run``'s bounds a run, and
+    ``stop_grace`` the stop of the host's loop when it passes, as for a run.
+    """
+    built = _resumed_driver(
+        journal,
+        key,
+        provider=provider,
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry,
+        output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        model_config=model_config,
+        live=False,
+        stop_grace=stop_grace,
+    )
+    if isinstance(built, Failure):
+        return Failure(built.failure())
+    driver, loaded = built.unwrap()
+    try:
+        if loaded.outcome is not None:  # it ended: the outcome, as it was returned
+            return driver.typed(await _finish_stop(driver, loaded, loaded.outcome, timeout))
+        return await _carry_on(driver, loaded, timeout)
+    except BaseException as exc:
+        interrupt = keyboard_interrupt(exc)
+        if interrupt is not None and interrupt is not exc:
+            raise interrupt from None
+        raise
+    finally:
+        await driver.close()
+
+
+@asynccontextmanager
+async def resume_session(
+    journal: Any,
+    key: str,
+    *,
+    provider: Provider[Any],
+    handler: object,
+    context: object = None,
+    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    telemetry: Telemetry | None = None,
+    output_type: Any = None,
+    tool_timeout: float | None = None,
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
+    model_config: Mapping[str, Any] | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
+) -> AsyncIterator[LiveSession]:
+    """Reopen the live session (``open_session``) journaled under ``key``, where it was.
+
+    Like ``open_session``, a failure to start raises the ``SessionError`` (a damaged journal,
+    a host that refuses the reattach); once open, every request's outcome is a value. A
+    request the old process had open carries on and its result is the session's next one.
+    """
+    built = _resumed_driver(
+        journal,
+        key,
+        provider=provider,
+        handler=handler,
+        context=context,
+        turn_guard=turn_guard,
+        max_concurrency=max_concurrency,
+        telemetry=telemetry,
+        output_type=output_type,
+        tool_timeout=tool_timeout,
+        max_tool_result_chars=max_tool_result_chars,
+        model_config=model_config,
+        live=True,
+        stop_grace=stop_grace,
+    )
+    if isinstance(built, Failure):
+        raise built.failure().with_traceback(None)
+    driver, loaded = built.unwrap()
+    try:
+        if loaded.outcome is not None:
+            raise Closed().with_traceback(None)  # it ended for good (a pause, a journal failure)
+        in_flight = await driver.reattach(loaded)
+        if isinstance(in_flight, Failure):
+            raise in_flight.failure().with_traceback(None)
+        async with anyio.create_task_group() as nursery:
+            await nursery.start(_serve_reporting, driver, in_flight.unwrap())
+            try:
+                yield LiveSession(driver)
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseException as exc:
+        interrupt = keyboard_interrupt(exc)
+        if interrupt is not None and interrupt is not exc:
+            raise interrupt from None
+        raise
+    finally:
+        await driver.close()
+
+
+async def _carry_on(driver: Driver[Any], loaded: Loaded, timeout: float | None) -> Outcome_:
+    try:
+        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+            in_flight = await driver.reattach(loaded)
+            if isinstance(in_flight, Failure):
+                return Failure(in_flight.failure())
+            if driver.final is None:
+                await driver.serve(in_flight=in_flight.unwrap())
+        if driver.final is not None:
+            return driver.final
+        if scope.cancelled_caught:
+            # Issue #15: the host's loop too, within the grace and journaled, as run's.
+            return await driver.past_deadline(timeout, await stop_host(driver, "timeout"))
+        return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
+    except Exception as exc:
+        log.exception("resumed session crashed", extra={"session_id": driver.info.session_id})
+        return Failure(crash_error(exc))
+
+
+async def _finish_stop(
+    driver: Driver[Any], loaded: Loaded, outcome: Outcome_, timeout: float | None
+) -> Outcome_:
+    """A run that timed out while its host's stop was not confirmed (issue #23: the run's
+    ``stop_grace`` ran out, or the host could not be reached): reattach, ask the host to stop
+    again, and journal what came of it — a second ``end`` record, the same outcome with the new
+    ``remote_stop`` (the last ``end`` is the one a journal holds, and a journal written before
+    this reads as it did). Nobody is past a deadline here: the stop gets
+    ``REMOTE_STOP_TIMEOUT_S`` (and no more than this call's ``timeout``). Any other outcome —
+    a journal written before the stop was journaled included (``remote_stop`` None) — is
+    returned as it is, nothing sent."""
+    error = outcome.failure() if isinstance(outcome, Failure) else None
+    if (
+        not isinstance(error, Timeout)
+        or error.operation != "run"
+        or error.remote_stop not in UNFINISHED
+        or loaded.snapshot is None
+    ):
+        return outcome
+    within = REMOTE_STOP_TIMEOUT_S if timeout is None else min(timeout, REMOTE_STOP_TIMEOUT_S)
+    deadline = anyio.current_time() + within
+    restored: Result[Any, SessionError] | None = None
+    with anyio.CancelScope(deadline=deadline):
+        restored = await driver.provider.restore(driver.opts.open_request, loaded.snapshot)
+    if not isinstance(restored, Success):
+        why = "it took the whole wait" if restored is None else restored.failure().message
+        log.warning(
+            "cannot reattach to stop the host's loop: %s",
+            why,
+            extra={"journal_key": loaded.key, "provider": driver.config.provider_name},
+        )
+        return outcome
+    conn = restored.unwrap()
+    driver.adopt(conn)
+    stop: RemoteStop = await ask_host(driver, conn, "resume", max(deadline - anyio.current_time(), 0.0))
+    finished = stamp(outcome, stop)
+    if stop != error.remote_stop:
+        driver.end_journal(finished)
+    return finished
+
+
+def approve(
+    journal: Any, key: str, tool_use_id: str, decision: Decision, reason: str | None = None
+) -> Result[None, SessionError]:
+    """Decide a call that waits for approval: ``"allow"`` runs it on ``resume``, ``"deny"``
+    answers the model with an error naming ``reason``. Written to the journal at once, from any
+    process; a call that does not wait there, or an unknown decision, is ``InvalidOpts``."""
+    if decision not in ("allow", "deny"):
+        return Failure(InvalidOpts("decision", f"must be 'allow' or 'deny', got {decision!r}"))
+    if reason is not None and not isinstance(reason, str):
+        return Failure(InvalidOpts("reason", f"must be a string or None, got {type(reason).__name__}"))
+    waiting = pending_approvals(journal, key)
+    if isinstance(waiting, Failure):
+        return Failure(waiting.failure())
+    if tool_use_id not in {p.tool_use_id for p in waiting.unwrap()}:
+        ids = ", ".join(p.tool_use_id for p in waiting.unwrap()) or "none"
+        return Failure(
+            InvalidOpts(
+                "tool_use_id", f"{tool_use_id!r} does not wait for approval in {key!r} (waiting: {ids})"
+            )
+        )
+    held = opened(journal)
+    if isinstance(held, Failure):
+        return Failure(held.failure())
+    try:
+        held.unwrap().store.append(key, [approval_record(tool_use_id, decision, reason)])
+    except JournalStoreError as exc:
+        return Failure(InvalidOpts("journal", str(exc)))
+    finally:
+        held.unwrap().release()
+    return Success(None)
+
+
+def pending_approvals(journal: Any, key: str) -> Result[tuple[PendingApproval, ...], SessionError]:
+    """The calls of ``key`` that wait for a decision, with their inputs (empty: none wait)."""
+    checked = check_key(key)
+    if isinstance(checked, Failure):
+        return Failure(checked.failure())
+    held = opened(journal)
+    if isinstance(held, Failure):
+        return Failure(held.failure())
+    try:
+        rows = held.unwrap().store.rows(key)
+    except JournalStoreError as exc:
+        return Failure(InvalidOpts("journal", str(exc)))
+    finally:
+        held.unwrap().release()
+    loaded = load(key, rows, _any_codec)
+    if isinstance(loaded, Failure):
+        return Failure(loaded.failure())
+    return Success(loaded.unwrap().waiting)
+
+
+def _any_codec(name: str) -> Any:
+    # Importing a provider codec module registers it by name (rma.provider.register_codec).
+    import rma.providers.bedrock_agentcore
+    import rma.providers.claude_managed_agents
+    import rma.providers.local
+    import rma.providers.scripted  # noqa: F401
+    from rma.provider import codec_for
+
+    return codec_for(name)
