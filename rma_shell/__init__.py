@@ -10,6 +10,7 @@ from rma.errors import SessionError
 from rma.live import AttemptDiscarded, LiveUpdate, TextDelta, ToolCallFinished, ToolCallStarted, TurnFinished
 from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
+from rma_shell.handler import Capabilities, Handler
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.raising import run_or_raise, unwrap
 from rma_shell.session import LiveSession, SessionFailed, open_session, run  # isort: split
@@ -28,8 +29,10 @@ __all__ = [
     "AttemptDiscarded",
     "AwaitingApproval",
     "Budget",
+    "Capabilities",
     "Failure",
     "Halt",
+    "Handler",
     "JournalBusy",
     "JournalDamaged",
     "JournalMismatch",

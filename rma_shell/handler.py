@@ -5,8 +5,9 @@ A handler is an object with ``handle_tool_call(name, input, ctx[, info])`` and o
 (``rma.live`` updates) — sync or async — or a plain callable of 3 or 4 arguments. Its
 shape is inspected once (``rma.session.options.handler_shape``). Tool calls of a batch run
 concurrently under a capacity limit with results in tool-use order (T-1); sync handlers run
-in worker threads so they never block the loop. Whatever a handler does — raise, return a
-wrong shape — becomes an ``is_error`` result (T-6, T-7); cancellation (trio's
+in worker threads so they never block the loop. ``Handler`` states the contract and
+``Capabilities`` is the one place a handler's optional members are found. Whatever a
+handler does — raise, return a wrong shape — becomes an ``is_error`` result (T-6, T-7); cancellation (trio's
 ``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
 
 What a tool may return (``result_of``): a ``str`` (sent as is), a JSON-serialisable ``dict`` or
@@ -24,14 +25,15 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 import anyio
+import attrs
 from returns.result import Failure, Success
 
 from rma.live import LiveUpdate
-from rma.session.options import event_hook_shape, handler_shape, update_hook_shape
+from rma.session.options import CallShape, event_hook_shape, handler_shape, update_hook_shape
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse, call_info
 from rma_shell.logging import log_fields
 from rma_shell.telemetry import Telemetry
@@ -126,6 +128,63 @@ def _bad_shape(what: str) -> str:
     )
 
 
+class Handler(Protocol):
+    """The handler contract: what runs the session's tools in your process.
+
+    ``handle_tool_call(name, input, ctx[, info])``, sync (run in a worker thread) or async,
+    returns a ``str``, a JSON ``dict``/``list``, or ``Success``/``Failure`` of one. A plain
+    callable of 3 or 4 arguments is a handler too; a ``Toolbox`` is one. Optional members,
+    each found once (``Capabilities.of``): ``handle_event(event, ctx[, info])`` (raw events),
+    ``handle_update(update, ctx[, info])`` (``rma.live`` updates), ``confirm_tool_use(name,
+    input, ctx[, info])`` (host-run tools that ask), ``requires_approval(name, input, ctx[,
+    info])`` with ``approval_tools()`` (calls that wait for a person), ``at_most_once`` (names,
+    or a method returning them: never run twice), ``validates_arguments`` (True: the session
+    does not check arguments against the declared schemas again).
+    """
+
+    def handle_tool_call(self, name: str, input: dict[str, Any], ctx: Any, info: SessionInfo, /) -> Any: ...
+
+
+@attrs.frozen
+class Capabilities:
+    """What one handler offers — how it is called and which optional members it has —
+    found once, for every part of the shell that asks (the adapter, the journal, Temporal)."""
+
+    tool: CallShape
+    event: CallShape | None
+    update: CallShape | None
+    validates_arguments: bool
+    at_most_once: frozenset[str]
+    requires_approval: Callable[..., Any] | None
+    asks_approval: bool
+    """Whether it may ask for approvals (``requires_approval``, and ``approval_tools`` naming
+    at least one tool when it says): such a handler needs a journal to wait in."""
+
+    @classmethod
+    def of(cls, handler: object) -> Capabilities | None:
+        """``handler``'s capabilities, or None when it is not a handler."""
+        tool = handler_shape(handler)
+        if tool is None:
+            return None
+        names = getattr(handler, "at_most_once", ())
+        if callable(names):
+            names = names()
+        once = frozenset(str(n) for n in names) if isinstance(names, Collection) else frozenset()
+        approval = getattr(handler, "requires_approval", None)
+        approval = approval if callable(approval) else None
+        declared = getattr(handler, "approval_tools", None)
+        asks = approval is not None and (declared is None or bool(declared() if callable(declared) else True))
+        return cls(
+            tool=tool,
+            event=event_hook_shape(handler),
+            update=update_hook_shape(handler),
+            validates_arguments=bool(getattr(handler, "validates_arguments", False)),
+            at_most_once=once,
+            requires_approval=approval,
+            asks_approval=asks,
+        )
+
+
 class HandlerAdapter:
     """One handler, inspected once, callable for tools and events."""
 
@@ -142,24 +201,23 @@ class HandlerAdapter:
         tool_timeout: float | None = None,
         max_result_chars: int | None = None,
     ) -> None:
-        shape = handler_shape(handler)
-        if shape is None:
+        caps = Capabilities.of(handler)
+        if caps is None:
             raise TypeError("not a handler")  # validated earlier; unreachable in a run
+        self.capabilities = caps
         self._handler = handler
         self._context = context
-        self._takes_info = shape.endswith("4")
-        tool_fn = getattr(handler, "handle_tool_call") if shape.startswith("object") else handler  # noqa: B009
+        self._takes_info = caps.tool.takes_info
+        tool_fn = getattr(handler, "handle_tool_call") if caps.tool.method else handler  # noqa: B009
         assert callable(tool_fn)
         self._tool_fn: Callable[..., Any] = tool_fn
         self._tool_async = _is_async(self._tool_fn)
-        hook = event_hook_shape(handler)
-        self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if hook else None  # noqa: B009
-        self._event_takes_info = hook == "event3"
-        update_hook = update_hook_shape(handler)
+        self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if caps.event else None  # noqa: B009
+        self._event_takes_info = caps.event is not None and caps.event.takes_info
         self._update_fn: Callable[..., Any] | None = (
-            getattr(handler, "handle_update") if update_hook else None  # noqa: B009
+            getattr(handler, "handle_update") if caps.update else None  # noqa: B009
         )
-        self._update_takes_info = update_hook == "update3"
+        self._update_takes_info = caps.update is not None and caps.update.takes_info
         self._max_concurrency = max_concurrency
         # Sync tools need their own thread budget: anyio's shared default (40 threads) would
         # cap max_concurrency and make sessions compete for threads. Built on the first sync
@@ -174,9 +232,7 @@ class HandlerAdapter:
         """The typed value of each ``output_type`` answer that validated, by tool-use id."""
         self._tool_timeout = tool_timeout
         self._max_result_chars = max_result_chars
-        self._validators = (
-            {} if getattr(handler, "validates_arguments", False) else _argument_validators(declared_tools)
-        )
+        self._validators = {} if caps.validates_arguments else _argument_validators(declared_tools)
         self.key_scope: str | None = None
         """The scope of each call's ``idempotency_key`` (a journal key, a workflow id); None: the
         host's session id."""

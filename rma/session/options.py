@@ -113,12 +113,25 @@ def _accepts_positional(fn: Callable[..., Any], n: int) -> bool:
     return True
 
 
-def handler_shape(handler: object) -> str | None:
+@attrs.frozen
+class CallShape:
+    """How a handler, or one of its hooks, is called: as the object's method or as the
+    callable itself (``method``), and with the ``info`` argument last or without it."""
+
+    method: bool
+    takes_info: bool
+
+
+_OBJECT4, _OBJECT3 = CallShape(method=True, takes_info=True), CallShape(method=True, takes_info=False)
+_CALLABLE4, _CALLABLE3 = CallShape(method=False, takes_info=True), CallShape(method=False, takes_info=False)
+
+
+def handler_shape(handler: object) -> CallShape | None:
     """How a handler is called, or None when it is not a valid handler (T-2, T-3).
 
-    ``"object4"``/``"object3"``: an object whose ``handle_tool_call`` takes
-    (name, input, ctx, info) / (name, input, ctx); ``"callable4"``/``"callable3"``: a
-    plain callable of that arity. The four-argument form wins when both bind.
+    An object whose ``handle_tool_call`` takes (name, input, ctx[, info]) is called through
+    that method; a plain callable of 3 or 4 arguments is called itself. The four-argument form
+    wins when both bind.
 
     Remembered per plain function: ``inspect.signature`` costs tens of microseconds and a
     process usually runs many sessions with one handler. What a function accepts is fixed by
@@ -148,49 +161,47 @@ def handler_shape(handler: object) -> str | None:
     return shape
 
 
-_SHAPES: weakref.WeakKeyDictionary[Callable[..., Any], tuple[object, object, object, bool, str | None]] = (
-    weakref.WeakKeyDictionary()
-)
+_SHAPES: weakref.WeakKeyDictionary[
+    Callable[..., Any], tuple[object, object, object, bool, CallShape | None]
+] = weakref.WeakKeyDictionary()
 
 
-def _inspect_shape(handler: object) -> str | None:
+def _inspect_shape(handler: object) -> CallShape | None:
     method = getattr(handler, "handle_tool_call", None)
     if method is not None and callable(method):
         if _accepts_positional(method, 4):
-            return "object4"
+            return _OBJECT4
         if _accepts_positional(method, 3):
-            return "object3"
+            return _OBJECT3
         return None
     if callable(handler) and not inspect.isclass(handler):
         if _accepts_positional(handler, 4):
-            return "callable4"
+            return _CALLABLE4
         if _accepts_positional(handler, 3):
-            return "callable3"
+            return _CALLABLE3
     return None
 
 
-def event_hook_shape(handler: object) -> str | None:
-    """``"event3"``/``"event2"`` when the handler observes events (E-1), else None (E-2)."""
-    method = getattr(handler, "handle_event", None)
+def _hook_shape(handler: object, name: str) -> CallShape | None:
+    method = getattr(handler, name, None)
     if method is None or not callable(method):
         return None
     if _accepts_positional(method, 3):
-        return "event3"
+        return _OBJECT4  # (payload, ctx, info)
     if _accepts_positional(method, 2):
-        return "event2"
+        return _OBJECT3  # (payload, ctx)
     return None
 
 
-def update_hook_shape(handler: object) -> str | None:
-    """``"update3"``/``"update2"`` when the handler has ``handle_update(update, ctx[, info])``."""
-    method = getattr(handler, "handle_update", None)
-    if method is None or not callable(method):
-        return None
-    if _accepts_positional(method, 3):
-        return "update3"
-    if _accepts_positional(method, 2):
-        return "update2"
-    return None
+def event_hook_shape(handler: object) -> CallShape | None:
+    """How ``handle_event(event, ctx[, info])`` is called when the handler observes events
+    (E-1), else None (E-2)."""
+    return _hook_shape(handler, "handle_event")
+
+
+def update_hook_shape(handler: object) -> CallShape | None:
+    """How ``handle_update(update, ctx[, info])`` is called, when the handler has it."""
+    return _hook_shape(handler, "handle_update")
 
 
 def _coerce_outcome(value: object) -> Outcome | None:

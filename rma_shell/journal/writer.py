@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -29,7 +29,7 @@ from rma.journal import Decision, Loaded, PendingApproval
 from rma.recording import encode
 from rma.session.events import Event
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
-from rma_shell.handler import HandlerAdapter
+from rma_shell.handler import Capabilities, HandlerAdapter
 from rma_shell.journal.store import JournalStore
 
 if TYPE_CHECKING:
@@ -149,7 +149,9 @@ class JournaledTools:
         adapter.key_scope = journal.key
         adapter.on_start = self._started
         adapter.on_finish = self._finished
-        self._at_most_once = _at_most_once(handler)
+        caps = Capabilities.of(handler)
+        self._at_most_once = caps.at_most_once if caps is not None else frozenset()
+        self._requires_approval = caps.requires_approval if caps is not None else None
 
     def restore(self, loaded: Loaded) -> None:
         """What an earlier process journaled: results, verdicts, starts and decisions."""
@@ -243,7 +245,7 @@ class JournaledTools:
         return tuple(verdicts)
 
     async def _needs_approval(self, use: ToolUse, info: SessionInfo) -> bool:
-        fn = getattr(self.handler, "requires_approval", None)
+        fn = self._requires_approval
         if not callable(fn):
             return False
         args: tuple[Any, ...] = (use.name, dict(use.input), self.context)
@@ -266,17 +268,7 @@ def _without_history(snapshot: Mapping[str, JSON]) -> dict[str, JSON]:
     return {k: v for k, v in snapshot.items() if k != "history"}
 
 
-def _at_most_once(handler: object) -> Collection[str]:
-    names = getattr(handler, "at_most_once", ())
-    if callable(names):
-        names = names()
-    return frozenset(str(n) for n in names) if isinstance(names, Collection) else frozenset()
-
-
 def declares_approvals(handler: object) -> bool:
     """Whether ``handler`` may ask for approvals (and so needs a journal to wait in)."""
-    fn = getattr(handler, "requires_approval", None)
-    if not callable(fn):
-        return False
-    declared = getattr(handler, "approval_tools", None)
-    return bool(declared() if callable(declared) else True) if declared is not None else True
+    caps = Capabilities.of(handler)
+    return caps is not None and caps.asks_approval

@@ -38,7 +38,7 @@ from rma.provider import Mode
 from rma.session.events import GuardVerdict
 from rma.session.options import DEFAULT_STOP_GRACE_S, SessionConfig, interpret_guard
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
-from rma_shell.handler import HandlerAdapter
+from rma_shell.handler import Capabilities, HandlerAdapter
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
@@ -365,8 +365,9 @@ class Activities:
     async def _needs_approval(self, p: _Prepared, use: ToolUse, info: SessionInfo) -> bool:
         """The handler's ``requires_approval(name, input, ctx[, info])`` — what a ``Toolbox``
         or a ``@tool(requires_approval=…)`` answers — as a journaled run asks it."""
-        ask = getattr(p.handler, "requires_approval", None)
-        if ask is None or not callable(ask):
+        caps = Capabilities.of(p.handler)
+        ask = caps.requires_approval if caps is not None else None
+        if ask is None:
             return False
         args: tuple[Any, ...] = (use.name, dict(use.input), None)
         try:
@@ -458,10 +459,8 @@ class Activities:
 
 def _at_most_once(handler: object) -> Collection[str]:
     """The tools a ``Toolbox(at_most_once=…)`` (or any handler's ``at_most_once``) names."""
-    names = getattr(handler, "at_most_once", ())
-    if callable(names):
-        names = names()
-    return frozenset(str(n) for n in names) if isinstance(names, Collection) else frozenset()
+    caps = Capabilities.of(handler)
+    return caps.at_most_once if caps is not None else frozenset()
 
 
 def _takes(fn: Callable[..., Any], n: int) -> bool:

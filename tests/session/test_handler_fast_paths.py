@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from rma.session.options import handler_shape
+from rma.session.options import CallShape, handler_shape
 from rma.vocabulary import SessionInfo, ToolUse
 from rma_shell.handler import HandlerAdapter
 from rma_shell.telemetry import Telemetry
@@ -35,7 +35,7 @@ def test_the_shape_follows_a_method_whose_code_is_replaced() -> None:
 
     assert adapter(Handler())._takes_info is False
     Handler.handle_tool_call.__code__ = with_info.__code__  # type: ignore[attr-defined]
-    assert handler_shape(Handler()) == "object4"
+    assert handler_shape(Handler()) == CallShape(method=True, takes_info=True)
     assert adapter(Handler())._takes_info is True
 
 
@@ -128,6 +128,6 @@ def test_one_function_as_a_plain_handler_and_as_a_method_gets_each_its_own_shape
     class Wrapper:
         handle_tool_call = handle  # bound: (self=name, input, ctx) — only two left to pass
 
-    assert handler_shape(handle) == "callable3"
+    assert handler_shape(handle) == CallShape(method=False, takes_info=False)
     assert handler_shape(Wrapper()) is None
-    assert handler_shape(handle) == "callable3"
+    assert handler_shape(handle) == CallShape(method=False, takes_info=False)
