@@ -21,6 +21,7 @@ host wire details (each provider owns those).
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -79,7 +80,7 @@ class Agent:
         tools: typed functions (``@tool`` or plain), tool sources (MCP servers), toolboxes,
             and hand-written tool declarations (mappings) answered by ``handler``.
         handler: a raw handler (``handle_tool_call``, or a callable of 3–4 arguments) for the
-            declared mappings in ``tools``; it may not be mixed with functions or sources.
+            declared mappings in ``tools``; functions and sources beside them answer their own.
         output_type: a type the run's answer is validated into (``result.output``).
         environment: the Claude environment spec (default: a cloud sandbox).
         store: where Claude provisioning remembers what it made (default: one in-memory store
@@ -514,12 +515,6 @@ class _Tools:
                 raise _invalid("tools", f"cannot use a {type(item).__name__} as a tool")
         if declarations and raw is None:
             raise _invalid("handler", "declared tools (mappings) need handler= to answer them")
-        if raw is not None and functions:
-            raise _invalid(
-                "handler",
-                "a raw handler answers declared tools only; put functions and MCP servers in tools= "
-                "and answer the rest from one of them",
-            )
         if raw is not None and not (callable(raw) or callable(getattr(raw, "handle_tool_call", None))):
             raise _invalid("handler", f"{type(raw).__name__} has no handle_tool_call and is not callable")
         return cls(tuple(functions), tuple(declarations), raw, approval, once)
@@ -529,19 +524,22 @@ class _Tools:
         return [*names, *(_declared_name(d) for d in self.declarations)]
 
     async def start(self, stack: AsyncExitStack) -> None:
-        if self.raw is None:
+        if self.functions or self.raw is None:
             self.box = await stack.enter_async_context(self._toolbox())
 
     async def handler(self, stack: AsyncExitStack, entered: bool) -> tuple[object, list[Any]]:
         """The run's handler and the tool declarations it answers."""
-        if self.raw is not None:
+        if self.raw is not None and not self.functions:
             return self.raw, list(self.declarations)
         # While the agent is entered its toolbox serves every run; otherwise each run starts
         # (and stops) its own, so concurrent runs never share a half-started one.
-        box = (
-            self.box if entered and self.box is not None else await stack.enter_async_context(self._toolbox())
-        )
-        return box, list(box.tools())
+        box: Any = self.box if entered and self.box is not None else None
+        if box is None:
+            box = await stack.enter_async_context(self._toolbox())
+        if self.raw is None:
+            return box, list(box.tools())
+        routed = _Routed(box, self.raw, frozenset(_declared_name(d) for d in self.declarations))
+        return routed, [*box.tools(), *self.declarations]
 
     def _toolbox(self) -> Any:
         from rma_shell.tools.toolbox import Toolbox
@@ -555,6 +553,60 @@ class _Tools:
             require_approval=self.require_approval,
             at_most_once=self.at_most_once,
         )
+
+
+class _Routed:
+    """A toolbox and a raw handler as one handler: each call goes to whichever declared its
+    tool. The raw handler's hooks (events, updates, confirmations, approvals) stay its own.
+    Arguments are checked by the session against every declaration (the toolbox checks its
+    own once more)."""
+
+    def __init__(self, box: Any, raw: object, raw_names: frozenset[str]) -> None:
+        from rma_shell.handler import Capabilities, is_async
+
+        self._box, self._raw, self._raw_names = box, raw, raw_names
+        caps = Capabilities.of(raw)
+        if caps is None:
+            raise TypeError(f"{type(raw).__name__} is not a handler")
+        self._caps = caps
+        call = getattr(raw, "handle_tool_call") if caps.tool.method else raw  # noqa: B009
+        assert callable(call)
+        self._call: Callable[..., Any] = call
+        self._async = is_async(call)
+        for hook in ("handle_event", "handle_update", "confirm_tool_use"):
+            if callable(getattr(raw, hook, None)):
+                setattr(self, hook, getattr(raw, hook))
+        boxed = Capabilities.of(box)
+        self.at_most_once = (boxed.at_most_once if boxed else frozenset()) | caps.at_most_once
+
+    def approval_tools(self) -> frozenset[str]:
+        own = self._raw_names if self._caps.asks_approval else frozenset()
+        return frozenset(self._box.approval_tools()) | own
+
+    async def requires_approval(self, name: str, input: Mapping[str, Any], ctx: object, info: Any) -> bool:
+        if name not in self._raw_names:
+            return bool(self._box.requires_approval(name, input, ctx, info))
+        ask = self._caps.requires_approval
+        if ask is None:
+            return False
+        value = ask(name, input, ctx, info) if _binds(ask, 4) else ask(name, input, ctx)
+        return bool(await value) if inspect.isawaitable(value) else bool(value)
+
+    async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object, info: Any) -> Any:
+        if name not in self._raw_names:
+            return await self._box.handle_tool_call(name, input, ctx, info)
+        args = (name, input, ctx, info) if self._caps.tool.takes_info else (name, input, ctx)
+        if self._async:
+            return await self._call(*args)
+        return await anyio.to_thread.run_sync(lambda: self._call(*args))  # never block the loop
+
+
+def _binds(fn: Callable[..., Any], n: int) -> bool:
+    try:
+        inspect.signature(fn).bind(*([None] * n))
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _toolbox_parts(item: object) -> tuple[tuple[object, ...], frozenset[str], frozenset[str]] | None:

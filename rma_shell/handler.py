@@ -41,7 +41,7 @@ from rma_shell.telemetry import Telemetry
 log = logging.getLogger("rma.handler")
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+def is_async(fn: Callable[..., Any]) -> bool:
     target = fn
     while isinstance(target, functools.partial):
         target = target.func
@@ -211,7 +211,7 @@ class HandlerAdapter:
         tool_fn = getattr(handler, "handle_tool_call") if caps.tool.method else handler  # noqa: B009
         assert callable(tool_fn)
         self._tool_fn: Callable[..., Any] = tool_fn
-        self._tool_async = _is_async(self._tool_fn)
+        self._tool_async = is_async(self._tool_fn)
         self._event_fn: Callable[..., Any] | None = getattr(handler, "handle_event") if caps.event else None  # noqa: B009
         self._event_takes_info = caps.event is not None and caps.event.takes_info
         self._update_fn: Callable[..., Any] | None = (

@@ -369,6 +369,41 @@ async def test_a_raw_handler_answers_declared_tools() -> None:
     assert [t["function"]["name"] for t in emu.requests[0].body["tools"]] == ["plan_of"]
 
 
+async def test_a_raw_handler_and_typed_functions_answer_their_own_tools_in_one_run() -> None:
+    seen: list[str] = []
+
+    def handle(name: str, input: Any, ctx: Any) -> str:  # sync: runs in a worker thread
+        seen.append(name)
+        return "pro"
+
+    declared = {
+        "name": "plan_of",
+        "description": "A customer's plan",
+        "input_schema": {
+            "type": "object",
+            "properties": {"email": {"type": "string"}},
+            "required": ["email"],
+        },
+    }
+    turns = [
+        {"tool_calls": [{"id": "c1", "name": "plan_of", "arguments": {"email": "a@x"}}]},
+        {"tool_calls": [{"id": "c2", "name": "lookup_customer", "arguments": {"email": "a@x"}}]},
+        {"tool_calls": [{"id": "c3", "name": "plan_of", "arguments": {"email": 7}}]},
+        {"content": "done"},
+    ]
+    with OpenAIEmulator(turns) as emu:
+        host = Local(base_url=emu.base_url, model="qwen3:8b")
+        result = await Agent(tools=[lookup_customer, declared], handler=handle, host=host).run_or_raise(
+            "plan?"
+        )
+        await host.close()
+    assert seen == ["plan_of"]  # the bad arguments of c3 never reached it
+    assert [t["function"]["name"] for t in emu.requests[0].body["tools"]] == ["lookup_customer", "plan_of"]
+    tool_messages = [m for m in emu.requests[3].body["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages][:2] == ["pro", "a@x: pro"]
+    assert "email" in tool_messages[2]["content"] and result.text == "done"
+
+
 # ── durable: approvals and resume through the agent ──
 
 
