@@ -170,6 +170,10 @@ def add_commands(commands: Any) -> None:
     teardown.add_argument("ref", metavar="BASE:TAG")
 
 
+STORE_ENV_VAR = "RMA_STORE"
+"""Names the provisioning store when ``--store`` does not (``rma_shell.stores.ENV_VAR``)."""
+
+
 def run_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     provider_name = PROVIDERS[args.provider]
     kind = getattr(args, "kind", None) or KINDS[provider_name][0]
@@ -179,6 +183,15 @@ def run_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         store = _open_store(args.store, environ)
     except Exception as exc:  # a store that cannot be opened is a usage problem, said plainly
         return _fail(args.command, f"cannot open the store: {exc}", EXIT_USAGE)
+    if args.store is None and not environ.get(STORE_ENV_VAR):
+        # The default lives in the user's home: never written there unnoticed (a test, a CI job).
+        from rma_shell.stores import default_store_path
+
+        where = default_store_path(environ)
+        print(
+            f"rma {args.command}: store {where} (the default; --store or $RMA_STORE for another)",
+            file=sys.stderr,
+        )
     try:
         handler = _HANDLERS[args.command]
         outcome = anyio.run(handler, args, environ, store, provider_name, kind, backend="trio")

@@ -266,3 +266,29 @@ class TestAgentCore:
             {},
         )
         assert code == 2 and "--execution-role-arn" in err
+
+
+def test_the_default_store_in_the_users_home_is_named_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --store or $RMA_STORE, the store written is the home default: said, never silent."""
+    with CMAEmulator([], api_key=KEY) as emu:
+        env = {"ANTHROPIC_API_KEY": KEY, "XDG_STATE_HOME": str(tmp_path / "state")}
+        argv = [
+            "provision",
+            "--provider",
+            "claude",
+            "--base-url",
+            emu.base_url,
+            "--agent",
+            agent_spec(tmp_path),
+        ]
+        code, _, err = call(capsys, argv, env)
+        assert code == 0, err
+        where = tmp_path / "state" / "rma" / "rma.sqlite3"
+        assert err.splitlines()[0] == (
+            f"rma provision: store {where} (the default; --store or $RMA_STORE for another)"
+        )
+        assert where.exists()
+        code, _, err = call(capsys, [*argv, "--store", str(tmp_path / "s.sqlite3")], env)
+        assert code == 0 and "store" not in err.splitlines()[0]
