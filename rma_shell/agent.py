@@ -21,7 +21,6 @@ host wire details (each provider owns those).
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -142,9 +141,18 @@ class Agent:
         self.output_type = output_type
         self.environment = environment
         self.journal = journal
-        self._tools = _Tools.of(
-            tools, handler, frozenset(require_approval), frozenset(at_most_once)
-        )  # raises InvalidOptions for a shape it cannot take
+        # Imported here: rma_shell.tools needs the tools extra only for typed functions.
+        from rma_shell.tools.routing import ToolSet, ToolSetError
+
+        try:
+            self._tools = ToolSet.of(
+                tools,
+                handler,
+                require_approval=frozenset(require_approval),
+                at_most_once=frozenset(at_most_once),
+            )
+        except ToolSetError as bad:
+            raise _invalid(bad.option, bad.detail) from None
         self._store = store
         self._stores: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._options: dict[str, Any] = {
@@ -392,8 +400,9 @@ class Agent:
         async with AsyncExitStack() as stack:
             try:
                 handler, declared = await self._tools.handler(stack, self._entered is not None)
-            except Exception as exc:  # a tool source that could not start (an MCP server)
-                yield Failure(_crashed(exc))
+            except Exception as exc:  # two parts declaring one name; a source that cannot start
+                bad = getattr(exc, "option", None)
+                yield Failure(InvalidOpts(bad, str(exc)) if isinstance(bad, str) else _crashed(exc))
                 return
             kwargs["handler"] = handler
             kwargs["prompt"] = prompt
@@ -482,153 +491,6 @@ _RESUME_OPTIONS = (
     "tool_timeout",
     "max_tool_result_chars",
 )
-
-
-@attrs.define
-class _Tools:
-    """An agent's tools: a toolbox of its functions and sources, or a raw handler with its
-    declarations. Started per run, or once while the agent is entered."""
-
-    functions: tuple[object, ...]
-    declarations: tuple[object, ...]
-    raw: object
-    require_approval: frozenset[str]
-    at_most_once: frozenset[str]
-    box: Any = None
-
-    @classmethod
-    def of(
-        cls, tools: Sequence[object], raw: object, approval: frozenset[str], once: frozenset[str]
-    ) -> _Tools:
-        functions: list[object] = []
-        declarations: list[object] = []
-        for item in tools:
-            parts = _toolbox_parts(item)
-            if parts is not None:
-                functions.extend(parts[0])
-                approval, once = approval | parts[1], once | parts[2]
-            elif isinstance(item, Mapping) or _is_declaration(item):
-                declarations.append(item)
-            elif callable(item) or _is_source(item):
-                functions.append(item)
-            else:
-                raise _invalid("tools", f"cannot use a {type(item).__name__} as a tool")
-        if declarations and raw is None:
-            raise _invalid("handler", "declared tools (mappings) need handler= to answer them")
-        if raw is not None and not (callable(raw) or callable(getattr(raw, "handle_tool_call", None))):
-            raise _invalid("handler", f"{type(raw).__name__} has no handle_tool_call and is not callable")
-        return cls(tuple(functions), tuple(declarations), raw, approval, once)
-
-    def names(self) -> list[str]:
-        names = [str(getattr(f, "name", None) or getattr(f, "__name__", "?")) for f in self.functions]
-        return [*names, *(_declared_name(d) for d in self.declarations)]
-
-    async def start(self, stack: AsyncExitStack) -> None:
-        if self.functions or self.raw is None:
-            self.box = await stack.enter_async_context(self._toolbox())
-
-    async def handler(self, stack: AsyncExitStack, entered: bool) -> tuple[object, list[Any]]:
-        """The run's handler and the tool declarations it answers."""
-        if self.raw is not None and not self.functions:
-            return self.raw, list(self.declarations)
-        # While the agent is entered its toolbox serves every run; otherwise each run starts
-        # (and stops) its own, so concurrent runs never share a half-started one.
-        box: Any = self.box if entered and self.box is not None else None
-        if box is None:
-            box = await stack.enter_async_context(self._toolbox())
-        if self.raw is None:
-            return box, list(box.tools())
-        routed = _Routed(box, self.raw, frozenset(_declared_name(d) for d in self.declarations))
-        return routed, [*box.tools(), *self.declarations]
-
-    def _toolbox(self) -> Any:
-        from rma_shell.tools.toolbox import Toolbox
-
-        # No cap or timeout of its own: the run applies the agent's once (tool_timeout,
-        # max_tool_result_chars), so a result is never cut twice.
-        return Toolbox(
-            *self.functions,  # type: ignore[arg-type]
-            timeout=None,
-            max_result_chars=None,
-            require_approval=self.require_approval,
-            at_most_once=self.at_most_once,
-        )
-
-
-class _Routed:
-    """A toolbox and a raw handler as one handler: each call goes to whichever declared its
-    tool. The raw handler's hooks (events, updates, confirmations, approvals) stay its own.
-    Arguments are checked by the session against every declaration (the toolbox checks its
-    own once more)."""
-
-    def __init__(self, box: Any, raw: object, raw_names: frozenset[str]) -> None:
-        from rma_shell.handler import Capabilities, is_async
-
-        self._box, self._raw, self._raw_names = box, raw, raw_names
-        caps = Capabilities.of(raw)
-        if caps is None:
-            raise TypeError(f"{type(raw).__name__} is not a handler")
-        self._caps = caps
-        call = getattr(raw, "handle_tool_call") if caps.tool.method else raw  # noqa: B009
-        assert callable(call)
-        self._call: Callable[..., Any] = call
-        self._async = is_async(call)
-        for hook in ("handle_event", "handle_update", "confirm_tool_use"):
-            if callable(getattr(raw, hook, None)):
-                setattr(self, hook, getattr(raw, hook))
-        boxed = Capabilities.of(box)
-        self.at_most_once = (boxed.at_most_once if boxed else frozenset()) | caps.at_most_once
-
-    def approval_tools(self) -> frozenset[str]:
-        own = self._raw_names if self._caps.asks_approval else frozenset()
-        return frozenset(self._box.approval_tools()) | own
-
-    async def requires_approval(self, name: str, input: Mapping[str, Any], ctx: object, info: Any) -> bool:
-        if name not in self._raw_names:
-            return bool(self._box.requires_approval(name, input, ctx, info))
-        ask = self._caps.requires_approval
-        if ask is None:
-            return False
-        value = ask(name, input, ctx, info) if _binds(ask, 4) else ask(name, input, ctx)
-        return bool(await value) if inspect.isawaitable(value) else bool(value)
-
-    async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object, info: Any) -> Any:
-        if name not in self._raw_names:
-            return await self._box.handle_tool_call(name, input, ctx, info)
-        args = (name, input, ctx, info) if self._caps.tool.takes_info else (name, input, ctx)
-        if self._async:
-            return await self._call(*args)
-        return await anyio.to_thread.run_sync(lambda: self._call(*args))  # never block the loop
-
-
-def _binds(fn: Callable[..., Any], n: int) -> bool:
-    try:
-        inspect.signature(fn).bind(*([None] * n))
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def _toolbox_parts(item: object) -> tuple[tuple[object, ...], frozenset[str], frozenset[str]] | None:
-    parts = getattr(item, "parts", None)
-    if type(item).__name__ != "Toolbox" or not callable(parts):
-        return None
-    result: tuple[tuple[object, ...], frozenset[str], frozenset[str]] = parts()
-    return result
-
-
-def _is_source(item: object) -> bool:
-    return callable(getattr(item, "tools", None)) and callable(getattr(item, "__aenter__", None))
-
-
-def _is_declaration(item: object) -> bool:
-    return all(hasattr(item, a) for a in ("name", "description", "input_schema")) and not callable(item)
-
-
-def _declared_name(item: object) -> str:
-    if isinstance(item, Mapping):
-        return str(item.get("name", "?"))
-    return str(getattr(item, "name", "?"))
 
 
 def _invalid(option: str, detail: str) -> Exception:

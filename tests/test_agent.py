@@ -441,3 +441,40 @@ async def test_an_approval_decided_through_the_agent_lets_resume_finish_the_run(
 async def test_resume_without_a_journal_is_invalid_opts() -> None:
     outcome = await support_agent().resume("k")
     assert isinstance(outcome, Failure) and outcome.failure().option == "journal"
+
+
+def test_an_agent_of_declared_tools_runs_on_the_base_install(tmp_path: Any) -> None:
+    """No tools extra (pydantic, docstring-parser, jsonschema): declared schemas and a handler,
+    or no tools at all, still make an agent; only typed functions need the extra."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("pydantic", "docstring_parser", "jsonschema"):
+                    raise ImportError(name)
+        sys.meta_path.insert(0, Block())
+        from rma_shell import Agent
+        from rma_shell.providers.local import Local
+        from rma_shell.testing import OpenAIEmulator
+        declared = {"name": "x", "description": "x", "input_schema": {"type": "object"}}
+        turns = [{"tool_calls": [{"name": "x", "arguments": {}}]}, {"content": "ok"}, {"content": "plain"}]
+        with OpenAIEmulator(turns) as emu:
+            host = Local(base_url=emu.base_url, model="m")
+            agent = Agent(tools=[declared], handler=lambda n, i, c: "r", host=host)
+            print(agent.run_sync_or_raise("hi").text)
+            print(Agent(host=host).run_sync_or_raise("hi").text)
+        try:
+            from rma_shell.tools import tool
+        except ImportError as exc:
+            print("typed:", exc)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == ["ok", "plain"]
+    assert "pip install 'rma-agents[tools]'" in done.stdout

@@ -5,14 +5,56 @@ arguments validated by Pydantic before it runs); a ``Toolbox`` gathers such func
 ``ToolSource`` objects behind one handler whose ``tools()`` every provider accepts, so one
 toolbox serves all three hosts. Needs the ``tools`` extra: ``pip install "rma-agents[tools]"``.
 MCP servers are ``rma_shell.tools.mcp.MCPServer`` sources (the ``mcp`` extra).
+
+The names load on first use, so ``rma_shell.tools.routing`` (an ``Agent``'s tools) and
+``rma_shell.tools.source`` work without the extra; a typed function needs it.
 """
 
-from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, truncate
-from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
-from rma_shell.tools.output import OutputTool, output_tool
-from rma_shell.tools.schema_validation import InvalidSchema, SchemaValidator
-from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
-from rma_shell.tools.toolbox import Toolbox, ToolboxError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, truncate
+    from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
+    from rma_shell.tools.output import OutputTool, output_tool
+    from rma_shell.tools.schema_validation import InvalidSchema, SchemaValidator
+    from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
+    from rma_shell.tools.toolbox import Toolbox, ToolboxError
+
+_WHERE = {
+    "DEFAULT_MAX_RESULT_CHARS": "rma_shell.handler",
+    "truncate": "rma_shell.handler",
+    "FunctionTool": "rma_shell.tools.function",
+    "ToolCall": "rma_shell.tools.function",
+    "serialise": "rma_shell.tools.function",
+    "strict_schema": "rma_shell.tools.function",
+    "tool": "rma_shell.tools.function",
+    "OutputTool": "rma_shell.tools.output",
+    "output_tool": "rma_shell.tools.output",
+    "InvalidSchema": "rma_shell.tools.schema_validation",
+    "SchemaValidator": "rma_shell.tools.schema_validation",
+    "ToolOutput": "rma_shell.tools.source",
+    "ToolSource": "rma_shell.tools.source",
+    "ToolSpec": "rma_shell.tools.source",
+    "Toolbox": "rma_shell.tools.toolbox",
+    "ToolboxError": "rma_shell.tools.toolbox",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rma_shell.tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",

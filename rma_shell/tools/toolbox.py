@@ -128,6 +128,11 @@ class Toolbox:
             specs.extend(source.tools())
         return specs
 
+    @property
+    def started(self) -> bool:
+        """Whether its sources run (entered with ``async with``), or it has none to start."""
+        return self._started
+
     def parts(self) -> tuple[tuple[FunctionTool | ToolSource, ...], frozenset[str], frozenset[str]]:
         """What the toolbox was built from: its functions and sources (in order), and the names
         given as ``require_approval`` and ``at_most_once`` — so another toolbox (an ``Agent``'s)
