@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, truncate
     from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
     from rma_shell.tools.output import OutputTool, output_tool
+    from rma_shell.tools.routing import Router, combine
     from rma_shell.tools.schema_validation import InvalidSchema, SchemaValidator
     from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
     from rma_shell.tools.toolbox import Toolbox, ToolboxError
@@ -39,6 +40,8 @@ _WHERE = {
     "ToolSource": "rma_shell.tools.source",
     "ToolSpec": "rma_shell.tools.source",
     "Toolbox": "rma_shell.tools.toolbox",
+    "Router": "rma_shell.tools.routing",
+    "combine": "rma_shell.tools.routing",
     "ToolboxError": "rma_shell.tools.toolbox",
 }
 
@@ -61,6 +64,7 @@ __all__ = [
     "FunctionTool",
     "InvalidSchema",
     "OutputTool",
+    "Router",
     "SchemaValidator",
     "ToolCall",
     "ToolOutput",
@@ -68,6 +72,7 @@ __all__ = [
     "ToolSpec",
     "Toolbox",
     "ToolboxError",
+    "combine",
     "output_tool",
     "serialise",
     "strict_schema",

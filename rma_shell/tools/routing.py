@@ -7,7 +7,8 @@ given: typed functions and tool sources (MCP servers) go into one toolbox of the
 whole, so one the caller already started is used as it is and never started twice; mappings
 (or other ``name``/``description``/``input_schema`` declarations) are answered by the raw
 handler. ``ToolSet.handler(stack, entered)`` gives a run its handler and the declarations it
-answers — one part as it is, several behind a ``Router``.
+answers — one part as it is, several behind a ``Router``. ``combine(toolbox, ui, ...)`` is the
+same router for the functional ``run``: toolboxes, a raw handler and observers as one handler.
 
 What this is not: argument validation, timeouts or result caps (each toolbox and the run's
 handler adapter do those), nor the handler contract (``rma_shell.handler``).
@@ -16,6 +17,7 @@ handler adapter do those), nor the handler contract (``rma_shell.handler``).
 from __future__ import annotations
 
 import inspect
+import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -24,7 +26,10 @@ from typing import Any
 import anyio
 import attrs
 
+from rma.session.options import event_hook_shape, update_hook_shape
 from rma_shell.handler import Capabilities, is_async
+
+log = logging.getLogger("rma.handler")
 
 
 class ToolSetError(ValueError):
@@ -72,11 +77,10 @@ class ToolSet:
                 raise ToolSetError("tools", f"cannot use a {type(item).__name__} as a tool")
         if declarations and raw is None:
             raise ToolSetError("handler", "declared tools (mappings) need handler= to answer them")
-        if raw is not None and Capabilities.of(raw) is None:
-            raise ToolSetError(
-                "handler",
-                f"{type(raw).__name__} has no handle_tool_call and is not a 3- or 4-argument callable",
-            )
+        observer = raw is not None and (update_hook_shape(raw) or event_hook_shape(raw)) is not None
+        if raw is not None and Capabilities.of(raw) is None and (declarations or not observer):
+            what = "has no handle_tool_call and is not a 3- or 4-argument callable"
+            raise ToolSetError("handler", f"{type(raw).__name__} {what}")
         return cls(tuple(functions), tuple(boxes), tuple(declarations), raw, require_approval, at_most_once)
 
     def names(self) -> list[str]:
@@ -113,12 +117,11 @@ class ToolSet:
             parts.append((box, list(box.tools())))
         if self.raw is not None:
             parts.append((self.raw, list(self.declarations)))
-        if not parts:
-            return _no_tools, []
-        if len(parts) == 1:
-            only = Capabilities.of(parts[0][0])
-            once = only.at_most_once if only is not None else frozenset()
-            if not self.require_approval - _approval_names(parts[0][0]) and not self.at_most_once - once:
+        if not parts or all(Capabilities.of(h) is None for h, _ in parts):
+            parts.append((_no_tools, []))  # observers only (or nothing): calls are errors
+        if len(parts) == 1 and (only := Capabilities.of(parts[0][0])) is not None:
+            plain = not self.require_approval - _approval_names(parts[0][0])
+            if plain and not self.at_most_once - only.at_most_once:
                 return parts[0]
         router = Router(parts, require_approval=self.require_approval, at_most_once=self.at_most_once)
         return router, [spec for _, specs in parts for spec in specs]
@@ -141,40 +144,78 @@ class ToolSet:
 
 
 class Router:
-    """Several handlers as one: each call goes to the part that declared its tool; a raw
-    handler's hooks (events, updates, confirmations) are the router's. Arguments are checked by
-    the session against every declaration before a call is routed (a toolbox checks its own
-    once more), and the agent's ``require_approval``/``at_most_once`` names apply to every part.
+    """Several handlers as one handler: each call goes to the part that declared its tool; the
+    parts' observers (``handle_update``, ``handle_event``) all see every update and event.
+
+    ``parts`` pairs each handler with the declarations it answers, or None: then its own
+    ``tools()`` says (a ``Toolbox``, read at its first call, once it runs), or — for a handler
+    without one — it answers every other name. An object with only ``handle_update`` or
+    ``handle_event`` is an observer. Arguments are checked by the session against every
+    declaration before a call is routed (a toolbox checks its own once more), and the given
+    ``require_approval``/``at_most_once`` names apply to every part.
     """
 
     def __init__(
         self,
-        parts: Sequence[tuple[object, Sequence[Any]]],
+        parts: Sequence[tuple[object, Sequence[Any] | None]],
         *,
         require_approval: frozenset[str] = frozenset(),
         at_most_once: frozenset[str] = frozenset(),
     ) -> None:
         self._routes: dict[str, _Part] = {}
-        once = set(at_most_once)
+        self._unread: list[_Part] = []
+        self._fallback: _Part | None = None
         self._approval = require_approval
-        approvals = set(require_approval)
+        once, approvals = set(at_most_once), set(require_approval)
+        self._updates: list[tuple[Callable[..., Any], bool]] = []
+        self._events: list[tuple[Callable[..., Any], bool]] = []
         for handler, specs in parts:
             caps = Capabilities.of(handler)
+            update, event = update_hook_shape(handler), event_hook_shape(handler)
+            if update is not None:
+                self._updates.append((getattr(handler, "handle_update"), update.takes_info))  # noqa: B009
+            if event is not None:
+                self._events.append((getattr(handler, "handle_event"), event.takes_info))  # noqa: B009
+            confirm = getattr(handler, "confirm_tool_use", None)
+            if callable(confirm) and not hasattr(self, "confirm_tool_use"):
+                self.confirm_tool_use = confirm
             if caps is None:
-                raise ToolSetError("handler", f"{type(handler).__name__} is not a handler")
+                if update is None and event is None:
+                    raise ToolSetError(
+                        "handler", f"{type(handler).__name__} is neither a handler nor an observer"
+                    )
+                continue
             part = _Part(handler, caps)
-            for spec in specs:
-                name = _declared_name(spec)
-                if name in self._routes:
-                    raise ToolSetError("tools", f"duplicate tool name {name!r}")
-                self._routes[name] = part
             once |= caps.at_most_once
             approvals |= _approval_names(handler)
-            for hook in ("handle_event", "handle_update", "confirm_tool_use"):
-                if callable(getattr(handler, hook, None)) and not hasattr(self, hook):
-                    setattr(self, hook, getattr(handler, hook))
+            if specs is not None:
+                for spec in specs:
+                    self._route(_declared_name(spec), part)
+            elif callable(getattr(handler, "tools", None)):
+                self._unread.append(part)
+            elif self._fallback is None:
+                self._fallback = part
+            else:
+                raise ToolSetError("handler", "two handlers declare no tools: which one answers a call?")
         self.at_most_once = frozenset(once)
         self._approval_tools = frozenset(approvals)
+        if self._updates:
+            self.handle_update = self._update
+        if self._events:
+            self.handle_event = self._event
+
+    def _route(self, name: str, part: _Part) -> None:
+        if name in self._routes:
+            raise ToolSetError("tools", f"duplicate tool name {name!r}")
+        self._routes[name] = part
+
+    def _part(self, name: str) -> _Part | None:
+        if name not in self._routes and self._unread:
+            unread, self._unread = self._unread, []
+            for part in unread:  # their tools are known once they run: read at the first call
+                for spec in part.handler.tools():
+                    self._routes.setdefault(_declared_name(spec), part)
+        return self._routes.get(name, self._fallback)
 
     def approval_tools(self) -> frozenset[str]:
         return self._approval_tools
@@ -182,7 +223,7 @@ class Router:
     async def requires_approval(self, name: str, input: Mapping[str, Any], ctx: object, info: Any) -> bool:
         if name in self._approval:
             return True
-        part = self._routes.get(name)
+        part = self._part(name)
         ask = part.caps.requires_approval if part is not None else None
         if ask is None:
             return False
@@ -190,10 +231,36 @@ class Router:
         return bool(await value) if inspect.isawaitable(value) else bool(value)
 
     async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object, info: Any) -> Any:
-        part = self._routes.get(name)
+        part = self._part(name)
         if part is None:
             return f"tool error: no tool named {name!r}"
         return await part.call(name, input, ctx, info)
+
+    async def _update(self, update: Any, ctx: object, info: Any) -> None:
+        await _each(self._updates, update, ctx, info, "handle_update")
+
+    async def _event(self, event: Any, ctx: object, info: Any) -> None:
+        await _each(self._events, event, ctx, info, "handle_event")
+
+
+def combine(*handlers: object) -> Router:
+    """One handler of several: toolboxes (each answers its own tools), at most one raw handler
+    (every other name), and observers (``handle_update``/``handle_event`` only) — for
+    ``run(provider, handler=combine(toolbox, ui))`` without a hand-written wrapper."""
+    return Router([(h, None) for h in handlers])
+
+
+async def _each(
+    hooks: Sequence[tuple[Callable[..., Any], bool]], payload: Any, ctx: object, info: Any, what: str
+) -> None:
+    """Every observer sees it; one that raises is logged and does not keep it from the rest."""
+    for fn, takes_info in hooks:
+        try:
+            value = fn(payload, ctx, info) if takes_info else fn(payload, ctx)
+            if inspect.isawaitable(value):
+                await value
+        except Exception:
+            log.exception("%s raised; the other observers still see it", what)
 
 
 class _Part:
@@ -201,6 +268,7 @@ class _Part:
     as the session would)."""
 
     def __init__(self, handler: object, caps: Capabilities) -> None:
+        self.handler: Any = handler
         call = getattr(handler, "handle_tool_call") if caps.tool.method else handler  # noqa: B009
         assert callable(call)
         self.caps = caps

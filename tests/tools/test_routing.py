@@ -123,3 +123,45 @@ async def test_two_parts_declaring_one_name_is_refused() -> None:
         await host.close()
     assert isinstance(outcome, Failure) and outcome.failure().option == "tools"
     assert "duplicate tool name 'double'" in str(outcome.failure())
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.updates: list[str] = []
+
+    def handle_update(self, update: Any, ctx: Any) -> None:
+        self.updates.append(type(update).__name__)
+
+
+async def test_combine_gives_run_a_toolbox_and_an_observer_without_a_wrapper() -> None:
+    from rma_shell import run
+    from rma_shell.tools import combine
+
+    ui, second = Observer(), Observer()
+    async with Toolbox(double) as box:
+        with OpenAIEmulator(calls(("double", {"n": 21}))) as emu:
+            host = Local(base_url=emu.base_url, model="m", tools=box.tools())
+            outcome = await run(host, handler=combine(box, ui, second), prompt="go")
+            await host.close()
+    assert outcome.unwrap().text == "done"
+    assert emu.requests[1].body["messages"][-1]["content"] == "42"
+    assert "ToolCallStarted" in ui.updates and "ToolCallFinished" in ui.updates
+    assert ui.updates == second.updates  # every observer sees every update
+
+
+async def test_an_agents_handler_may_be_an_observer_beside_its_typed_tools() -> None:
+    ui = Observer()
+    with OpenAIEmulator(calls(("double", {"n": 2}))) as emu:
+        host = Local(base_url=emu.base_url, model="m")
+        result = await Agent(tools=[double], handler=ui, host=host).run_or_raise("go")
+        await host.close()
+    assert result.text == "done" and "ToolCallFinished" in ui.updates
+
+
+def test_a_handler_that_neither_answers_nor_observes_is_refused() -> None:
+    import pytest
+
+    from rma_shell.options import InvalidOptions
+
+    with pytest.raises(InvalidOptions, match="handler"):
+        Agent(tools=[double], handler=object())
