@@ -2,13 +2,17 @@
 
 Each emulator answers a 500 in its service's error shape naming the exception, so the client
 under test reports an HTTP error that says what failed — not ``RemoteProtocolError: Server
-disconnected``.
+disconnected``; and ``AgentCoreEmulator`` refuses at construction without botocore, naming the
+extra to install (issue #22), instead of failing every request.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -147,3 +151,24 @@ def test_a_crash_after_the_answer_began_cuts_the_connection(monkeypatch: pytest.
         with httpx.stream("POST", f"{emu.base_url}/chat/completions", content=request) as response:
             assert response.read().endswith(b"data: [DONE]\n\n")
         assert emu.answered == 1  # the cut answer did not use up the turn
+
+
+def test_AgentCoreEmulator_without_botocore_refuses_at_construction_naming_the_extra() -> None:
+    # A fresh interpreter where botocore cannot be imported: the base install.
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["botocore"] = None
+        from rma_shell.testing import AgentCoreEmulator
+        try:
+            AgentCoreEmulator()
+        except ImportError as exc:
+            print("refused:", exc)
+        else:
+            print("constructed")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused: AgentCoreEmulator needs botocore"), done.stdout
+    assert 'pip install "rma-agents[aws]"' in done.stdout

@@ -33,6 +33,7 @@ from rma_shell.testing.agentcore_emulator._common import (
     DEFAULT_SECRET_ACCESS_KEY,
     _AwsError,
     _partition,
+    _require_botocore,
     _suffix,
 )
 from rma_shell.testing.agentcore_emulator.commands import _Commands
@@ -101,7 +102,11 @@ class AgentCoreEmulator(_Invoke, _Commands, _Stop):
         endpoint appears ``endpoint_appear_after_s`` after the harness is READY and is READY
         ``endpoint_ready_after_s`` after the harness is; an update takes ``update_after_s``
         (DEFAULT follows ``endpoint_ready_after_s`` later); a deletion ``delete_after_s``.
-        Listings return at most ``page_size`` items a page."""
+        Listings return at most ``page_size`` items a page.
+
+        Needs botocore (the ``aws`` extra, ``pip install "rma-agents[aws]"``): without it this
+        raises ``ImportError`` saying so, rather than serving requests it would fail."""
+        _require_botocore()
         if not re.fullmatch(r"[a-zA-Z][a-zA-Z0-9_]{0,39}", harness_name):
             raise ValueError(f"invalid harness name {harness_name!r}")
         self._script = list(script)
