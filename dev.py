@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
+PACKAGES = ("rma", "rma_shell", "rma_cli")
+CHECKED = ("tests", "properties", "bench", "examples", "conftest.py")  # linted, not type-checked
 BENCHMARKS = (
     "bench/core_step.py",
     "bench/sse_decode.py",
@@ -63,9 +65,9 @@ def demo(args: list[str]) -> None:
 
 def test(args: list[str]) -> None:
     ensure_venv("dev")
-    sh(BIN / "ruff", "check", "rma", "rma_shell", "tests", "properties", "bench", "examples", "conftest.py")
-    sh(BIN / "ruff", "format", "--check", "rma", "rma_shell", "tests", "properties", "bench", "examples", "conftest.py")
-    sh(BIN / "mypy", "--strict", "rma", "rma_shell")
+    sh(BIN / "ruff", "check", *PACKAGES, *CHECKED)
+    sh(BIN / "ruff", "format", "--check", *PACKAGES, *CHECKED)
+    sh(BIN / "mypy", "--strict", *PACKAGES)
     sh(BIN / "lint-imports")  # the layers (pyproject.toml [tool.importlinter])
     with tempfile.TemporaryDirectory(prefix="rma-site-") as site:  # the docs site and API reference
         sh(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)

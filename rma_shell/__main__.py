@@ -1,3 +1,5 @@
-from rma_shell.cli import main
+"""``python -m rma_shell``: the ``rma`` command (``rma_cli``), once this package is imported."""
+
+from rma_cli import main
 
 raise SystemExit(main())

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +245,49 @@ def test_ctrl_c_during_a_run_exits_130_with_one_line(cwd: Path) -> None:
     replayed = _rma(cwd, "replay", "int.jsonl")
     _, err = replayed.communicate(timeout=30)
     assert replayed.returncode == 1 and "the recorded run was interrupted (Ctrl-C, KeyboardInterrupt)" in err
+
+
+# The console script pip writes for pyproject's [project.scripts] entry, with one change: a
+# meta-path finder that, when ``anyio`` is first imported (the CLI's imports are under way),
+# says so on stdout and waits there for the test's SIGINT.
+_SCRIPT_INTERRUPTED_IN_IMPORTS = """
+import importlib, sys, time
+
+class Stall:
+    def find_spec(self, name, path=None, target=None):
+        if name == "anyio":
+            print("importing", flush=True)
+            time.sleep(60)  # the SIGINT's KeyboardInterrupt is raised here, inside the import
+        return None
+
+sys.meta_path.insert(0, Stall())
+module, _, function = sys.argv.pop(1).partition(":")
+sys.exit(getattr(importlib.import_module(module), function)())
+"""
+
+
+def test_ctrl_c_while_the_cli_is_still_importing_exits_130_with_one_line(cwd: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    entry = tomllib.loads((root / "pyproject.toml").read_text())["project"]["scripts"]["rma"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT_INTERRUPTED_IN_IMPORTS, entry, "demo"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "importing\n"  # an event, not a delay: it is in the imports
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert err.splitlines() == ["rma demo: interrupted"], err
+    assert proc.returncode == 130
+    assert "Traceback" not in out
 
 
 @pytest.mark.parametrize(

@@ -3,18 +3,32 @@
 Emulators subclass ``LoopbackEmulator`` and name their request handler; this module starts the
 server on a free port in a daemon thread, sets TCP_NODELAY on every connection (small SSE
 writes must leave at once, not wait for Nagle), and stops it cleanly; ``reset_after_delivery``
-resets a connection once the client has what was written to it. Not an HTTP framework.
+resets a connection once the client has what was written to it.
+
+It is also the one place an exception escaping an emulator's request handling is caught: a
+bug in the emulator, a scripted callable that raised, a missing optional dependency. Before
+the status line is out, the request is answered with a 500 in the emulated service's error
+shape (``LoopbackEmulator._crash_reply``) naming the exception, so the client under test
+reports an HTTP error that says what went wrong instead of a dropped connection; after it
+(mid-stream), the connection is cut. Either way the traceback goes to stderr. Not an HTTP
+framework.
 """
 
 from __future__ import annotations
 
 import array
+import contextlib
+import json
 import socket
 import struct
+import sys
 import threading
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Self
+
+_DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
 class LoopbackHTTPServer(ThreadingHTTPServer):
@@ -38,6 +52,8 @@ class LoopbackEmulator:
     handler_class: ClassVar[type[BaseHTTPRequestHandler]]
     server_class: ClassVar[type[LoopbackHTTPServer]] = LoopbackHTTPServer
     thread_name: ClassVar[str] = "loopback-emulator"
+    label: ClassVar[str] = "loopback emulator"
+    """How a crash answer names the emulator (``"openai emulator"``)."""
 
     def _init_loopback(self) -> None:
         self._stopping = threading.Event()
@@ -78,6 +94,12 @@ class LoopbackEmulator:
             self._thread.join(timeout=5)
             self._thread = None
 
+    def _crash_reply(self, h: LoopbackHandler, message: str) -> tuple[dict[str, str], bytes]:
+        """The headers and body of the 500 answering an exception raised while handling a
+        request, in the emulated service's error shape; ``message`` names the exception.
+        Subclasses override it; this default is JSON ``{"message": …}``."""
+        return {"Content-Type": "application/json"}, json.dumps({"message": message}).encode()
+
     @property
     def port(self) -> int:
         """The bound port (kept after ``close`` so tests can still build expected URLs)."""
@@ -87,10 +109,15 @@ class LoopbackEmulator:
 
 
 class LoopbackHandler(BaseHTTPRequestHandler):
-    """Hands every request to ``server.emulator._handle(handler)``; quiet on stderr."""
+    """Hands every request to ``server.emulator._handle(handler)``; quiet on stderr, except for
+    the traceback of an exception the emulator raised (answered as a 500 when still possible)."""
 
     protocol_version = "HTTP/1.1"
     server: LoopbackHTTPServer
+    request_id: str | None = None
+    """The id the emulator gave the current request, for its crash answer's headers."""
+    _answered = False
+    """Whether the current response's head has left (a 500 can no longer replace it)."""
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests assert on ``emulator.requests``, not on stderr."""
@@ -110,14 +137,60 @@ class LoopbackHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
+    def flush_headers(self) -> None:
+        self._answered = True
+        super().flush_headers()
+
+    def dispatch(self) -> None:
+        """Run the emulator on this request; an exception it lets out is answered here."""
+        self.request_id = None
+        self._answered = False
+        try:
+            self.server.emulator._handle(self)
+        except _DISCONNECTS:
+            self.close_connection = True  # the client went away: nothing to answer
+        except Exception as exc:
+            self._crashed(exc)
+
+    def _crashed(self, exc: Exception) -> None:
+        emulator = self.server.emulator
+        # The cause first: clients and error messages may shorten a long body.
+        message = (
+            f"{emulator.label} raised {type(exc).__name__}: {exc} on {self.command} "
+            f"{self.path.split('?', 1)[0]} (in the emulator or a scripted callable; traceback on stderr)"
+        )
+        sys.stderr.write(f"{message}\n{''.join(traceback.format_exception(exc))}")
+        # The request body may be unread and the emulator's state for this connection is
+        # unknown: whatever is answered, the connection ends with it.
+        self.close_connection = True
+        if self._answered:
+            # A status line (and maybe part of a body) is out: a 500 can't follow it, and
+            # cutting the connection is what tells the client the answer is incomplete.
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        # Headers queued but not yet flushed are dropped with the answer they began.
+        self._headers_buffer: list[bytes] = []
+        try:
+            headers, body = emulator._crash_reply(self, message)
+            self.send_response(500)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+        except _DISCONNECTS:
+            pass
+
     def do_GET(self) -> None:
-        self.server.emulator._handle(self)
+        self.dispatch()
 
     def do_POST(self) -> None:
-        self.server.emulator._handle(self)
+        self.dispatch()
 
     def do_DELETE(self) -> None:
-        self.server.emulator._handle(self)
+        self.dispatch()
 
 
 _DELIVERY_WAIT_S = 2.0

@@ -325,6 +325,7 @@ class OpenAIEmulator(LoopbackEmulator):
 
     handler_class = LoopbackHandler
     thread_name = "openai-emulator"
+    label = "openai emulator"
 
     def __init__(
         self,
@@ -347,7 +348,6 @@ class OpenAIEmulator(LoopbackEmulator):
         self._model = model
         self._chunk_chars = max(1, chunk_chars)
         self._lock = threading.Lock()
-        self._current = threading.local()  # the request id of the request a thread answers
         self._init_loopback()
         self._answered = 0
         self.requests: list[RecordedRequest] = []
@@ -377,7 +377,7 @@ class OpenAIEmulator(LoopbackEmulator):
         with self._lock:
             index = len(self.requests)
             port = h.client_address[1] if isinstance(h.client_address, tuple) else None
-            self._current.request_id = request_id = f"req_emu_{index:04d}"
+            h.request_id = request_id = f"req_emu_{index:04d}"
             self.requests.append(
                 RecordedRequest(
                     h.command, h.path, headers, body, raw, client_port=port, request_id=request_id
@@ -394,11 +394,15 @@ class OpenAIEmulator(LoopbackEmulator):
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             # The client went away (cancelled or timed out): nothing to answer.
             h.close_connection = True
-        except Exception as exc:
-            # A scripted callable failed: say so in the response rather than killing the
-            # connection, so the test shows the cause.
-            detail = f"openai emulator: scripted turn raised {type(exc).__name__}: {exc}"
-            self._send_error(h, _Rejected(500, detail, "server_error"))
+        # Anything else (a scripted callable that raised, a bug) is answered by the loopback
+        # handler: a 500 in ``_crash_reply``'s shape, or a cut connection mid-stream.
+
+    def _crash_reply(self, h: LoopbackHandler, message: str) -> tuple[dict[str, str], bytes]:
+        error = {"message": message, "type": "server_error", "param": None, "code": None}
+        headers = {"Content-Type": "application/json"}
+        if h.request_id is not None:
+            headers["x-request-id"] = h.request_id
+        return headers, json.dumps({"error": error}).encode()
 
     def _route(
         self, h: LoopbackHandler, body: Any, raw: bytes, headers: Mapping[str, str], faults: Sequence[Fault]
@@ -522,7 +526,7 @@ class OpenAIEmulator(LoopbackEmulator):
 
     def _start(self, h: LoopbackHandler, code: int) -> None:
         h.send_response(code)
-        h.send_header("x-request-id", getattr(self._current, "request_id", "req_emu_unknown"))
+        h.send_header("x-request-id", h.request_id or "req_emu_unknown")
 
     def _send_json(
         self, h: LoopbackHandler, code: int, data: Any, extra: Mapping[str, str] | None = None

@@ -14,11 +14,15 @@ The connection lives in a background task of a task group the source owns (enter
 stay in one task; calls from any task talk to it through the SDK's streams. That task is
 shielded: teardown — closing the server's stdin, then SIGTERM/SIGKILL of its process group
 (the SDK's shutdown) — runs to its end also when the session is cancelled, so no server
-process outlives the source. A connection that ends (the server crashed, the HTTP session
-broke) fails its calls in flight at once; a call that hangs past ``call_timeout`` is
-cancelled on the server (``notifications/cancelled``) and, when the server does not answer
-a ping either, the connection is dropped. Either way that call is an ``is_error`` result
-and the next call starts a new connection (respawns the server).
+process outlives the source. A connection that ends fails its calls in flight at once: over
+stdio the server's stdout ends when it exits; over HTTP an answer (a POST's response body)
+that breaks off mid-way — the server died or the connection to it was cut — counts as the
+connection lost, since the SDK ends such a stream silently and the call would otherwise wait
+for ``call_timeout``. (A broken stream is not resumed with ``Last-Event-ID``.) A call that
+hangs past ``call_timeout`` is cancelled on the server (``notifications/cancelled``) and,
+when the server does not answer a ping either, the connection is dropped. Either way that
+call is an ``is_error`` result and the next call starts a new connection (respawns the
+server, or opens a new HTTP session).
 """
 
 from __future__ import annotations
@@ -108,12 +112,17 @@ class _Connection:
         self.closing.set()
 
 
+_Transport = Callable[[Callable[[str], None]], contextlib.AbstractAsyncContextManager[Any]]
+"""Opens one connection: the SDK's (read, write, …) streams. It is given ``lost(reason)`` to
+call when it learns, besides its read stream ending, that the connection is gone."""
+
+
 class MCPServer:
     """An MCP server's tools as a tool source. Build one with ``stdio`` or ``http``."""
 
     def __init__(
         self,
-        transport: Callable[[], contextlib.AbstractAsyncContextManager[Any]],
+        transport: _Transport,
         *,
         name: str,
         prefix: str = "",
@@ -184,7 +193,8 @@ class MCPServer:
             cwd=os.fspath(cwd) if cwd is not None else None,
         )
 
-        def transport() -> contextlib.AbstractAsyncContextManager[Any]:
+        def transport(lost: Callable[[str], None]) -> contextlib.AbstractAsyncContextManager[Any]:
+            # A server that exits ends its stdout, hence the read stream: nothing more to watch.
             return stdio_client(params, errlog=stderr if stderr is not None else sys.stderr)
 
         return cls(
@@ -231,9 +241,18 @@ class MCPServer:
         timeout = httpx.Timeout(connect_timeout, read=None) if _positive(connect_timeout) else None
 
         @contextlib.asynccontextmanager
-        async def transport() -> AsyncIterator[Any]:
+        async def transport(lost: Callable[[str], None]) -> AsyncIterator[Any]:
+            async def watch(response: httpx.Response) -> None:
+                # A POST's body carries the answers to the request it sent (JSON or an SSE
+                # stream); the GET stream for server-initiated messages is left to the SDK,
+                # which reconnects it.
+                if response.request.method == "POST":
+                    response.stream = _BreakWatch(response.stream, lost)
+
             async with (
-                httpx.AsyncClient(headers=fixed_headers, timeout=timeout) as client,
+                httpx.AsyncClient(
+                    headers=fixed_headers, timeout=timeout, event_hooks={"response": [watch]}
+                ) as client,
                 streamable_http_client(url, http_client=client) as streams,
             ):
                 yield streams
@@ -353,7 +372,7 @@ class MCPServer:
             with anyio.CancelScope(shield=True), conn.scope:
                 async with contextlib.AsyncExitStack() as stack:
                     try:
-                        streams = await stack.enter_async_context(self._transport())
+                        streams = await stack.enter_async_context(self._transport(conn.drop))
                     except OSError as exc:
                         conn.error = f"could not be started: {_describe(exc)}"
                         conn.ready.set()
@@ -503,6 +522,31 @@ async def _watched(
             yield receive
         finally:
             tg.cancel_scope.cancel()
+
+
+class _BreakWatch(httpx.AsyncByteStream):
+    """A response body that reports breaking off mid-way (``lost``), then fails as before.
+
+    The SDK ends an SSE answer that breaks without a word (it logs at debug level), leaving the
+    requests it was to answer waiting; this is how the source learns the connection is gone.
+    A body that ends cleanly, or is closed by its reader, reports nothing.
+    """
+
+    def __init__(self, inner: httpx.SyncByteStream | httpx.AsyncByteStream, lost: Callable[[str], None]):
+        assert isinstance(inner, httpx.AsyncByteStream)  # an AsyncClient's responses
+        self._inner = inner
+        self._lost = lost
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except httpx.TransportError as exc:
+            self._lost(f"cut the connection mid-answer ({_describe(exc)})")
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 async def _list_tools(session: ClientSession) -> list[mt.Tool]:

@@ -8,7 +8,8 @@ servers apart); ``RMA_MCP_PAGE_SIZE`` makes ``tools/list`` answer in pages of th
 
 Its tools misbehave on request: ``wait`` sleeps without blocking the server, ``block``
 blocks the whole server (it answers nothing, not even a ping, while it sleeps), ``crash``
-kills the process in the middle of the call.
+kills the process in the middle of the call, ``hang`` writes to a file or FIFO (so a test
+knows the call arrived) and never answers.
 """
 
 from __future__ import annotations
@@ -77,6 +78,14 @@ def block(seconds: float) -> str:
 def crash() -> str:
     """Kill the server in the middle of the call."""
     os._exit(3)
+
+
+@app.tool()
+async def hang(marker: str) -> str:
+    """Write to the file (or FIFO) ``marker``, then never answer (until the process is killed)."""
+    await anyio.Path(marker).write_text("arrived")
+    await anyio.sleep_forever()
+    return "never"
 
 
 @app.tool()

@@ -4,6 +4,8 @@ collisions, schema checks, connect and call timeouts, crashes, restarts and no o
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import sys
 import time
@@ -45,7 +47,7 @@ async def test_tools_are_listed_across_pages_declared_like_local_tools_and_their
     http_url: str,
 ) -> None:
     async with Toolbox(MCPServer.http(http_url, prefix="m_")) as box:
-        # eleven tools, served three per tools/list page, all declared with the prefix, in order
+        # twelve tools, served three per tools/list page, all declared with the prefix, in order
         names = (
             "calls",
             "echo",
@@ -55,6 +57,7 @@ async def test_tools_are_listed_across_pages_declared_like_local_tools_and_their
             "wait",
             "block",
             "crash",
+            "hang",
             "fail",
             "picture",
             "header",
@@ -211,15 +214,13 @@ async def _append(out: list[Any], result: Any) -> None:
 async def test_an_http_server_that_dies_mid_call_or_restarts_is_reconnected_on_the_next_call() -> None:
     port = free_port()
     with http_server(port=port) as url:
-        source = MCPServer.http(url, name="web", call_timeout=1)
+        source = MCPServer.http(url, name="web", call_timeout=30)  # not reached: the loss is seen at once
         async with Toolbox(source) as box:
             first = await server_pid(box)
-            # over HTTP the SDK ends the dead stream silently: seen at call_timeout, then the ping fails
+            # the answer's stream breaks off: the connection is lost, the call fails at once
             crashed = await call(box, "crash")
-            assert crashed == Failure(
-                "MCP server web: crash did not answer within 1 s and the server did not answer a ping "
-                "either; it will be reconnected on the next call"
-            )
+            assert isinstance(crashed, Failure)
+            assert crashed.failure().endswith("during crash; it will be reconnected on the next call")
             down = await call(box, "pid", note="down")
             assert isinstance(down, Failure) and "'web' failed to connect: ConnectError" in down.failure()
             with http_server(port=port):
@@ -230,6 +231,33 @@ async def test_an_http_server_that_dies_mid_call_or_restarts_is_reconnected_on_t
             with http_server(port=port):
                 third = await call(box, "pid", note="again")
             assert isinstance(third, Success) and int(third.unwrap()) not in (first, second)
+
+
+async def test_an_http_server_killed_mid_call_fails_the_call_at_once_not_at_call_timeout(
+    tmp_path: Path,
+) -> None:
+    # As over stdio (the process exits, its stdout ends): the lost connection fails the call
+    # in flight, instead of it waiting out call_timeout for an answer that cannot come.
+    arrived = tmp_path / "arrived"
+    os.mkfifo(arrived)  # opened by the server inside the call: a read returns once it is there
+    port = free_port()
+    with http_server(port=port) as url:
+        async with Toolbox(MCPServer.http(url, name="web", call_timeout=600)) as box:
+            pid = await server_pid(box)
+            results: list[Any] = []
+            with anyio.fail_after(30):  # a safety net, far below call_timeout; not a speed bound
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(lambda: _append(results, call(box, "hang", marker=str(arrived))))
+                    assert await anyio.to_thread.run_sync(arrived.read_text, abandon_on_cancel=True)
+                    os.kill(pid, signal.SIGKILL)  # the server is inside the call
+            [hung] = results
+            assert isinstance(hung, Failure), hung
+            assert hung.failure().startswith("MCP server web cut the connection mid-answer (")
+            assert hung.failure().endswith("during hang; it will be reconnected on the next call")
+            # reaped: a dying process may still hold the port the next server binds
+            await anyio.to_thread.run_sync(os.waitpid, pid, 0)
+            with http_server(port=port):
+                assert await server_pid(box) != pid
 
 
 async def test_leaving_the_toolbox_stops_the_server_process_also_when_cancelled_mid_call() -> None:

@@ -184,7 +184,9 @@ wire §8.5): this one is modeled for ``InvokeHarness``, final (botocore does not
 says why.
 
 It is not a model, not a microVM and not the rest of the control plane: no harness versions
-listing, no endpoint updates, no memory, no credential providers, no costs, no TLS.
+listing, no endpoint updates, no memory, no credential providers, no costs, no TLS. It needs
+botocore, its oracle (the ``aws`` extra: ``pip install "rma-agents[aws]"``); without it the
+constructor raises ``ImportError`` saying so.
 
 The package, one concern a module: ``server`` (``AgentCoreEmulator``: start-up, test controls,
 routing), ``invoke`` (InvokeHarness), ``commands`` (InvokeAgentRuntimeCommand), ``stop``

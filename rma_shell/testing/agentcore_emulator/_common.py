@@ -2,8 +2,8 @@
 
 The service's names and defaults (the SigV4 service, the session header, the emulator's
 credentials, the harness statuses), ``_AwsError`` (an answer in the service's error form),
-the disconnect checks and botocore's service model, loaded once as the oracle. Not state,
-not routing.
+the disconnect checks and botocore's service model, loaded once as the oracle (and the check
+that botocore is there at all). Not state, not routing.
 """
 
 from __future__ import annotations
@@ -90,6 +90,23 @@ def _client_gone(connection: socket.socket) -> bool:
         return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
+
+
+AWS_EXTRA = 'pip install "rma-agents[aws]"'
+
+
+def _require_botocore() -> None:
+    """Refuse to build an emulator that would fail every request: botocore is its oracle (the
+    SigV4 check recomputes signatures with ``SigV4Auth``, validation uses the service models)
+    and comes with the ``aws`` extra, not the base install."""
+    try:
+        import botocore  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "AgentCoreEmulator needs botocore (it checks signatures and validates requests with it): "
+            + AWS_EXTRA,
+            name=exc.name,
+        ) from exc
 
 
 _service_model_lock = threading.Lock()

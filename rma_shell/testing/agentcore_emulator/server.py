@@ -33,6 +33,7 @@ from rma_shell.testing.agentcore_emulator._common import (
     DEFAULT_SECRET_ACCESS_KEY,
     _AwsError,
     _partition,
+    _require_botocore,
     _suffix,
 )
 from rma_shell.testing.agentcore_emulator.commands import _Commands
@@ -48,7 +49,7 @@ from rma_shell.testing.openai_emulator import RecordedRequest
 
 class _Handler(LoopbackHandler):
     def do_PATCH(self) -> None:
-        self.server.emulator._handle(self)
+        self.dispatch()
 
     def handle_one_request(self) -> None:
         # A client that gave up on a stream (an exception, a bad CRC) resets the connection;
@@ -64,6 +65,7 @@ class AgentCoreEmulator(_Invoke, _Commands, _Stop):
 
     handler_class = _Handler
     thread_name = "agentcore-emulator"
+    label = "agentcore emulator"
 
     def __init__(
         self,
@@ -100,7 +102,11 @@ class AgentCoreEmulator(_Invoke, _Commands, _Stop):
         endpoint appears ``endpoint_appear_after_s`` after the harness is READY and is READY
         ``endpoint_ready_after_s`` after the harness is; an update takes ``update_after_s``
         (DEFAULT follows ``endpoint_ready_after_s`` later); a deletion ``delete_after_s``.
-        Listings return at most ``page_size`` items a page."""
+        Listings return at most ``page_size`` items a page.
+
+        Needs botocore (the ``aws`` extra, ``pip install "rma-agents[aws]"``): without it this
+        raises ``ImportError`` saying so, rather than serving requests it would fail."""
+        _require_botocore()
         if not re.fullmatch(r"[a-zA-Z][a-zA-Z0-9_]{0,39}", harness_name):
             raise ValueError(f"invalid harness name {harness_name!r}")
         self._script = list(script)
@@ -257,7 +263,7 @@ class AgentCoreEmulator(_Invoke, _Commands, _Stop):
                 body = json.loads(raw)
             except ValueError:
                 body = None
-        request_id = str(uuid.uuid4())
+        h.request_id = request_id = str(uuid.uuid4())
         with self._lock:
             self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, request_id))
         try:
@@ -267,17 +273,19 @@ class AgentCoreEmulator(_Invoke, _Commands, _Stop):
             self._send_error(h, error, request_id)
         except _DISCONNECTS:
             h.close_connection = True
+        # Anything else (a scripted callable that raised, a bug) is answered by the loopback
+        # handler: a 500 in ``_crash_reply``'s shape, or a cut connection mid-stream.
+
+    def _crash_reply(self, h: LoopbackHandler, message: str) -> tuple[dict[str, str], bytes]:
+        return _error_answer(_AwsError(500, "InternalServerException", message), h.request_id)
 
     def _send_error(self, h: LoopbackHandler, error: _AwsError, request_id: str) -> None:
-        payload = json.dumps({"message": error.message, **error.fields}).encode()
+        headers, payload = _error_answer(error, request_id)
         try:
             h.send_response(error.status)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(payload)))
-            h.send_header("x-amzn-RequestId", request_id)
-            h.send_header("x-amzn-ErrorType", error.code)
-            for name, value in error.headers.items():
+            for name, value in headers.items():
                 h.send_header(name, value)
+            h.send_header("Content-Length", str(len(payload)))
             h.end_headers()
             h.wfile.write(payload)
         except _DISCONNECTS:
@@ -308,3 +316,12 @@ class AgentCoreEmulator(_Invoke, _Commands, _Stop):
             self.control._serve(h, control[0], control[1], query, raw, request_id)
             return
         raise _AwsError(404, "UnknownOperationException", f"Unknown operation: {h.command} {path}")
+
+
+def _error_answer(error: _AwsError, request_id: str | None) -> tuple[dict[str, str], bytes]:
+    """The headers and body of AWS's answer for ``error``: the code in ``x-amzn-ErrorType``,
+    the message (and any extra fields) in the JSON body."""
+    headers = {"Content-Type": "application/json", "x-amzn-ErrorType": error.code, **error.headers}
+    if request_id is not None:
+        headers["x-amzn-RequestId"] = request_id
+    return headers, json.dumps({"message": error.message, **error.fields}).encode()

@@ -46,6 +46,7 @@ class CMAEmulator(_Resources):
 
     handler_class = LoopbackHandler
     thread_name = "cma-emulator"
+    label = "cma emulator"
 
     def __init__(
         self,
@@ -233,7 +234,7 @@ class CMAEmulator(_Resources):
                 h.connection.shutdown(socket.SHUT_RDWR)
             return
         with self._lock:
-            request_id = self._id("req")
+            h.request_id = request_id = self._id("req")
             self.requests.append(RecordedRequest(h.command, h.path, headers, body, raw, request_id))
         try:
             reply = self._serve(h, path, query, headers, body, raw, request_id)
@@ -242,11 +243,8 @@ class CMAEmulator(_Resources):
         except _DISCONNECTS:
             h.close_connection = True
             return
-        except Exception as exc:
-            # A scripted callable failed: say so in the response rather than killing the
-            # connection, so the test shows the cause.
-            message = f"cma emulator: {type(exc).__name__}: {exc}"
-            reply = self._error_reply(_Rejected(500, message, "api_error"), request_id)
+        # Anything else (a scripted callable that raised, a bug) is answered by the loopback
+        # handler: a 500 in ``_crash_reply``'s shape, or a cut connection mid-stream.
         if reply is None:
             return
         with self._lock:
@@ -362,7 +360,14 @@ class CMAEmulator(_Resources):
             extra["retry-after-ms"] = fault.retry_after_ms
         return _Rejected(fault.status, fault.message or message, fault.error_type or kind, headers=extra)
 
-    def _error_reply(self, rejected: _Rejected, request_id: str) -> _Reply:
+    def _crash_reply(self, h: LoopbackHandler, message: str) -> tuple[dict[str, str], bytes]:
+        reply = self._error_reply(_Rejected(500, message, "api_error"), h.request_id)
+        headers = {"Content-Type": reply.content_type, **reply.headers}
+        if h.request_id is not None:
+            headers["request-id"] = h.request_id
+        return headers, reply.body
+
+    def _error_reply(self, rejected: _Rejected, request_id: str | None) -> _Reply:
         error: JSONDict = {"type": rejected.error_type, "message": rejected.message}
         if rejected.error_code is not None:
             error["details"] = {"error_code": rejected.error_code}
