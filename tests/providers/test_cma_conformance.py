@@ -621,6 +621,7 @@ NOT_EVENT_BUILDERS = {
     "pause",  # a script marker (the host still at work), never an event on the wire
     "close_idle_connection",
     "cut_response_head",
+    "slow_interrupt",
     "drop_stream_after",
     "error_frame",
     "requires_action_from_earlier_batch",
