@@ -64,7 +64,7 @@ def target(use_emulator: bool, harness_arn: str | None) -> Iterator[dict[str, An
 
 async def main(use_emulator: bool, harness_arn: str | None) -> int:
     with target(use_emulator, harness_arn) as settings:
-        provider = BedrockAgentCore(tools=[LOOKUP], timeout_seconds=300, max_iterations=20, **settings)
+        provider = BedrockAgentCore(tools=[LOOKUP], invoke_timeout=300, max_iterations=20, **settings)
         session = new_runtime_session_id()
         try:
             outcome = await run(

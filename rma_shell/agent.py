@@ -41,7 +41,7 @@ from rma.session.options import (
     DEFAULT_STOP_GRACE_S,
 )
 from rma.vocabulary import JSON, Budget, SessionResult
-from rma_shell.options import owners_of, refuses_unknown_options, take_renamed
+from rma_shell.options import kept_aliases, owners_of, refuses_unknown_options, take_renamed
 from rma_shell.providers.base import Provider
 from rma_shell.session import DEFAULT_MAX_TOOL_RESULT_CHARS, LiveSession, on_next_driver, open_session, run
 from rma_shell.telemetry import Telemetry
@@ -375,7 +375,7 @@ class Agent:
             return
         chosen = host.unwrap()
         own = LIVE_OVERRIDES if live else RUN_OVERRIDES
-        accepted = own | frozenset(getattr(chosen, "run_options", ()))
+        accepted = own | frozenset(getattr(chosen, "run_options", ())) | kept_aliases(type(chosen))
         where = f"Agent.{'session' if live else 'run'}()"
         renamed = take_renamed(overrides, owners_of(type(chosen), ".run"), where=where)
         if isinstance(renamed, Failure):

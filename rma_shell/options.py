@@ -90,7 +90,7 @@ def take_renamed(
     given: Mapping[str, Any], owners: Iterable[str], *, where: str, present: Collection[str] = ()
 ) -> Result[dict[str, Any], InvalidOpts]:
     """``given`` with the owners' old names renamed (warned about), or why both names were given."""
-    renamed = renamed_for(owners)
+    renamed = _renamed(tuple(owners))
     if not renamed or renamed.keys().isdisjoint(given):
         return Success(dict(given))
     applied = apply_renamed(given, renamed, present=present)
@@ -101,9 +101,22 @@ def take_renamed(
     return Success(out)
 
 
-def owners_of(cls: type, suffix: str = "") -> list[str]:
+@functools.cache
+def _renamed(owners: tuple[str, ...]) -> Mapping[str, Renamed]:
+    return renamed_for(owners)
+
+
+@functools.cache
+def owners_of(cls: type, suffix: str = "") -> tuple[str, ...]:
     """The owner names a class's renamed options are filed under: its classes' names."""
-    return [f"{c.__name__}{suffix}" for c in cls.__mro__ if c is not object]
+    return tuple(f"{c.__name__}{suffix}" for c in cls.__mro__ if c is not object)
+
+
+@functools.cache
+def kept_aliases(cls: type) -> frozenset[str]:
+    """The deprecated per-run names of ``cls`` passed on as themselves (``keeps_meaning``):
+    accepted by ``run()`` although no provider declares them (``session_metadata`` on Claude)."""
+    return frozenset(old for old, e in renamed_for(owners_of(cls, ".run")).items() if e.keeps_meaning)
 
 
 def renamed_options(owner: str) -> Callable[[G], G]:
@@ -189,6 +202,9 @@ def check_run_options(
     ``open_session`` a ``timeout=`` gets a pointer to anyio's deadlines.
     """
     run_options: frozenset[str] = getattr(provider, "run_options", _NONE)
+    kept = kept_aliases(type(provider))
+    if kept:
+        run_options = frozenset(run_options) | kept
     # Only the provider's own names reach here (run()'s are its parameters): the common case
     # is a set lookup per name; the signature is read only to explain a refusal.
     for n in given:

@@ -149,7 +149,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     """What a run's ``model_config`` may carry here: its metadata and, for this session only,
     credentials and a base URL (C-5). The model is the agent's."""
     run_options = frozenset(
-        {"agent", "agent_id", "environment", "environment_id", "title", "session_metadata", "resources"}
+        {"agent", "agent_id", "environment", "environment_id", "title", "resources"}
     )
 
     @refuses_unknown_options
