@@ -106,17 +106,28 @@ def _renamed(owners: tuple[str, ...]) -> Mapping[str, Renamed]:
     return renamed_for(owners)
 
 
-@functools.cache
+_OWNERS: dict[tuple[type, str], tuple[str, ...]] = {}
+_KEPT: dict[type, frozenset[str]] = {}
+
+
 def owners_of(cls: type, suffix: str = "") -> tuple[str, ...]:
     """The owner names a class's renamed options are filed under: its classes' names."""
-    return tuple(f"{c.__name__}{suffix}" for c in cls.__mro__ if c is not object)
+    found = _OWNERS.get((cls, suffix))
+    if found is None:
+        found = _OWNERS[(cls, suffix)] = tuple(
+            f"{c.__name__}{suffix}" for c in cls.__mro__ if c is not object
+        )
+    return found
 
 
-@functools.cache
 def kept_aliases(cls: type) -> frozenset[str]:
     """The deprecated per-run names of ``cls`` passed on as themselves (``keeps_meaning``):
     accepted by ``run()`` although no provider declares them (``session_metadata`` on Claude)."""
-    return frozenset(old for old, e in renamed_for(owners_of(cls, ".run")).items() if e.keeps_meaning)
+    found = _KEPT.get(cls)
+    if found is None:
+        renamed = renamed_for(owners_of(cls, ".run"))
+        found = _KEPT[cls] = frozenset(old for old, e in renamed.items() if e.keeps_meaning)
+    return found
 
 
 def renamed_options(owner: str) -> Callable[[G], G]:

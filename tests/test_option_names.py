@@ -377,3 +377,27 @@ async def test_the_agent_passes_its_metadata_as_the_runs_metadata() -> None:
     agent = Agent(host=ScriptedProvider([end()]), metadata={"team": "x"}, telemetry=tel)
     assert isinstance(await agent.run("go"), Success)
     assert labels[0]["team"] == "x"
+
+
+# ── values recorded in Temporal histories read the same before and after ────────────────────
+
+
+def test_timeouts_are_recorded_under_their_old_keys_and_read_under_either() -> None:
+    recorded = Timeouts(heartbeat=2.0, retry_initial=0.1).to_json()
+    assert recorded["heartbeat_s"] == 2.0 and recorded["retry_initial_s"] == 0.1  # what old workers read
+    assert "heartbeat" not in recorded
+    assert Timeouts.from_json(recorded) == Timeouts(heartbeat=2.0, retry_initial=0.1)
+    assert Timeouts.from_json({"turn": 5.0}).turn == 5.0
+
+
+def test_a_spec_recorded_with_telemetry_metadata_keeps_its_telemetry_only_meaning() -> None:
+    old = SessionSpec.from_json({"provider": "p", "handler": "h", "telemetry_metadata": {"t": 1}})
+    assert old.metadata is None and old.provider_opts == {"telemetry_metadata": {"t": 1}}
+    made, caught = _constructed(
+        lambda **kw: SessionSpec(provider="p", handler="h", **kw), telemetry_metadata={"t": 1}
+    )
+    assert made == old
+    _one_warning(caught, "telemetry_metadata", "metadata")
+    new = SessionSpec(provider="p", handler="h", metadata={"a": "1"})
+    assert SessionSpec.from_json(new.to_json()) == new
+    assert "metadata" not in SessionSpec(provider="p", handler="h").to_json()  # as a pre-#22 worker reads it

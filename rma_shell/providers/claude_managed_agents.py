@@ -148,9 +148,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     model_config_keys = frozenset({"metadata", "api_key", "base_url"})
     """What a run's ``model_config`` may carry here: its metadata and, for this session only,
     credentials and a base URL (C-5). The model is the agent's."""
-    run_options = frozenset(
-        {"agent", "agent_id", "environment", "environment_id", "title", "resources"}
-    )
+    run_options = frozenset({"agent", "agent_id", "environment", "environment_id", "title", "resources"})
 
     @refuses_unknown_options
     def __init__(
