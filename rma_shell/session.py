@@ -20,7 +20,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Closed, Crashed, SessionError, Timeout
+from rma.errors import Closed, Crashed, InvalidOpts, SessionError, Timeout
 from rma.journal import InFlight
 from rma.session.events import (
     DeadlineReached,
@@ -87,7 +87,6 @@ def on_next_driver(hook: Callable[[_Driver[Any]], None]) -> Iterator[None]:
 
 
 def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:
-    from rma.errors import InvalidOpts
 
     if tool_timeout is not None:
         checked = check_seconds(tool_timeout, "tool_timeout")
@@ -119,7 +118,6 @@ def _stop_grace(value: object) -> Result[float, SessionError]:
 
 def _output_tool(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
     """The terminal tool for ``output_type`` (None without one), or why it cannot be built."""
-    from rma.errors import InvalidOpts
 
     if output_type is None:
         return Success(None)
@@ -190,6 +188,8 @@ def _prepare(
     provider_opts = renamed.unwrap()
     # The older telemetry_metadata= labels the telemetry only (metadata= the host's session too).
     telemetry_metadata = provider_opts.pop("telemetry_metadata", None)
+    if telemetry_metadata is not None and not isinstance(telemetry_metadata, Mapping):
+        return Failure(InvalidOpts("telemetry_metadata", "expected a mapping"))
     names = check_run_options(provider, provider_opts, live=live, model_config=model_config)
     if isinstance(names, Failure):
         return Failure(names.failure())  # a misspelled or misplaced name: before anything else
