@@ -401,3 +401,17 @@ def test_a_spec_recorded_with_telemetry_metadata_keeps_its_telemetry_only_meanin
     new = SessionSpec(provider="p", handler="h", metadata={"a": "1"})
     assert SessionSpec.from_json(new.to_json()) == new
     assert "metadata" not in SessionSpec(provider="p", handler="h").to_json()  # as a pre-#22 worker reads it
+
+
+async def test_provision_takes_the_old_harness_read_timeout_name_and_refuses_both() -> None:
+    from rma.provisioning import AgentSpec
+
+    host = BedrockAgentCore(harness_arn=None)
+    spec = AgentSpec.create("a", system_prompt="s").unwrap()
+    both = await provision(host, spec, execution_role_arn="r", receive_timeout_s=1, read_timeout=1)
+    assert isinstance(both, Failure) and (both.failure().option, both.failure().suggestion) == (
+        "receive_timeout_s",
+        "read_timeout",
+    )
+    typo = await provision(host, spec, execution_role_arn="r", read_timout=1)
+    assert isinstance(typo, Failure) and typo.failure().suggestion == "read_timeout"
