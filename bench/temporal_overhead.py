@@ -55,7 +55,7 @@ from rma_shell.testing import OpenAIEmulator  # noqa: E402
 from tests.temporal import fleet  # noqa: E402  (the crash tests' ledger, hosts and worker processes)
 
 TURNS = 3
-TIMEOUTS = Timeouts(heartbeat_s=5.0, retry_initial_s=0.2, retry_max_s=2.0)
+TIMEOUTS = Timeouts(heartbeat=5.0, retry_initial=0.2, retry_max=2.0)
 """A lost worker is noticed in 5 s. Shorter is not safe here: a worker running hundreds of
 sessions on a loaded 2-core machine can stall its event loop for seconds, and an activity whose
 heartbeat is late is taken as lost and retried (at 2 s, a single worker retried some)."""

@@ -65,7 +65,7 @@ def target(use_emulator: bool, harness_arn: str | None) -> Iterator[dict[str, An
 
 async def main(use_emulator: bool, harness_arn: str | None) -> int:
     with target(use_emulator, harness_arn) as settings:
-        host = BedrockAgentCore(timeout_seconds=300, max_iterations=20, **settings)
+        host = BedrockAgentCore(invoke_timeout=300, max_iterations=20, **settings)
         try:
             # Each run is a fresh runtime session (result.session_id names it); the agent's
             # tools reach the harness as the invoke's overrides.

@@ -107,7 +107,7 @@ async def main() -> None:
                 handler="ledger",
                 prompt="Charge 1, then 2.",
                 timeout=None,
-                timeouts=Timeouts(heartbeat_s=2, retry_initial_s=0.2),  # a dead worker is noticed in 2 s
+                timeouts=Timeouts(heartbeat=2, retry_initial=0.2),  # a dead worker is noticed in 2 s
             )
             handles = [
                 await start_session(client, spec, task_queue=QUEUE, task_timeout=timedelta(seconds=5))

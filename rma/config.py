@@ -40,7 +40,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import AuthenticationError, InvalidOpts
-from rma.session.option_checks import check_url
+from rma.session.option_checks import check_seconds, check_url
 from rma.vocabulary import JSON
 
 
@@ -160,6 +160,8 @@ REFERENCE_ANTHROPIC_VERSION: Final = "2023-06-01"
 """What the Elixir reference ran live with; pass ``anthropic_version=`` to use it."""
 ANTHROPIC_VERSION: Final = SDK_ANTHROPIC_VERSION
 DEFAULT_RECEIVE_TIMEOUT_MS: Final = 60_000
+DEFAULT_READ_TIMEOUT: Final = DEFAULT_RECEIVE_TIMEOUT_MS / 1000
+"""Seconds: the read timeout of each Claude HTTP call (``read_timeout``)."""
 DEFAULT_PROFILE: Final = "anthropic"
 DEFAULT_AWS_REGION: Final = "us-east-1"
 
@@ -169,7 +171,11 @@ BASE_URL: Final = Key("base_url", ("ANTHROPIC_BASE_URL",), default=DEFAULT_BASE_
 BETA: Final = Key("beta", default=MANAGED_AGENTS_BETA)
 FILES_BETA_KEY: Final = Key("files_beta", default=FILES_BETA)
 ANTHROPIC_VERSION_KEY: Final = Key("anthropic_version", default=ANTHROPIC_VERSION)
+READ_TIMEOUT: Final = Key("read_timeout")
+"""Seconds (issue #22); without it the older ``receive_timeout`` (milliseconds) is read."""
 RECEIVE_TIMEOUT: Final = Key("receive_timeout", default=DEFAULT_RECEIVE_TIMEOUT_MS)
+"""Milliseconds: the older name of ``read_timeout``, still read (an option of that name is
+converted to ``read_timeout`` by the provider; an ``app_config`` key is read here)."""
 PROFILE: Final = Key("profile", default=DEFAULT_PROFILE)
 
 ANTHROPIC_KEYS: Final[tuple[Key, ...]] = (
@@ -179,6 +185,7 @@ ANTHROPIC_KEYS: Final[tuple[Key, ...]] = (
     BETA,
     FILES_BETA_KEY,
     ANTHROPIC_VERSION_KEY,
+    READ_TIMEOUT,
     RECEIVE_TIMEOUT,
     PROFILE,
 )
@@ -290,7 +297,8 @@ class AnthropicSettings:
     beta: str = MANAGED_AGENTS_BETA
     files_beta: str | None = FILES_BETA
     anthropic_version: str = ANTHROPIC_VERSION
-    receive_timeout_ms: int = DEFAULT_RECEIVE_TIMEOUT_MS
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    """Seconds."""
     profile: str = DEFAULT_PROFILE
 
 
@@ -319,11 +327,19 @@ def resolve_anthropic(
         return Failure(
             InvalidOpts(option="files_beta", detail=f"must be a string or None, got {files_beta!r}")
         )
-    timeout = get(RECEIVE_TIMEOUT)
-    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
-        return Failure(
-            InvalidOpts(option="receive_timeout", detail=f"must be a positive int (ms), got {timeout!r}")
-        )
+    seconds = get(READ_TIMEOUT)
+    if seconds is MISSING:  # the older key, in milliseconds
+        timeout = get(RECEIVE_TIMEOUT)
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
+            return Failure(
+                InvalidOpts(option="receive_timeout", detail=f"must be a positive int (ms), got {timeout!r}")
+            )
+        seconds = timeout / 1000
+    read = check_seconds(seconds, "read_timeout")
+    if isinstance(read, Failure):
+        return Failure(read.failure())
+    read_timeout = read.unwrap()
+    assert read_timeout is not None
     return Success(
         AnthropicSettings(
             auth=auth.unwrap(),
@@ -331,7 +347,7 @@ def resolve_anthropic(
             beta=strings["beta"],
             files_beta=files_beta,
             anthropic_version=strings["anthropic_version"],
-            receive_timeout_ms=timeout,
+            read_timeout=read_timeout,
             profile=strings["profile"],
         )
     )

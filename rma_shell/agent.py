@@ -41,7 +41,7 @@ from rma.session.options import (
     DEFAULT_STOP_GRACE_S,
 )
 from rma.vocabulary import JSON, Budget, SessionResult
-from rma_shell.options import refuses_unknown_options
+from rma_shell.options import kept_aliases, owners_of, refuses_unknown_options, take_renamed
 from rma_shell.providers.base import Provider
 from rma_shell.session import DEFAULT_MAX_TOOL_RESULT_CHARS, LiveSession, on_next_driver, open_session, run
 from rma_shell.telemetry import Telemetry
@@ -164,7 +164,7 @@ class Agent:
             "max_reprompts": max_reprompts,
             "outcome": outcome,
             "budget": budget,
-            "telemetry_metadata": metadata,
+            "metadata": metadata,
             "max_concurrency": max_concurrency,
             "tool_timeout": tool_timeout,
             "max_tool_result_chars": max_tool_result_chars,
@@ -384,7 +384,13 @@ class Agent:
             return
         chosen = host.unwrap()
         own = LIVE_OVERRIDES if live else RUN_OVERRIDES
-        accepted = own | frozenset(getattr(chosen, "run_options", ()))
+        accepted = own | frozenset(getattr(chosen, "run_options", ())) | kept_aliases(type(chosen))
+        where = f"Agent.{'session' if live else 'run'}()"
+        renamed = take_renamed(overrides, owners_of(type(chosen), ".run"), where=where)
+        if isinstance(renamed, Failure):
+            yield Failure(renamed.failure())
+            return
+        overrides = renamed.unwrap()
         named = check_names(
             overrides, accepted, where=f"Agent.{'session' if live else 'run'}() with {type(chosen).__name__}"
         )
@@ -394,7 +400,7 @@ class Agent:
         kwargs = {k: v for k, v in self._options.items() if not (live and k == "timeout")}
         for key, value in overrides.items():
             if key != "host":
-                kwargs["telemetry_metadata" if key == "metadata" else key] = value
+                kwargs[key] = value
         if self.journal is not None:
             kwargs["journal"] = self.journal
         async with AsyncExitStack() as stack:

@@ -2,7 +2,7 @@
 
 Recording never changes a run's outcome. What can be checked before the session starts is: a
 ``record=`` target that is neither a path nor a writable text stream, a path that cannot be
-opened for writing, a configuration that is not JSON (``telemetry_metadata``,
+opened for writing, a configuration that is not JSON (``metadata``,
 ``model_config``) — ``open_recorder`` returns a typed ``InvalidOpts("record", …)`` for each, and
 the run does not start. What fails later (a full disk, a stream that raises) stops the
 recording, never the run: the recorder logs one warning on ``rma.session`` (``recording
@@ -38,8 +38,6 @@ log = logging.getLogger("rma.session")
 
 Recordable = str | os.PathLike[str] | TextIO | None
 """What ``record=`` takes: a file path (created or truncated) or an open text stream (not closed)."""
-
-_OPTION_NAMES = {"metadata": "telemetry_metadata"}
 
 
 class Recorder:
@@ -123,7 +121,7 @@ def _not_json(config: SessionConfig) -> str | None:
         try:
             encode(getattr(config, field.name))
         except (TypeError, ValueError) as exc:
-            name = _OPTION_NAMES.get(field.name, field.name)
+            name = field.name
             return f"{name} is not JSON ({exc}); a recording needs JSON values"
     return None
 

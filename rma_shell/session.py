@@ -20,7 +20,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.errors import Closed, Crashed, SessionError
+from rma.errors import Closed, Crashed, InvalidOpts, SessionError
 from rma.journal import InFlight
 from rma.session.events import (
     UserMessage,
@@ -49,7 +49,7 @@ from rma_shell.driver import (
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS
 from rma_shell.journal.setup import begin_journal, check_new, request_record
 from rma_shell.journal.writer import SessionJournal
-from rma_shell.options import check_run_options
+from rma_shell.options import check_run_options, owners_of, take_renamed
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.recording import Recordable
 from rma_shell.remote_stop import stop_host
@@ -86,7 +86,6 @@ def on_next_driver(hook: Callable[[Driver[Any]], None]) -> Iterator[None]:
 
 
 def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:
-    from rma.errors import InvalidOpts
 
     if tool_timeout is not None:
         checked = check_seconds(tool_timeout, "tool_timeout")
@@ -118,7 +117,6 @@ def _stop_grace(value: object) -> Result[float, SessionError]:
 
 def _output_tool(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
     """The terminal tool for ``output_type`` (None without one), or why it cannot be built."""
-    from rma.errors import InvalidOpts
 
     if output_type is None:
         return Success(None)
@@ -157,7 +155,7 @@ def _prepare(
     outcome: Any,
     budget: Budget | Mapping[str, Any] | None,
     session_id: str | None,
-    telemetry_metadata: Mapping[str, JSON] | None,
+    metadata: Mapping[str, JSON] | None,
     model_config: Mapping[str, Any] | None,
     max_concurrency: int,
     telemetry: Telemetry | None,
@@ -178,6 +176,19 @@ def _prepare(
         return Failure(
             InvalidOpts("provider", f"{type(provider).__name__} is not an rma provider (no codec)")
         )
+    renamed = take_renamed(
+        provider_opts,
+        ["run", *owners_of(type(provider), ".run")],
+        where="open_session()" if live else "run()",
+        present=() if metadata is None else ("metadata",),
+    )
+    if isinstance(renamed, Failure):
+        return Failure(renamed.failure())
+    provider_opts = renamed.unwrap()
+    # The older telemetry_metadata= labels the telemetry only (metadata= the host's session too).
+    telemetry_metadata = provider_opts.pop("telemetry_metadata", None)
+    if telemetry_metadata is not None and not isinstance(telemetry_metadata, Mapping):
+        return Failure(InvalidOpts("telemetry_metadata", "expected a mapping"))
     names = check_run_options(provider, provider_opts, live=live, model_config=model_config)
     if isinstance(names, Failure):
         return Failure(names.failure())  # a misspelled or misplaced name: before anything else
@@ -207,7 +218,7 @@ def _prepare(
         max_turns=max_turns,
         timeout=timeout,
         max_concurrency=max_concurrency,
-        telemetry_metadata=telemetry_metadata,
+        metadata=metadata if telemetry_metadata is None else telemetry_metadata,
         model_config=model_config,
         live=live,
     )
@@ -215,6 +226,8 @@ def _prepare(
         return Failure(validated.failure())
     config, parsed_budget = validated.unwrap()
     extra = lift_handles(provider_opts)
+    if metadata is not None:  # labels the host's session too, where sessions carry metadata
+        extra["metadata"] = metadata
     if model_config is not None:
         extra["model_config"] = model_config
     if output_tool is not None:
@@ -288,7 +301,7 @@ async def run(
     outcome: Any = None,
     budget: Budget | Mapping[str, Any] | None = None,
     session_id: str | None = None,
-    telemetry_metadata: Mapping[str, JSON] | None = None,
+    metadata: Mapping[str, JSON] | None = None,
     model_config: Mapping[str, Any] | None = None,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     telemetry: Telemetry | None = None,
@@ -321,6 +334,9 @@ async def run(
         context: handed to every handler call as ``ctx``, as is; default None.
         max_turns: turns the session may drive (default 50); never exceeded.
         timeout: seconds for the whole run (default 600; None: no limit).
+        metadata: labels for the session (a JSON mapping): in its telemetry, logs and
+            result (``SessionInfo.metadata``), and on hosts whose sessions carry metadata
+            (Claude Managed Agents: string values) in the session itself.
         turn_guard: called after every turn; returns ``CONTINUE`` or ``Halt(reason)``.
         max_concurrency: tool calls of one turn run at once (default 8).
         record: a path or text stream for a replayable JSON-lines log.
@@ -348,7 +364,7 @@ async def run(
         outcome=outcome,
         budget=budget,
         session_id=session_id,
-        telemetry_metadata=telemetry_metadata,
+        metadata=metadata,
         model_config=model_config,
         max_concurrency=max_concurrency,
         telemetry=telemetry,
@@ -477,7 +493,7 @@ async def open_session(
     outcome: Any = None,
     budget: Budget | Mapping[str, Any] | None = None,
     session_id: str | None = None,
-    telemetry_metadata: Mapping[str, JSON] | None = None,
+    metadata: Mapping[str, JSON] | None = None,
     model_config: Mapping[str, Any] | None = None,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     telemetry: Telemetry | None = None,
@@ -514,7 +530,7 @@ async def open_session(
         outcome=outcome,
         budget=budget,
         session_id=session_id,
-        telemetry_metadata=telemetry_metadata,
+        metadata=metadata,
         model_config=model_config,
         max_concurrency=max_concurrency,
         telemetry=telemetry,

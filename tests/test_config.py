@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import anthropic
@@ -121,6 +122,7 @@ def test_K3_anthropic_keys_and_defaults_match_the_sdk_where_it_is_authoritative(
         "beta",
         "files_beta",
         "anthropic_version",
+        "read_timeout",
         "receive_timeout",
         "profile",
     }
@@ -130,6 +132,7 @@ def test_K3_anthropic_keys_and_defaults_match_the_sdk_where_it_is_authoritative(
     assert config.SDK_ANTHROPIC_VERSION == ANTHROPIC_API_VERSION
     assert table["files_beta"].default == "files-api-2025-04-14"
     assert table["receive_timeout"].default == 60_000 and table["profile"].default == "anthropic"
+    assert table["read_timeout"].default is config.MISSING  # unset: receive_timeout (ms) is read
     # Only the credentials (and the base URL, as the SDK does) read the environment.
     with_env = {k.name: k.env_vars for k in ANTHROPIC_KEYS if k.env_vars}
     assert with_env == {
@@ -146,7 +149,7 @@ def test_K3_K11_resolve_anthropic_with_only_a_key_in_the_environment_gives_the_d
     assert settings == AnthropicSettings(auth=ApiKeyAuth(Secret("sk-env")))
     assert settings.base_url == "https://api.anthropic.com"
     assert (settings.beta, settings.files_beta) == ("managed-agents-2026-04-01", "files-api-2025-04-14")
-    assert (settings.anthropic_version, settings.receive_timeout_ms) == ("2026-10-21", 60_000)
+    assert (settings.anthropic_version, settings.read_timeout) == ("2026-10-21", 60.0)
 
 
 def test_K3_options_override_and_files_beta_may_be_switched_off() -> None:
@@ -155,12 +158,22 @@ def test_K3_options_override_and_files_beta_may_be_switched_off() -> None:
         "base_url": "http://127.0.0.1:9",
         "anthropic_version": "2026-10-21",
         "files_beta": None,
-        "receive_timeout": 5,
+        "read_timeout": 5,
     }
     settings = resolve_anthropic(opts=opts, app={"beta": "b1,b2"}, env={}).unwrap()
     assert settings.base_url == "http://127.0.0.1:9" and settings.beta == "b1,b2"
-    assert settings.files_beta is None and settings.receive_timeout_ms == 5
+    assert settings.files_beta is None and settings.read_timeout == 5.0
     assert settings.anthropic_version == "2026-10-21"
+
+
+def test_K3_read_timeout_is_seconds_and_the_older_receive_timeout_milliseconds_is_still_read() -> None:
+    key = {"api_key": "sk"}
+    assert resolve_anthropic(opts=key, app={"receive_timeout": 2500}, env={}).unwrap().read_timeout == 2.5
+    # read_timeout wins over receive_timeout at every layer it is given in (issue #22)
+    app = {"receive_timeout": 2500, "read_timeout": 7}
+    assert resolve_anthropic(opts=key, app=app, env={}).unwrap().read_timeout == 7.0
+    opts = {**key, "read_timeout": 0.5}
+    assert resolve_anthropic(opts=opts, app={"receive_timeout": 2500}, env={}).unwrap().read_timeout == 0.5
 
 
 @pytest.mark.parametrize(
@@ -171,6 +184,9 @@ def test_K3_options_override_and_files_beta_may_be_switched_off() -> None:
         ({"anthropic_version": 3}, "anthropic_version"),
         ({"receive_timeout": 0}, "receive_timeout"),
         ({"receive_timeout": True}, "receive_timeout"),
+        ({"read_timeout": 0}, "read_timeout"),
+        ({"read_timeout": math.nan}, "read_timeout"),
+        ({"read_timeout": True}, "read_timeout"),
         ({"files_beta": ""}, "files_beta"),
         ({"api_key": 42}, "api_key"),
     ],

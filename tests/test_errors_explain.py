@@ -41,6 +41,7 @@ from rma_shell import SessionFailed, open_session, run, run_or_raise, unwrap
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, error_frame, status, status_once, text_turn
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
@@ -273,7 +274,7 @@ async def test_cma_stream_error_frame_names_its_type_message_host_and_request_id
 
 
 def local(base_url: str, **kw: Any) -> Local:
-    return Local(base_url=base_url, model="m", api_key="sk-test", rand=lambda: 0.0, **kw)
+    return Local(base_url=base_url, model="m", api_key="sk-test", _seams=Seams(rand=lambda: 0.0), **kw)
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -334,8 +335,8 @@ def agentcore(
         env=emu.credentials_env()
         if emu is not None
         else {"AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "s"},
-        backoff_base_s=0.01,
-        backoff_cap_s=0.02,
+        backoff_base=0.01,
+        backoff_cap=0.02,
         **kw,
     )
     closing.append(p)
@@ -356,14 +357,14 @@ async def test_agentcore_http_error_names_host_code_and_amzn_request_id(closing:
 
 async def test_agentcore_connection_refused_names_host_and_port(closing: list[Any]) -> None:
     port = refused_port()
-    p = agentcore(None, closing, base=f"http://127.0.0.1:{port}", invoke_retries=0)
+    p = agentcore(None, closing, base=f"http://127.0.0.1:{port}", max_retries=0)
     error = (await run(p, handler=Tools(), prompt="x", runtime_session_id=SID)).failure()
     assert isinstance(error, TransportError) and (error.host, error.port) == ("127.0.0.1", port)
     assert f"to 127.0.0.1:{port}: cannot connect" in str(error)
 
 
 async def test_agentcore_port_zero_is_refused_before_dialling(closing: list[Any]) -> None:
-    p = agentcore(None, closing, invoke_retries=0)
+    p = agentcore(None, closing, max_retries=0)
     error = (await run(p, handler=Tools(), prompt="x", runtime_session_id=SID)).failure()
     assert isinstance(error, InvalidOpts) and error.option == "data_url"
     assert "port" in str(error) and ":0" in str(error) and ":80" not in str(error)
@@ -412,7 +413,7 @@ async def test_agentcore_early_termination_is_its_own_class_and_counts_the_attem
     closing: list[Any],
 ) -> None:
     with AgentCoreEmulator([ace.text_turn("x")], faults=[ace.drop_after(1, times=5)]) as emu:
-        p = agentcore(emu, closing, invoke_retries=2)
+        p = agentcore(emu, closing, max_retries=2)
         error = (await run(p, handler=Tools(), prompt="x", runtime_session_id=SID)).failure()
     assert type(error) is EarlyTermination and error.attempts == 3
     assert error.host == f"127.0.0.1:{emu.port}"
@@ -421,7 +422,7 @@ async def test_agentcore_early_termination_is_its_own_class_and_counts_the_attem
 
 async def test_agentcore_malformed_frame_is_its_own_class(closing: list[Any]) -> None:
     with AgentCoreEmulator([ace.text_turn("x")], faults=[ace.bad_crc_after(1, times=5)]) as emu:
-        p = agentcore(emu, closing, invoke_retries=1)
+        p = agentcore(emu, closing, max_retries=1)
         error = (await run(p, handler=Tools(), prompt="x", runtime_session_id=SID)).failure()
         invokes = [r for r in emu.requests if "/invoke" in r.path]
     assert type(error) is MalformedFrame and error.kind == "malformed_frame"

@@ -15,6 +15,7 @@ from rma.errors import ProviderError
 from rma_shell import run
 from rma_shell.logging import StructuredFormatter, log_fields
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator, ScriptedProvider, status
 from tests.helpers import Recorder, end, idle, tool, usage
 
@@ -71,7 +72,11 @@ async def test_provider_retries_carry_session_attempt_and_status(caplog: pytest.
         caplog.at_level(logging.WARNING, logger="rma.providers.local"),
         OpenAIEmulator([{"content": "ok"}], faults={0: status(503)}) as emu,
     ):
-        provider = Local(base_url=emu.base_url, model="m", sleep=no_sleep, rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            _seams=Seams(sleep=no_sleep, rand=lambda: 0.0),
+        )
         result = (await run(provider, handler=Recorder(), prompt="go")).unwrap()
     [record] = [r for r in caplog.records if r.name == "rma.providers.local"]
     assert record.session_id == result.session_id  # type: ignore[attr-defined]

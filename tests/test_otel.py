@@ -25,6 +25,7 @@ from rma.session.options import CONTINUE, Halt
 from rma_shell import Telemetry, open_session, otel, run
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, ScriptedProvider, delay, text_turn, tool_turn
 from tests.helpers import Recorder, cma_agent_and_environment, end
 
@@ -93,7 +94,7 @@ class OTel:
             base_url=emu.base_url,
             api_key=KEY,
             tools=[WEATHER],
-            rand=lambda: 0.0,
+            _seams=Seams(rand=lambda: 0.0),
             telemetry=self.telemetry,
             **kw,
         )
@@ -124,7 +125,7 @@ async def test_a_local_run_is_one_invoke_agent_span_with_chat_and_execute_tool_c
             handler=weather,
             prompt="weather?",
             telemetry=ot.telemetry,
-            telemetry_metadata={"tenant": "acme", "run": 7},
+            metadata={"tenant": "acme", "run": 7},
         )
     result = outcome.unwrap()
     root = ot.root()
@@ -364,7 +365,7 @@ async def test_two_concurrent_sessions_produce_two_separate_trees(ot: OTel) -> N
                     handler=weather,
                     prompt=label,
                     telemetry=ot.telemetry,
-                    telemetry_metadata={"label": label},
+                    metadata={"label": label},
                 )
             ).unwrap()
             ids[label] = result.session_id

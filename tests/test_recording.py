@@ -203,20 +203,18 @@ async def test_a_path_object_is_a_record_target(tmp_path: Path) -> None:
 
 async def test_metadata_that_is_not_json_is_invalid_opts_only_when_recording() -> None:
     meta = {"when": datetime.datetime(2026, 1, 1)}
-    unrecorded = await run(
-        ScriptedProvider([end()]), handler=Recorder(), prompt="go", telemetry_metadata=meta
-    )
+    unrecorded = await run(ScriptedProvider([end()]), handler=Recorder(), prompt="go", metadata=meta)
     assert isinstance(unrecorded, Success)
     recorded = await run(
         ScriptedProvider([end()]),
         handler=Recorder(),
         prompt="go",
-        telemetry_metadata=meta,
+        metadata=meta,
         record=io.StringIO(),
     )
     assert isinstance(recorded, Failure) and isinstance(recorded.failure(), InvalidOpts)
     assert recorded.failure().option == "record"
-    assert "telemetry_metadata is not JSON" in recorded.failure().message
+    assert "metadata is not JSON" in recorded.failure().message
 
 
 async def test_a_reply_with_a_lone_surrogate_is_recorded_and_replays(tmp_path: Path) -> None:

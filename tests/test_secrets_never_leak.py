@@ -35,6 +35,7 @@ from rma_shell import OpenRequest, Telemetry, open_session, otel, run
 from rma_shell.logging import StructuredFormatter
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.telemetry import default as default_telemetry
 from rma_shell.testing import (
     CMAEmulator,
@@ -188,8 +189,7 @@ def local(cap: Capture, base_url: str, **kw: Any) -> Local:
         base_url=base_url,
         model="gpt-test",
         tools=[WEATHER],
-        rand=lambda: 0.0,
-        sleep=no_sleep,
+        _seams=Seams(rand=lambda: 0.0, sleep=no_sleep),
         telemetry=cap.telemetry,
         **kw,
     )
@@ -215,7 +215,7 @@ async def run_local(
             prompt="weather?",
             timeout=timeout,
             telemetry=cap.telemetry,
-            telemetry_metadata={"tenant": "acme"},
+            metadata={"tenant": "acme"},
             record=cap.record(),
         )
     cap.keep("outcome", outcome)
@@ -366,8 +366,7 @@ async def run_cma(
             base_url=emu.base_url,
             env={},
             max_retries=2,
-            sleep=no_sleep,
-            rand=lambda: 0.0,
+            _seams=Seams(sleep=no_sleep, rand=lambda: 0.0),
             telemetry=cap.telemetry,
             **agent_and_environment(emu),
             **auth,
@@ -393,7 +392,7 @@ async def run_cma(
                     prompt="go",
                     timeout=timeout,
                     telemetry=cap.telemetry,
-                    telemetry_metadata={"tenant": "acme"},
+                    metadata={"tenant": "acme"},
                     record=cap.record(),
                 )
                 cap.keep("outcome", outcome)
@@ -538,8 +537,7 @@ async def run_agentcore(
             aws_session_token=AWS_SESSION_TOKEN,
             env={},
             tools=[WEATHER],
-            sleep=no_sleep,
-            rand=lambda: 0.0,
+            _seams=Seams(sleep=no_sleep, rand=lambda: 0.0),
             telemetry=cap.telemetry,
         )
         cap.keep("provider", provider)

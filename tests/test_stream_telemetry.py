@@ -59,7 +59,7 @@ async def test_M4_M8_a_live_drop_is_an_error_with_its_reason_and_the_callers_met
         handler=Recorder(),
         prompt="go",
         telemetry=telemetry,
-        telemetry_metadata={"tenant": "t1", "session_id": "spoofed", "gen": "spoofed"},
+        metadata={"tenant": "t1", "session_id": "spoofed", "gen": "spoofed"},
     ):
         await anyio.sleep(1)
     connected, error, again = seen[:3]

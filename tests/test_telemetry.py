@@ -196,7 +196,7 @@ async def test_M8_telemetry_metadata_on_every_session_tool_and_stream_event(stre
         handler=Recorder(),
         prompt="go",
         telemetry=tel,
-        telemetry_metadata={"tenant": "acme", "run": 7},
+        metadata={"tenant": "acme", "run": 7},
     )
     assert isinstance(outcome, Success), outcome
     names = set(c.names())
@@ -214,7 +214,7 @@ async def test_M8_library_keys_win_over_caller_metadata() -> None:
     clash = {k: "caller" for k in ("session_id", "tool", "tool_use_id", "turn", "tool_use_ids", "terminal")}
     clash |= {"type": "caller", "is_error": "caller"}
     provider = ScriptedProvider([calls(tool("a", "t1")), end("ok")], streaming=True)
-    outcome = await run(provider, handler=Recorder(), prompt="go", telemetry=tel, telemetry_metadata=clash)
+    outcome = await run(provider, handler=Recorder(), prompt="go", telemetry=tel, metadata=clash)
     assert isinstance(outcome, Success), outcome
     [(_, _, start)] = c.named("rma.tool.start")
     assert (start["tool"], start["tool_use_id"], start["session_id"]) == ("a", "t1", "sess_scripted")
@@ -238,7 +238,7 @@ async def test_M8_session_terminal_reports_the_real_session_id() -> None:
         handler=Recorder(),
         prompt="go",
         telemetry=tel,
-        telemetry_metadata={"session_id": "x"},
+        metadata={"session_id": "x"},
     )
     assert isinstance(outcome, Success), outcome
     [(_, _, md)] = c.events
@@ -253,7 +253,7 @@ async def test_S16_model_config_metadata_merges_and_wins_over_telemetry_metadata
         handler=Recorder(),
         prompt="go",
         telemetry=tel,
-        telemetry_metadata={"a": 1, "b": 1},
+        metadata={"a": 1, "b": 1},
         model_config={"model": "m", "metadata": {"b": 2, "c": 3}},
     )
     assert isinstance(outcome, Success), outcome
@@ -275,7 +275,7 @@ async def test_M7_terminal_fires_once_on_finish_with_the_terminal(streaming: boo
         handler=Recorder(),
         prompt="go",
         telemetry=tel,
-        telemetry_metadata={"tenant": "acme"},
+        metadata={"tenant": "acme"},
     )
     assert isinstance(outcome, Success), outcome
     [(_, m, md)] = c.events
@@ -329,9 +329,7 @@ async def test_M5_T9_tool_start_stop_with_duration_and_is_error() -> None:
         return Failure("bad input") if name == "fails" else "fine"
 
     provider = ScriptedProvider([calls(tool("works", "t1"), tool("fails", "t2")), end()])
-    outcome = await run(
-        provider, handler=handler, prompt="go", telemetry=tel, telemetry_metadata={"tenant": "a"}
-    )
+    outcome = await run(provider, handler=handler, prompt="go", telemetry=tel, metadata={"tenant": "a"})
     assert isinstance(outcome, Success), outcome
     starts = {md["tool"]: (m, md) for name, m, md in c.events if name == "rma.tool.start"}
     stops = {md["tool"]: (m, md) for name, m, md in c.events if name == "rma.tool.stop"}
@@ -405,7 +403,7 @@ async def test_session_start_turns_and_stop_frame_a_run(streaming: bool) -> None
     tel = Telemetry()
     c = _collect(tel)
     provider = ScriptedProvider([calls(tool("a", "t1"), i=3, o=2), end("ok", i=5, o=4)], streaming=streaming)
-    outcome = await run(provider, handler=Recorder(), prompt="go", telemetry=tel, telemetry_metadata={"t": 1})
+    outcome = await run(provider, handler=Recorder(), prompt="go", telemetry=tel, metadata={"t": 1})
     assert isinstance(outcome, Success), outcome
     framing = [n for n in c.names() if n.startswith(("rma.session.", "rma.turn."))]
     assert framing == [

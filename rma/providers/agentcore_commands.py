@@ -102,7 +102,7 @@ def command_body(command: str, timeout_s: int | None) -> Result[bytes, InvalidOp
     body: dict[str, JSON] = {"command": command}
     if timeout_s is not None:
         if not isinstance(timeout_s, int) or isinstance(timeout_s, bool) or not 1 <= timeout_s <= 3600:
-            return Failure(InvalidOpts(option="timeout_seconds", detail="a command timeout is 1–3,600 s"))
+            return Failure(InvalidOpts(option="timeout", detail="a command timeout is 1–3,600 s"))
         body["timeout"] = timeout_s
     return Success(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
 

@@ -120,12 +120,12 @@ OVERRIDES: Final = {
     "allowed_tools": "allowedTools",
     "max_iterations": "maxIterations",
     "max_tokens": "maxTokens",
-    "timeout_seconds": "timeoutSeconds",
+    "invoke_timeout": "timeoutSeconds",
     "actor_id": "actorId",
 }
 """Per-invocation overrides: option name → body member (B-8: sent only when given)."""
 
-_INT_OVERRIDES: Final = frozenset({"max_iterations", "max_tokens", "timeout_seconds"})
+_INT_OVERRIDES: Final = frozenset({"max_iterations", "max_tokens", "invoke_timeout"})
 
 
 # --- identifiers ------------------------------------------------------------------------

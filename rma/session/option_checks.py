@@ -16,8 +16,10 @@ from __future__ import annotations
 import difflib
 import math
 import urllib.parse
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 
+import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts
@@ -36,7 +38,7 @@ RUN_OPTIONS = frozenset(
         "outcome",
         "budget",
         "session_id",
-        "telemetry_metadata",
+        "metadata",
         "model_config",
         "max_concurrency",
         "telemetry",
@@ -61,9 +63,167 @@ LIVE_ELSEWHERE: Mapping[str, str] = {
 """Names ``open_session`` refuses with a pointer to what to use instead."""
 
 
+@attrs.frozen
+class Renamed:
+    """An option's old name, still accepted as a deprecated alias of its new one (issue #22).
+
+    Options follow one naming rule: durations are seconds with no unit suffix, retries are
+    ``max_retries``, metadata is ``metadata``. An old name is taken from the caller's keywords
+    (it is in no signature), warned about, and passed on under the new name — converted when
+    its unit differed — or, when ``keeps_meaning``, as itself: its meaning is narrower than
+    the new name's. Giving both names is refused.
+    """
+
+    old: str
+    new: str
+    owner: str
+    """Whose option: ``"run"`` (``run``/``open_session``'s own), a class name (its
+    constructor's), ``"Class.run"`` (a provider's per-run option), or ``"Class.method"`` /
+    ``"function"`` (a public method's or function's)."""
+    convert: Callable[[Any], Any] | None = None
+    """The old value as the new name takes it (milliseconds to seconds); None: as it is."""
+    keeps_meaning: bool = False
+    """Passed on under the old name, which keeps its own, narrower meaning."""
+    note: str = ""
+    """Said after "use NEW=" in the warning (a unit, what differs)."""
+
+    def message(self, where: str) -> str:
+        note = f" {self.note}" if self.note else ""
+        return f"rma option {self.old}= of {where} is deprecated: use {self.new}={note} (issue #22)"
+
+
+def _ms_to_s(value: Any) -> Any:
+    """Milliseconds as seconds; a value that is not a number is left for the check to name."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return value / 1000
+
+
+def _renames(owner: str, pairs: Mapping[str, str]) -> tuple[Renamed, ...]:
+    return tuple(Renamed(old, new, owner) for old, new in pairs.items())
+
+
+_LOCAL = {"timeout_s": "timeout", "backoff_base_s": "backoff_base", "backoff_cap_s": "backoff_cap"}
+_AGENTCORE = {
+    "timeout_seconds": "invoke_timeout",
+    "idle_timeout_s": "idle_timeout",
+    "invoke_retries": "max_retries",
+    "backoff_base_s": "backoff_base",
+    "backoff_cap_s": "backoff_cap",
+}
+_AGENTCORE_CLIENT = {
+    "connect_timeout_s": "connect_timeout",
+    "read_timeout_s": "read_timeout",
+    "idle_timeout_s": "idle_timeout",
+    "backoff_base_s": "backoff_base",
+    "backoff_cap_s": "backoff_cap",
+}
+_ENSURE_RECORD = {"lease_s": "lease", "poll_s": "poll_interval", "renew_every_s": "renew_every"}
+_TIMEOUTS = {
+    "heartbeat_s": "heartbeat",
+    "open_s": "open",
+    "turn_s": "turn",
+    "tool_s": "tool",
+    "guard_s": "guard",
+    "retry_initial_s": "retry_initial",
+    "retry_max_s": "retry_max",
+}
+
+RENAMED: tuple[Renamed, ...] = (
+    Renamed(
+        "telemetry_metadata",
+        "metadata",
+        "run",
+        keeps_meaning=True,
+        note="(metadata= also labels the session on hosts whose sessions carry metadata)",
+    ),
+    *_renames("Local", _LOCAL),
+    *_renames("BedrockAgentCore", _AGENTCORE),
+    Renamed("timeout_seconds", "invoke_timeout", "BedrockAgentCore.run"),
+    Renamed("timeout_seconds", "timeout", "BedrockAgentCore.run_command"),
+    Renamed("timeout_seconds", "timeout", "BedrockAgentCore.storage"),
+    *_renames("AgentCoreClient", _AGENTCORE_CLIENT),
+    Renamed("timeout_s", "timeout", "AgentCoreClient.run_command"),
+    Renamed("receive_timeout_s", "read_timeout", "AgentCoreClient.request_json"),
+    Renamed("stream_idle_timeout_s", "stream_idle_timeout", "ClaudeManagedAgents"),
+    Renamed("cleanup_timeout_s", "cleanup_timeout", "ClaudeManagedAgents"),
+    Renamed(
+        "receive_timeout",
+        "read_timeout",
+        "ClaudeManagedAgents",
+        convert=_ms_to_s,
+        note="in seconds (receive_timeout was in milliseconds)",
+    ),
+    Renamed(
+        "session_metadata",
+        "metadata",
+        "ClaudeManagedAgents.run",
+        keeps_meaning=True,
+        note="(metadata= labels the session and its telemetry)",
+    ),
+    *_renames("provision_harness", {"receive_timeout_s": "read_timeout"}),
+    *_renames("teardown_harness", {"receive_timeout_s": "read_timeout"}),
+    *_renames("list_harnesses", {"receive_timeout_s": "read_timeout"}),
+    *_renames("SqliteStore", {"busy_timeout_s": "busy_timeout"}),
+    *_renames("SQLiteJournal", {"busy_timeout_s": "busy_timeout"}),
+    *_renames("ensure_record", _ENSURE_RECORD),
+    *_renames("Store.claim", {"lease_s": "lease"}),
+    *_renames("Store.renew", {"lease_s": "lease"}),
+    *_renames("Timeouts", _TIMEOUTS),
+    Renamed(
+        "telemetry_metadata",
+        "metadata",
+        "SessionSpec",
+        keeps_meaning=True,
+        note="(metadata= also labels the session on hosts whose sessions carry metadata)",
+    ),
+    *_renames("connect", {"timeout_s": "timeout"}),
+)
+"""Every renamed option (issue #22). ``renamed_for`` picks an owner's."""
+
+
+def renamed_for(owners: Iterable[str]) -> dict[str, Renamed]:
+    """The renamed options of ``owners`` (the first owner naming an old name wins), by old name."""
+    out: dict[str, Renamed] = {}
+    for owner in owners:
+        for entry in RENAMED:
+            if entry.owner == owner:
+                out.setdefault(entry.old, entry)
+    return out
+
+
+def apply_renamed(
+    given: Mapping[str, Any], renamed: Mapping[str, Renamed], *, present: Collection[str] = ()
+) -> Result[tuple[dict[str, Any], tuple[Renamed, ...]], InvalidOpts]:
+    """``given`` with each old name replaced by its new one (its value converted), or kept
+    when the old name keeps its meaning; and the renames used, for the caller to warn about.
+
+    An old name given together with its new one — in ``given`` or among ``present`` (names
+    the caller bound already, such as a function's own parameters) — is an ``InvalidOpts``.
+    """
+    if not renamed or renamed.keys().isdisjoint(given):
+        return Success((dict(given), ()))
+    out: dict[str, Any] = {}
+    used: list[Renamed] = []
+    for name, value in given.items():
+        entry = renamed.get(name)
+        if entry is None:
+            out.setdefault(name, value)
+            continue
+        if entry.new in given or entry.new in present:
+            detail = f"{name} is the deprecated name of {entry.new}: give only {entry.new}"
+            return Failure(InvalidOpts(option=name, detail=detail, suggestion=entry.new))
+        used.append(entry)
+        if entry.keeps_meaning:
+            out[name] = value
+        else:
+            out[entry.new] = entry.convert(value) if entry.convert is not None else value
+    return Success((out, tuple(used)))
+
+
 def suggest(name: str, candidates: Iterable[str]) -> str | None:
     """The accepted name closest to ``name`` (difflib, case-insensitive), or None."""
-    by_lower = {c.lower(): c for c in sorted(candidates)}
+    by_lower = {c.lower(): c for c in sorted(candidates) if not c.startswith("_")}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
     return by_lower[close[0]] if close else None
 
@@ -95,7 +255,7 @@ def check_names(
         if match is not None:
             detail = f"unknown option of {where} ({match} is not one either: {moved[match]})"
             return Failure(InvalidOpts(option=name, detail=detail, suggestion=match))
-        known = ", ".join(sorted(accepted))
+        known = ", ".join(sorted(n for n in accepted if not n.startswith("_")))
         return Failure(InvalidOpts(option=name, detail=f"unknown option of {where} (accepted: {known})"))
     return Success(None)
 

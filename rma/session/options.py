@@ -252,7 +252,7 @@ def validate(
     max_turns: object = DEFAULT_MAX_TURNS,
     timeout: object = DEFAULT_TIMEOUT_S,
     max_concurrency: object = DEFAULT_MAX_CONCURRENCY,
-    telemetry_metadata: object = None,
+    metadata: object = None,
     model_config: object = None,
     live: bool = False,
 ) -> Result[tuple[SessionConfig, Budget | None], SessionError]:
@@ -313,9 +313,9 @@ def validate(
         return Failure(InvalidOpts("timeout", f"expected seconds > 0 or None, got {timeout!r}"))
     if not _positive_int(max_concurrency):
         return Failure(InvalidOpts("max_concurrency", f"expected an int >= 1, got {max_concurrency!r}"))
-    if telemetry_metadata is not None and not isinstance(telemetry_metadata, Mapping):
-        return Failure(InvalidOpts("telemetry_metadata", "expected a mapping"))
-    meta: dict[str, JSON] = dict(telemetry_metadata or {})
+    if metadata is not None and not isinstance(metadata, Mapping):
+        return Failure(InvalidOpts("metadata", "expected a mapping"))
+    meta: dict[str, JSON] = dict(metadata or {})
     if isinstance(model_config, Mapping) and isinstance(model_config.get("metadata"), Mapping):
         meta.update(model_config["metadata"])  # S-16: model_config wins on conflict
     assert isinstance(max_turns, int) and isinstance(max_reprompts, int)

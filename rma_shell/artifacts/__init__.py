@@ -84,7 +84,7 @@ def _agentcore_storage(
 
     async def run(command: str) -> Result[CommandResult, SessionError]:
         return await provider.run_command(
-            command, runtime_session_id=session_id, timeout_seconds=120, harness_arn=arn
+            command, runtime_session_id=session_id, timeout=120, harness_arn=arn
         )
 
     return SessionStorage(run, base_path=base)

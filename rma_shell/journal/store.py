@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from rma.journal import chain, genesis
+from rma_shell.options import renamed_options
 
 
 class JournalStoreError(Exception):
@@ -151,19 +152,20 @@ def _inserts(n: int) -> str:
 class SQLiteJournal(ChainedStore):
     """Journals in one SQLite file (created if absent), shared safely by several processes."""
 
+    @renamed_options("SQLiteJournal")
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-        busy_timeout_s: float = 10.0,
+        busy_timeout: float = 10.0,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.path = Path(path)
         try:
             self._db = sqlite3.connect(
-                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")

@@ -2,7 +2,7 @@
 
 ``AgentCoreClient`` moves bytes for the AgentCore provider and the session-storage artifact
 store: one ``InvokeHarness`` attempt (``invoke_harness``: every decoded event handed to
-``on_event`` as it arrives, silence beyond ``idle_timeout_s`` fails the attempt, B-28/B-29),
+``on_event`` as it arrives, silence beyond ``idle_timeout`` fails the attempt, B-28/B-29),
 ``InvokeAgentRuntimeCommand`` (``run_command``: stdout/stderr streamed to ``on_output``,
 retried before any stream byte on throttling, transient 5xx and ``RetryableConflictException``),
 ``StopRuntimeSession`` (``stop_runtime_session``, issue #15) and signed JSON requests for the
@@ -72,6 +72,8 @@ from rma_shell.aws_credentials import CredentialSource
 from rma_shell.http import host_of, shared_ssl_context, user_agent
 from rma_shell.lean_http import LeanPool, Timeouts
 from rma_shell.lean_http import Response as LeanResponse
+from rma_shell.options import renamed_options
+from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -121,6 +123,7 @@ def _json_or_text(raw: bytes) -> JSON:
 class AgentCoreClient:
     """Signed access to the AgentCore data and control planes of one region."""
 
+    @renamed_options("AgentCoreClient")
     def __init__(
         self,
         *,
@@ -129,35 +132,35 @@ class AgentCoreClient:
         data_url: str,
         control_url: str,
         http_client: httpx.AsyncClient | None = None,
-        connect_timeout_s: float = 30.0,
-        read_timeout_s: float = 600.0,
-        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        connect_timeout: float = 30.0,
+        read_timeout: float = 600.0,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
         max_retries: int = 2,
-        backoff_base_s: float = 0.5,
-        backoff_cap_s: float = 20.0,
-        now: Callable[[], datetime.datetime] = _utcnow,
-        rand: Callable[[], float] = random.random,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 20.0,
         telemetry: Telemetry | None = None,
+        _seams: Seams | None = None,
     ) -> None:
         self.telemetry = telemetry or default_telemetry
         self.region = region
         self.credentials = credentials
         self.data_url = data_url.rstrip("/")
         self.control_url = control_url.rstrip("/")
-        self.idle_timeout_s = idle_timeout_s
+        self.idle_timeout = idle_timeout
         self.max_retries = max_retries
-        self.backoff_base_s = backoff_base_s
-        self.backoff_cap_s = backoff_cap_s
-        self._now = now
-        self._rand = rand
-        self._sleep = sleep
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.seams = _seams
+        """The test seams it was built with (provisioning reads its clock, sleep and tokens)."""
+        self._now: Callable[[], datetime.datetime] = pick(_seams, "now", _utcnow)
+        self._rand: Callable[[], float] = pick(_seams, "rand", random.random)
+        self._sleep: Callable[[float], Awaitable[None]] = pick(_seams, "sleep", anyio.sleep)
         self._owns = http_client is None
         # Streams are read chunk by chunk under our own idle timer; read_timeout bounds one read.
         # B-33: TCP keep-alive, so a long silent turn is not cut by a middlebox idling it out.
         self.http = http_client or httpx.AsyncClient(
             transport=httpx.AsyncHTTPTransport(verify=shared_ssl_context(), socket_options=_KEEPALIVE),
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
             follow_redirects=False,
             headers={"User-Agent": user_agent()},
         )
@@ -170,8 +173,8 @@ class AgentCoreClient:
             if self._owns
             else None
         )
-        self._timeouts = Timeouts(connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s)
-        self._read_timeout_s = read_timeout_s
+        self._timeouts = Timeouts(connect=connect_timeout, read=read_timeout, write=read_timeout)
+        self._read_timeout = read_timeout
         self._invoke_urls: dict[tuple[str, str | None], str] = {}
         self._urls: dict[str, httpx.URL] = {}
         """Parsed invoke URLs (a harness and endpoint have one): httpx parses one in ~0.1 ms."""
@@ -254,7 +257,7 @@ class AgentCoreClient:
         *,
         operation: str,
         path: str,
-        receive_timeout_s: float | None = None,
+        read_timeout: float | None = None,
         lean: bool = False,
     ) -> Result[Response, SessionError]:
         """Sign and send; the response is open for streaming (the caller closes it). ``lean``:
@@ -273,8 +276,8 @@ class AgentCoreClient:
         if lean and self._lanes is not None:
             return await self._send_lean(method, url, signed.unwrap(), body, operation=operation, path=path)
         extensions: dict[str, Any] = {}
-        if receive_timeout_s is not None:
-            read = max(0.001, receive_timeout_s)
+        if read_timeout is not None:
+            read = max(0.001, read_timeout)
             extensions["timeout"] = {"connect": 30.0, "read": read, "write": 30.0, "pool": 30.0}
         request = self.http.build_request(
             method, url, headers=signed.unwrap(), content=body or None, extensions=extensions
@@ -449,7 +452,7 @@ class AgentCoreClient:
         parts: list[bytes] = []
         size = 0
         try:
-            with anyio.move_on_after(self.idle_timeout_s):
+            with anyio.move_on_after(self.idle_timeout):
                 async for chunk in response.aiter_bytes():
                     parts.append(chunk)
                     size += len(chunk)
@@ -477,7 +480,7 @@ class AgentCoreClient:
             return await self._read_lean(response, decoder, take)
         chunks = response.aiter_bytes().__aiter__()
         while True:
-            with anyio.move_on_after(self.idle_timeout_s) as idle:
+            with anyio.move_on_after(self.idle_timeout) as idle:
                 try:
                     chunk: bytes | SessionError = await chunks.__anext__()
                 except StopAsyncIteration:
@@ -503,8 +506,8 @@ class AgentCoreClient:
         deadline before each read and lifting it after, as this did, cost two deadline updates
         per frame (~2.5 µs each on trio; the frames of a turn mostly arrive in one read, so
         each read returns one of them): 4% of a turn's instructions."""
-        idle_first = self.idle_timeout_s <= self._read_timeout_s
-        wait = self.idle_timeout_s if idle_first else self._read_timeout_s
+        idle_first = self.idle_timeout <= self._read_timeout
+        wait = self.idle_timeout if idle_first else self._read_timeout
         with anyio.CancelScope() as deadline:
             silence.arm(deadline, wait)
             while True:
@@ -546,18 +549,19 @@ class AgentCoreClient:
 
     def _idle(self) -> TransportError:
         return TransportError(
-            detail=f"no data for {self.idle_timeout_s:g}s (idle timeout)", error_type="timeout"
+            detail=f"no data for {self.idle_timeout:g}s (idle timeout)", error_type="timeout"
         )
 
     # -- InvokeAgentRuntimeCommand -------------------------------------------------------------
 
+    @renamed_options("AgentCoreClient.run_command")
     async def run_command(
         self,
         *,
         runtime_arn: str,
         runtime_session_id: str,
         command: str,
-        timeout_s: int | None = None,
+        timeout: int | None = None,
         endpoint_name: str | None = None,
         on_output: OnOutput | None = None,
     ) -> Result[CommandResult, SessionError]:
@@ -566,7 +570,7 @@ class AgentCoreClient:
         Retried (with backoff) only while no stream byte has arrived: throttling, transient
         5xx, ``RetryableConflictException`` and connection failures.
         """
-        body = command_body(command, timeout_s)
+        body = command_body(command, timeout)
         if isinstance(body, Failure):
             return Failure(body.failure())
         url = f"{self.data_url}/runtimes/{quote_value(runtime_arn)}/commands"
@@ -583,8 +587,8 @@ class AgentCoreClient:
                 headers=retry_headers,
                 now_epoch_s=self._now().timestamp(),
                 jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base_s,
-                cap_s=self.backoff_cap_s,
+                base_s=self.backoff_base,
+                cap_s=self.backoff_cap,
             )
             logger.warning(
                 "runtime command attempt %d failed (%s); retrying in %.2fs", attempt + 1, result, delay
@@ -659,7 +663,7 @@ class AgentCoreClient:
                 body,
                 operation="StopRuntimeSession",
                 path="/runtimes/{arn}/stopruntimesession",
-                receive_timeout_s=None,
+                read_timeout=None,
             )
             if isinstance(outcome, Success):
                 return Success(outcome.unwrap()[0])
@@ -670,14 +674,15 @@ class AgentCoreClient:
                 headers=retry_headers,
                 now_epoch_s=self._now().timestamp(),
                 jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base_s,
-                cap_s=self.backoff_cap_s,
+                base_s=self.backoff_base,
+                cap_s=self.backoff_cap,
             )
             await self._sleep(delay)
             attempt += 1
 
     # -- control plane ---------------------------------------------------------------------------
 
+    @renamed_options("AgentCoreClient.request_json")
     async def request_json(
         self,
         method: str,
@@ -688,7 +693,7 @@ class AgentCoreClient:
         operation: str,
         path_template: str | None = None,
         idempotent: bool | None = None,
-        receive_timeout_s: float | None = None,
+        read_timeout: float | None = None,
     ) -> Result[tuple[int, JSON], SessionError]:
         """A signed control-plane call; ``path`` is already percent-encoded. Retried with
         backoff on throttling, transient 5xx and connection failures when the call is
@@ -706,7 +711,7 @@ class AgentCoreClient:
                 payload,
                 operation=operation,
                 path=path_template or path,
-                receive_timeout_s=receive_timeout_s,
+                read_timeout=read_timeout,
             )
             if (
                 isinstance(outcome, Success)
@@ -722,8 +727,8 @@ class AgentCoreClient:
                 headers=retry_headers,
                 now_epoch_s=self._now().timestamp(),
                 jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base_s,
-                cap_s=self.backoff_cap_s,
+                base_s=self.backoff_base,
+                cap_s=self.backoff_cap,
             )
             await self._sleep(delay)
             attempt += 1
@@ -737,10 +742,10 @@ class AgentCoreClient:
         *,
         operation: str,
         path: str,
-        receive_timeout_s: float | None,
+        read_timeout: float | None,
     ) -> tuple[Result[tuple[int, JSON], SessionError], Mapping[str, str] | None]:
         sent = await self._send(
-            method, url, headers, payload, operation=operation, path=path, receive_timeout_s=receive_timeout_s
+            method, url, headers, payload, operation=operation, path=path, read_timeout=read_timeout
         )
         if isinstance(sent, Failure):
             error = sent.failure()

@@ -13,7 +13,7 @@ throttled or transient-5xx answer, a connection failure, or a stream that ended 
 4xx, and never after an exception frame inside a 200 (the server said the turn failed).
 A run's timeout (or its cancellation) cancels the request client-side and then stops the
 runtime session with ``StopRuntimeSession`` (``stop_remote``, issue #15), so the harness does
-not run on (and bill) up to its own ``timeoutSeconds`` (wire §5.4); ``timeout_seconds`` still
+not run on (and bill) up to its own ``timeoutSeconds`` (wire §5.4); ``invoke_timeout`` still
 bounds each invocation on the server.
 """
 
@@ -67,13 +67,14 @@ from rma.vocabulary import JSON
 from rma_shell.artifacts.session_storage import SessionStorage
 from rma_shell.aws_credentials import CredentialSource, resolve_credential_source
 from rma_shell.logging import log_fields
-from rma_shell.options import refuses_unknown_options
+from rma_shell.options import refuses_unknown_options, renamed_options
 from rma_shell.providers.agentcore_client import (
     DEFAULT_IDLE_TIMEOUT_S,
     AgentCoreClient,
     OnOutput,
 )
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider, StopReport
+from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 
 logger = logging.getLogger("rma.providers.bedrock_agentcore")
@@ -118,7 +119,8 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
     Per provider or per run (a run's wins; ``run(..., harness_arn=...)``; a provision handle
     ``harness={"harness_arn", "harness_id"}`` is accepted too, B-4): ``harness_arn``
     (required), ``endpoint_name`` (sent as the ``qualifier``; default: the DEFAULT endpoint), ``user_id``
-    (the runtime user-id header), and the per-invocation overrides ``timeout_seconds``,
+    (the runtime user-id header), and the per-invocation overrides ``invoke_timeout`` (whole
+    seconds: the harness's ``timeoutSeconds`` for the invocation),
     ``max_iterations``, ``max_tokens``, ``model``, ``system_prompt``, ``tools`` (client tools
     become ``inline_function`` declarations), ``skills``, ``allowed_tools``, ``actor_id``.
 
@@ -130,8 +132,9 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
     ``data_url``/``control_url`` override the hosts derived from the region (``fips``,
     ``dualstack`` select those variants); without them botocore's endpoint variables are read
     (``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE``, ``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE_CONTROL``,
-    then ``AWS_ENDPOINT_URL``). ``idle_timeout_s`` (default 300) bounds silence
-    within a turn's stream; ``invoke_retries`` (default 2) bounds re-sends of a turn.
+    then ``AWS_ENDPOINT_URL``). ``idle_timeout`` (seconds, default 300) bounds silence
+    within a turn's stream; ``max_retries`` (default 2) bounds re-sends of a turn, with a
+    backoff of ``backoff_base``…``backoff_cap`` seconds.
     """
 
     codec: BedrockAgentCoreCodec = CODEC
@@ -142,7 +145,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             "harness",
             "endpoint_name",
             "user_id",
-            "timeout_seconds",
+            "invoke_timeout",
             "max_iterations",
             "max_tokens",
             "model",
@@ -162,7 +165,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         endpoint_name: str | None = None,
         user_id: str | None = None,
         harness: Mapping[str, Any] | None = None,
-        timeout_seconds: int | None = None,
+        invoke_timeout: int | None = None,
         max_iterations: int | None = None,
         max_tokens: int | None = None,
         model: Mapping[str, Any] | None = None,
@@ -182,15 +185,14 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         control_url: str | None = None,
         fips: bool = False,
         dualstack: bool = False,
-        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-        invoke_retries: int = 2,
-        backoff_base_s: float = 0.5,
-        backoff_cap_s: float = 20.0,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+        max_retries: int = 2,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 20.0,
         http_client: httpx.AsyncClient | None = None,
         client: AgentCoreClient | None = None,
-        rand: Callable[[], float] = random.random,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         telemetry: Telemetry | None = None,
+        _seams: Seams | None = None,
     ) -> None:
         self._telemetry = telemetry
         self.defaults: dict[str, Any] = {
@@ -198,7 +200,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             "endpoint_name": endpoint_name,
             "user_id": user_id,
             "harness": harness,
-            "timeout_seconds": timeout_seconds,
+            "invoke_timeout": invoke_timeout,
             "max_iterations": max_iterations,
             "max_tokens": max_tokens,
             "model": model,
@@ -222,15 +224,16 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         self._control_url = control_url
         self._fips = fips
         self._dualstack = dualstack
-        self.idle_timeout_s = idle_timeout_s
-        self.invoke_retries = invoke_retries
-        self.backoff_base_s = backoff_base_s
-        self.backoff_cap_s = backoff_cap_s
+        self.idle_timeout = idle_timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
         self._http_client = http_client
         self._client = client
         self._injected = client is not None
-        self._rand = rand
-        self._sleep = sleep
+        self._seams = _seams
+        self._rand: Callable[[], float] = pick(_seams, "rand", random.random)
+        self._sleep: Callable[[float], Awaitable[None]] = pick(_seams, "sleep", anyio.sleep)
 
     def __repr__(self) -> str:
         return (
@@ -271,10 +274,10 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         """Connection and retry settings, before any request: URLs with a possible port,
         counts and durations that are numbers (never NaN or negative)."""
         for checked in (
-            check_count(self.invoke_retries, "invoke_retries"),
-            check_seconds(self.idle_timeout_s, "idle_timeout_s", allow_inf=True),
-            check_seconds(self.backoff_base_s, "backoff_base_s", allow_zero=True),
-            check_seconds(self.backoff_cap_s, "backoff_cap_s", allow_zero=True),
+            check_count(self.max_retries, "max_retries"),
+            check_seconds(self.idle_timeout, "idle_timeout", allow_inf=True),
+            check_seconds(self.backoff_base, "backoff_base", allow_zero=True),
+            check_seconds(self.backoff_cap, "backoff_cap", allow_zero=True),
             *(
                 check_url(url, name)
                 for name, url in (("data_url", self._data_url), ("control_url", self._control_url))
@@ -321,10 +324,9 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             control_url=control_url.unwrap()
             or control_plane_url(region, fips=self._fips, dualstack=self._dualstack),
             http_client=self._http_client,
-            idle_timeout_s=self.idle_timeout_s,
-            rand=self._rand,
-            sleep=self._sleep,
+            idle_timeout=self.idle_timeout,
             telemetry=self._telemetry,
+            _seams=self._seams,
         )
         return Success(self._client)
 
@@ -542,7 +544,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             if not _retryable(error):
                 return PollOutcome(Failure(error), conn)
             taken = taken or isinstance(error, StreamDropped | MalformedFrame)
-            if attempt >= self.invoke_retries:
+            if attempt >= self.max_retries:
                 if isinstance(error, StreamDropped):
                     error = EarlyTermination(
                         detail=error.detail,
@@ -556,13 +558,13 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
                 headers=retry_headers,
                 now_epoch_s=client.now_epoch_s(),
                 jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base_s,
-                cap_s=self.backoff_cap_s,
+                base_s=self.backoff_base,
+                cap_s=self.backoff_cap,
             )
             logger.warning(
                 "InvokeHarness attempt %d of %d failed (%s); retrying in %.2fs",
                 attempt + 1,
-                self.invoke_retries + 1,
+                self.max_retries + 1,
                 error.message,
                 delay,
                 extra=log_fields(
@@ -596,12 +598,13 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
 
     # -- runtime commands ----------------------------------------------------------------
 
+    @renamed_options("BedrockAgentCore.run_command")
     async def run_command(
         self,
         command: str,
         *,
         runtime_session_id: str,
-        timeout_seconds: int | None = None,
+        timeout: int | None = None,
         harness_arn: str | None = None,
         runtime_arn: str | None = None,
         endpoint_name: str | None = None,
@@ -612,7 +615,8 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         The target is the harness ARN (this provider's unless given) — the reference's
         live-verified choice — or ``runtime_arn``, the runtime behind it (wire §7 "Which
         ARN"). ``on_output(stream, text)`` receives stdout/stderr pieces as they arrive. A
-        non-zero exit or ``TIMED_OUT`` is a ``CommandResult``, not an error.
+        non-zero exit or ``TIMED_OUT`` is a ``CommandResult``, not an error. ``timeout``:
+        whole seconds the command may run (1–3,600; the host's default when None).
         """
         session = check_runtime_session_id(runtime_session_id)
         if isinstance(session, Failure):
@@ -637,17 +641,18 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             runtime_arn=target,
             runtime_session_id=session.unwrap(),
             command=command,
-            timeout_s=timeout_seconds,
+            timeout=timeout,
             endpoint_name=endpoint.unwrap(),
             on_output=on_output,
         )
 
+    @renamed_options("BedrockAgentCore.storage")
     def storage(
         self,
         runtime_session_id: str,
         *,
         base_path: str = DEFAULT_MOUNT_PATH,
-        timeout_seconds: int | None = 120,
+        timeout: int | None = 120,
         runtime_arn: str | None = None,
     ) -> SessionStorage:
         """The session-storage artifact store of one runtime session (list/fetch/put/delete)."""
@@ -656,7 +661,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
             return await self.run_command(
                 command,
                 runtime_session_id=runtime_session_id,
-                timeout_seconds=timeout_seconds,
+                timeout=timeout,
                 runtime_arn=runtime_arn,
             )
 

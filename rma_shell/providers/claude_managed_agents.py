@@ -4,7 +4,7 @@ Pairs the pure codec (``rma.providers.claude_managed_agents``) with the control-
 (``rma_shell.providers.cma_client``). ``open`` creates a session for an agent and an
 environment (or reattaches with ``session_id=``), confirming a budget against the create
 response before any prompt goes out; ``stream`` holds the SSE stream (``event: error``
-frames fail it, pings are skipped, silence beyond ``stream_idle_timeout_s`` fails it);
+frames fail it, pings are skipped, silence beyond ``stream_idle_timeout`` fails it);
 ``push_input`` posts events; ``reconnect`` lists the history and consolidates it against
 what the session machine saw (the driver subscribes the new stream first); ``stop_remote``
 interrupts a session rma stops driving mid-request (issue #15) and waits for it to read idle.
@@ -60,6 +60,7 @@ from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider, StopReport
 from rma_shell.providers.cma_client import STALE_OR_CUT, CMAClient, StreamResponse
+from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 
 log = logging.getLogger("rma.providers.claude_managed_agents")
@@ -75,6 +76,25 @@ STOP_POLL_INTERVAL_S = 0.25
 """How often ``stop_remote`` reads the session's status after its interrupt was accepted."""
 
 _STOPPED_STATUSES = frozenset({"idle", "terminated"})
+
+
+def _session_labels(metadata: object) -> Result[dict[str, str], InvalidOpts]:
+    """A run's ``metadata=`` as a Claude session's metadata: string values only (the API's
+    ``metadata: Dict[str, str]``), refused before anything is created."""
+    if metadata is None:
+        return Success({})
+    if not isinstance(metadata, Mapping):
+        return Failure(InvalidOpts("metadata", f"expected a mapping, got {type(metadata).__name__}"))
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            return Failure(
+                InvalidOpts(
+                    "metadata",
+                    "a Claude session's metadata takes string keys and values; "
+                    f"{key!r} is {type(value).__name__}",
+                )
+            )
+    return Success(dict(metadata))
 
 
 def output_path(name: str) -> str:
@@ -105,27 +125,30 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     Settings resolve explicit option > ``app_config`` > environment variable > default (K-1):
     ``api_key`` (``ANTHROPIC_API_KEY``) or ``bearer_token_file``
     (``ANTHROPIC_BEARER_TOKEN_FILE``), ``base_url``, ``beta``, ``anthropic_version``,
-    ``files_beta``, ``receive_timeout`` (ms). ``agent_id``/``environment_id`` (or ``agent=``/
-    ``environment=`` handles, S-13) may be given here or per run (a run's wins).
-    ``cleanup_timeout_s`` (5 s) bounds, in total, deleting a session whose budget the API did
-    not confirm (S-73). The client's ``max_retries`` (default 2), ``http_client`` and, for
-    tests, ``sleep``/``rand``/``clock``/``read_file`` are passed to ``CMAClient``.
+    ``files_beta``, ``read_timeout`` (seconds; the older ``receive_timeout`` in milliseconds is
+    still read, as an option or an ``app_config`` key). ``agent_id``/``environment_id`` (or
+    ``agent=``/``environment=`` handles, S-13) may be given here or per run (a run's wins).
+    ``stream_idle_timeout`` (1800 s) bounds silence on the event stream;
+    ``cleanup_timeout`` (5 s) bounds, in total, deleting a session whose budget the API did
+    not confirm (S-73). The client's ``max_retries`` (default 2) and ``http_client`` are
+    passed to ``CMAClient``.
 
     ``model`` is what an ``rma_shell.Agent`` run here provisions its agent with, unless the
     ``Agent`` names a model itself.
 
     Per run (``run_options``): the agent and environment as above, and for a fresh session
-    its ``title``, ``session_metadata`` (merged over ``metadata``) and ``resources``.
-    ``session_id=`` reattaches instead; then those three cannot apply and are refused.
+    its ``title`` and ``resources``. ``session_id=`` reattaches instead; then those cannot
+    apply and are refused. A run's ``metadata=`` (``run()``'s own option: it labels the
+    run's telemetry too) is the fresh session's metadata, merged over the provider's
+    ``metadata``; Claude takes string values only. The older ``session_metadata=`` (the
+    session's metadata only, not the telemetry's) is still accepted, deprecated.
     """
 
     codec: ClaudeManagedAgentsCodec = CODEC
     model_config_keys = frozenset({"metadata", "api_key", "base_url"})
     """What a run's ``model_config`` may carry here: its metadata and, for this session only,
     credentials and a base URL (C-5). The model is the agent's."""
-    run_options = frozenset(
-        {"agent", "agent_id", "environment", "environment_id", "title", "session_metadata", "resources"}
-    )
+    run_options = frozenset({"agent", "agent_id", "environment", "environment_id", "title", "resources"})
 
     @refuses_unknown_options
     def __init__(
@@ -137,7 +160,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         beta: Any = _UNSET,
         anthropic_version: Any = _UNSET,
         files_beta: Any = _UNSET,
-        receive_timeout: Any = _UNSET,
+        read_timeout: Any = _UNSET,
         app_config: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         api_key_header: str = "authorization",
@@ -149,16 +172,13 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         metadata: Mapping[str, str] | None = None,
         resources: Sequence[Mapping[str, Any]] | None = None,
         model: str | Mapping[str, Any] | None = None,
-        stream_idle_timeout_s: float = 1800.0,
-        cleanup_timeout_s: float = 5.0,
+        stream_idle_timeout: float = 1800.0,
+        cleanup_timeout: float = 5.0,
         client: CMAClient | None = None,
         telemetry: Telemetry | None = None,
         max_retries: int = 2,
         http_client: httpx.AsyncClient | None = None,
-        sleep: Any = _UNSET,
-        rand: Any = _UNSET,
-        clock: Any = _UNSET,
-        read_file: Any = _UNSET,
+        _seams: Seams | None = None,
     ) -> None:
         given = {
             "api_key": api_key,
@@ -167,7 +187,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             "beta": beta,
             "anthropic_version": anthropic_version,
             "files_beta": files_beta,
-            "receive_timeout": receive_timeout,
+            "read_timeout": read_timeout,
         }
         self._opts = {k: v for k, v in given.items() if v is not _UNSET}
         self._app = dict(app_config or {})
@@ -175,11 +195,10 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self._api_key_header = api_key_header
         self._client = client
         self._injected = client is not None
-        tests_only = {"sleep": sleep, "rand": rand, "clock": clock, "read_file": read_file}
         self._client_options: dict[str, Any] = {
             "max_retries": max_retries,
             "http_client": http_client,
-            **{k: v for k, v in tests_only.items() if v is not _UNSET},
+            "_seams": _seams,
         }
         self._telemetry = telemetry
         lifted = lift_handles(
@@ -198,8 +217,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self.model = model
         """The model an ``Agent`` provisions its Claude agent with when it names none itself
         (a run on an existing agent uses that agent's model)."""
-        self.stream_idle_timeout_s = stream_idle_timeout_s
-        self.cleanup_timeout_s = cleanup_timeout_s
+        self.stream_idle_timeout = stream_idle_timeout
+        self.cleanup_timeout = cleanup_timeout
 
     def __repr__(self) -> str:
         return f"ClaudeManagedAgents(agent_id={self.agent_id!r}, environment_id={self.environment_id!r})"
@@ -208,7 +227,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         """The control-plane client, built once from the resolved settings."""
         for checked in (
             check_count(self._client_options["max_retries"], "max_retries"),
-            check_seconds(self.stream_idle_timeout_s, "stream_idle_timeout_s", allow_inf=True),
+            check_seconds(self.stream_idle_timeout, "stream_idle_timeout", allow_inf=True),
+            check_seconds(self.cleanup_timeout, "cleanup_timeout", allow_zero=True, allow_inf=True),
         ):
             if isinstance(checked, Failure):
                 return Failure(checked.failure())
@@ -339,7 +359,10 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         title = request.extra.get("title", self.title)
         if title:
             body["title"] = title
-        metadata = {**self.metadata, **dict(request.extra.get("session_metadata") or {})}
+        labels = _session_labels(request.extra.get("metadata"))
+        if isinstance(labels, Failure):
+            return Failure(labels.failure())
+        metadata = {**self.metadata, **labels.unwrap(), **dict(request.extra.get("session_metadata") or {})}
         if metadata:
             body["metadata"] = metadata
         resources = list(request.extra.get("resources") or self.resources)
@@ -372,14 +395,14 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         return Success(CMAConn(session_id, session=_agent_summary(session), client=run_client))
 
     async def _discard(self, client: CMAClient, session_id: str) -> tuple[str, SessionError | None]:
-        """Delete a session no prompt may reach, within ``cleanup_timeout_s`` in total —
+        """Delete a session no prompt may reach, within ``cleanup_timeout`` in total —
         retries and a server trickling its answer included — and shielded from the caller's
         cancellation, so a run's timeout cannot leave it behind unasked."""
         deleted: Result[JSON, SessionError] | None = None
-        with anyio.move_on_after(self.cleanup_timeout_s, shield=True):
+        with anyio.move_on_after(self.cleanup_timeout, shield=True):
             deleted = await client.delete_session(session_id)
         if deleted is None:
-            return "timed_out", Timeout(timeout_s=self.cleanup_timeout_s, operation="delete_session")
+            return "timed_out", Timeout(timeout_s=self.cleanup_timeout, operation="delete_session")
         if isinstance(deleted, Success):
             return "deleted", None
         error = deleted.failure()
@@ -492,7 +515,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             response = opened.unwrap()
             url, rid = client.stream_url(conn.session_id), request_id(response.headers)
             await on_connected()
-            idle_s = self.stream_idle_timeout_s
+            idle_s = self.stream_idle_timeout
             with anyio.CancelScope() as idle:
                 dropped = await self._read(client, response, on_event, idle, url, rid)
             if idle.cancelled_caught:
@@ -512,9 +535,9 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         """Decode the stream into ``on_event`` until it ends; ``idle`` fails silence.
 
         One deadline for the whole stream, moved on as data arrives (``rma_shell._deadline``),
-        so silence fails the stream after between 1 and 1.1 times ``stream_idle_timeout_s``.
+        so silence fails the stream after between 1 and 1.1 times ``stream_idle_timeout``.
         """
-        idle_s = self.stream_idle_timeout_s
+        idle_s = self.stream_idle_timeout
         silence.arm(idle, idle_s)
         decoder = SSEDecoder()
         receive = _receiver(response)

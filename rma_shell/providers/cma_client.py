@@ -58,6 +58,7 @@ from rma_shell.lean_http import LeanPool, Timeouts
 from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.logging import log_fields
 from rma_shell.providers.token_file import TokenFileError, read_token_file, read_token_file_async
+from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -153,11 +154,8 @@ class CMAClient:
         api_key_header: str = "authorization",
         max_retries: int = 2,
         http_client: httpx.AsyncClient | None = None,
-        sleep: Sleep = anyio.sleep,
-        rand: Callable[[], float] = random.random,
-        clock: Callable[[], float] = time.time,
-        read_file: Callable[[str], str] = read_token_file,
         telemetry: Telemetry | None = None,
+        _seams: Seams | None = None,
     ) -> None:
         if api_key_header not in ("authorization", "x-api-key"):
             raise ValueError("api_key_header must be 'authorization' or 'x-api-key'")
@@ -165,7 +163,7 @@ class CMAClient:
         self.api_key_header = api_key_header
         self.max_retries = max_retries
         self._own_client = http_client is None
-        timeout = httpx.Timeout(settings.receive_timeout_ms / 1000, connect=30.0)
+        timeout = httpx.Timeout(settings.read_timeout, connect=30.0)
         self._http = http_client or async_client(timeout=timeout, follow_redirects=False)
         self._lean: LeanPool | None = None
         """The client's own lean lanes (``rma_shell.lean_http``), which carry its JSON calls —
@@ -174,10 +172,11 @@ class CMAClient:
         if self._own_client and not env_proxies():
             self._lean = LeanPool(_MAX_CONNECTIONS, ssl_context=shared_ssl_context())
         self._timeouts = Timeouts(connect=30.0, read=timeout.read or math.inf, write=timeout.read or math.inf)
-        self._sleep = sleep
-        self._rand = rand
-        self._clock = clock
-        self._read_file = read_file
+        self._seams = _seams
+        self._sleep: Sleep = pick(_seams, "sleep", anyio.sleep)
+        self._rand: Callable[[], float] = pick(_seams, "rand", random.random)
+        self._clock: Callable[[], float] = pick(_seams, "clock", time.time)
+        self._read_file: Callable[[str], str] = pick(_seams, "read_file", read_token_file)
         self.telemetry = telemetry or default_telemetry
         self._last_token: str | None = None
         """The bearer token last read from the file: masked in every error, like the key."""

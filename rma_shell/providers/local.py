@@ -85,6 +85,7 @@ from rma_shell.providers.local_pool import (
     SlotTimeout,
     check_max_connections,
 )
+from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
@@ -164,13 +165,12 @@ class Local(Provider[LocalConn]):
     ``name``, ``description``, ``input_schema``), ``terminal_tool``, ``model_config`` (model,
     base_url, api_key, metadata and extra request params such as temperature), ``stream``,
     ``max_history_messages`` (request truncation, off by default),
-    ``max_retries``/``backoff_base_s``/``backoff_cap_s`` (transient failures, L-31),
-    ``timeout_s`` (per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
+    ``max_retries``/``backoff_base``/``backoff_cap`` (transient failures, L-31; seconds),
+    ``timeout`` (seconds per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
     shared by its sessions, closed by ``close()``), ``max_connections`` (that own client's
-    pool: requests in flight at once, the rest queue fairly; default 100),
-    ``rand``/``sleep``/``clock`` (injectable for tests)
-    and ``session_id_factory``. ``gen_ai_provider_name`` names who serves the model in
+    pool: requests in flight at once, the rest queue fairly; default 100).
+    ``gen_ai_provider_name`` names who serves the model in
     OpenTelemetry's ``gen_ai.provider.name`` vocabulary (default ``"openai"``: the wire is
     OpenAI's; say ``"ollama"``, ``"vllm"``, ``"deepseek"`` … when you know better).
 
@@ -202,18 +202,15 @@ class Local(Provider[LocalConn]):
         stream: bool = False,
         max_history_messages: int | None = None,
         max_retries: int = 3,
-        backoff_base_s: float = 1.0,
-        backoff_cap_s: float = 30.0,
-        timeout_s: float = 120.0,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 30.0,
+        timeout: float = 120.0,
         chat: ChatFn | None = None,
         http_client: httpx.AsyncClient | None = None,
         max_connections: int | None = None,
-        rand: Callable[[], float] = random.random,
-        sleep: Sleep = anyio.sleep,
-        clock: Callable[[], float] = time.time,
-        session_id_factory: Callable[[], str] = _default_session_id,
         telemetry: Telemetry | None = None,
         gen_ai_provider_name: str = "openai",
+        _seams: Seams | None = None,
     ) -> None:
         # L-3: a non-mapping model_config is the model name.
         config: dict[str, Any] = (
@@ -235,19 +232,19 @@ class Local(Provider[LocalConn]):
         self.streaming = stream
         self.max_history_messages = max_history_messages
         self.max_retries = max_retries
-        self.backoff_base_s = backoff_base_s
-        self.backoff_cap_s = backoff_cap_s
-        self.timeout_s = timeout_s
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.timeout = timeout
         self._chat = chat
         self._http_client = http_client
         self._own_client: httpx.AsyncClient | LeanPool | None = None
         self.max_connections = max_connections
         self._pool: LocalPool | None = None
-        self._timeouts = Timeouts.of(timeout_s)
-        self._rand = rand
-        self._sleep = sleep
-        self._clock = clock
-        self._session_id_factory = session_id_factory
+        self._timeouts = Timeouts.of(timeout)
+        self._rand: Callable[[], float] = pick(_seams, "rand", random.random)
+        self._sleep: Sleep = pick(_seams, "sleep", anyio.sleep)
+        self._clock: Callable[[], float] = pick(_seams, "clock", time.time)
+        self._session_id_factory: Callable[[], str] = pick(_seams, "session_id_factory", _default_session_id)
         self.telemetry = telemetry or default_telemetry
         self.gen_ai_provider_name = gen_ai_provider_name
         self._targets: dict[str, httpx.URL | str] = {}
@@ -274,9 +271,9 @@ class Local(Provider[LocalConn]):
         """The provider's numeric settings, before any request (no NaN, no negative)."""
         for checked in (
             check_count(self.max_retries, "max_retries"),
-            check_seconds(self.timeout_s, "timeout_s"),
-            check_seconds(self.backoff_base_s, "backoff_base_s", allow_zero=True),
-            check_seconds(self.backoff_cap_s, "backoff_cap_s", allow_zero=True),
+            check_seconds(self.timeout, "timeout"),
+            check_seconds(self.backoff_base, "backoff_base", allow_zero=True),
+            check_seconds(self.backoff_cap, "backoff_cap", allow_zero=True),
         ):
             if isinstance(checked, Failure):
                 return Failure(checked.failure())
@@ -462,9 +459,9 @@ class Local(Provider[LocalConn]):
         httpx honours: then httpx lanes (``LocalPool``)."""
         if self._own_client is None or self._own_client.is_closed:
             size = self.max_connections or DEFAULT_MAX_CONNECTIONS
-            self._timeouts = Timeouts.of(self.timeout_s)
+            self._timeouts = Timeouts.of(self.timeout)
             if env_proxies():
-                self._pool = LocalPool.build(size, self.timeout_s)
+                self._pool = LocalPool.build(size, self.timeout)
                 self._own_client = self._pool.client
             else:
                 self._pool = None
@@ -549,8 +546,8 @@ class Local(Provider[LocalConn]):
                 headers=headers,
                 now_epoch_s=self._clock(),
                 jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base_s,
-                cap_s=self.backoff_cap_s,
+                base_s=self.backoff_base,
+                cap_s=self.backoff_cap,
             )
             logger.warning(
                 "chat completion attempt %d of %d failed (%s); retrying in %.2fs",
@@ -667,7 +664,7 @@ class Local(Provider[LocalConn]):
         pool = self._pool if self._pool is not None and client is self._pool.client else None
         if pool is not None:  # the provider's httpx lanes: queue fairly for one of its connections
             try:
-                async with pool.lane(self.timeout_s) as lane:
+                async with pool.lane(self.timeout) as lane:
                     return await self._send(conn, lane, body, stream=stream, sink=sink)
             except SlotTimeout as exc:
                 return Failure(TransportError(detail=str(exc), error_type="timeout")), None
@@ -698,7 +695,7 @@ class Local(Provider[LocalConn]):
                     return self._decode(conn, lean.status_code, await lean.aread()), lean.headers
                 finally:
                     await lean.aclose()
-            target, timeout = conn.target or conn.url, self.timeout_s
+            target, timeout = conn.target or conn.url, self.timeout
             if stream:
                 async with client.stream(
                     "POST", target, content=body, headers=headers, timeout=timeout

@@ -29,6 +29,7 @@ from rma.errors import InvalidOpts, SessionError, Unsupported
 from rma.provisioning.harness import HarnessHandle
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.session.option_checks import check_names
+from rma_shell.options import take_renamed
 from rma_shell.stores import MemoryStore, Store
 
 _DEFAULT_STORE: Store | None = None
@@ -100,6 +101,10 @@ async def provision(
     if isinstance(provider, BedrockAgentCore):
         from rma_shell.provisioning.agentcore import ensure_harness, provision_harness
 
+        renamed = take_renamed(options, ["provision_harness"], where="provision()")
+        if isinstance(renamed, Failure):
+            return Failure(renamed.failure())
+        options = renamed.unwrap()
         named = _known(options, provision_harness, {"client", "agent", "environment"})
         if isinstance(named, Failure):
             return named
@@ -144,6 +149,10 @@ async def teardown(
     if isinstance(provider, BedrockAgentCore):
         from rma_shell.provisioning.agentcore import release_harness, teardown_harness
 
+        renamed = take_renamed(options, ["teardown_harness"], where="teardown()")
+        if isinstance(renamed, Failure):
+            return Failure(renamed.failure())
+        options = renamed.unwrap()
         named = _known(options, teardown_harness, {"client", "harness"})
         if isinstance(named, Failure):
             return named

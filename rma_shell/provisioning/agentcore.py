@@ -64,7 +64,9 @@ from rma.provisioning.identity import (
 from rma.provisioning.runtimes import Bootstrap, bootstrap
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.vocabulary import JSON
+from rma_shell.options import renamed_options
 from rma_shell.providers.agentcore_client import AgentCoreClient
+from rma_shell.seams import Seams, pick
 from rma_shell.stores import Entry, Record, Store, StoreKey, ensure_record
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -87,8 +89,8 @@ def _client_backoff(client: AgentCoreClient) -> tuple[float, ...]:
     """The longest sleep before each retry the client makes of an idempotent call (every
     provisioning call is one: GETs, DELETEs and creates carrying a ``clientToken``)."""
     retries = getattr(client, "max_retries", 0)
-    base = getattr(client, "backoff_base_s", 0.0)
-    cap = getattr(client, "backoff_cap_s", 0.0)
+    base = getattr(client, "backoff_base", 0.0)
+    cap = getattr(client, "backoff_cap", 0.0)
     if isinstance(retries, bool) or not isinstance(retries, int):
         return ()
     return backoff_steps(retries, float(base), float(cap))
@@ -103,13 +105,13 @@ class _Run:
     telemetry: Telemetry
     clock: Callable[[], float]
     sleep: Callable[[float], Awaitable[None]]
-    receive_timeout_s: float
+    read_timeout: float
     backoff: tuple[float, ...] = ()
 
     def timeout_for(self) -> float:
         """One attempt's receive timeout: what is left, shared by the attempts the client
         really makes and the backoff sleeps between them (B-71)."""
-        return self.budget.attempt_timeout(self.receive_timeout_s, 0, self.clock(), backoff=self.backoff)
+        return self.budget.attempt_timeout(self.read_timeout, 0, self.clock(), backoff=self.backoff)
 
     async def bounded(
         self, operation: str, call: Callable[[], Awaitable[Result[T, SessionError]]]
@@ -123,6 +125,7 @@ class _Run:
         return Failure(TransportError(detail=detail, error_type="timeout"))
 
 
+@renamed_options("provision_harness")
 async def provision_harness(
     client: AgentCoreClient,
     agent: AgentSpec,
@@ -136,15 +139,17 @@ async def provision_harness(
     max_polls: int | None = None,
     environment_variables: Mapping[str, str] | None = None,
     extra: Mapping[str, JSON] | None = None,
-    receive_timeout_s: float = CLIENT_RECEIVE_TIMEOUT_S,
+    read_timeout: float = CLIENT_RECEIVE_TIMEOUT_S,
     telemetry: Telemetry | None = None,
-    clock: Callable[[], float] = anyio.current_time,
-    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-    client_token: Callable[[], str] = _client_token,
+    _seams: Seams | None = None,
 ) -> Result[HarnessHandle, SessionError]:
     """Create (or adopt) the harness for ``agent`` in ``environment`` and wait until it and its
     endpoint are READY. ``timeout`` (seconds) is the whole budget; without it the legacy
-    ``poll_interval`` × (``max_polls`` + 1) rule applies, at least 365 s (B-62)."""
+    ``poll_interval`` × (``max_polls`` + 1) rule applies, at least 365 s (B-62).
+    ``read_timeout`` (seconds) bounds one control-plane call's answer."""
+    clock: Callable[[], float] = pick(_seams, "clock", anyio.current_time)
+    sleep: Callable[[float], Awaitable[None]] = pick(_seams, "sleep", anyio.sleep)
+    client_token: Callable[[], str] = pick(_seams, "client_token", _client_token)
     endpoint = check_endpoint_name(endpoint_name)  # B-80: before any harness exists
     if isinstance(endpoint, Failure):
         return Failure(endpoint.failure())
@@ -170,7 +175,7 @@ async def provision_harness(
         telemetry or default_telemetry,
         clock,
         sleep,
-        receive_timeout_s,
+        read_timeout,
         _client_backoff(client),
     )
     wanted_endpoint = endpoint.unwrap() or DEFAULT_ENDPOINT
@@ -187,19 +192,21 @@ async def provision_harness(
     return recovered.map(lambda h: attrs.evolve(h, bootstrap=_bootstrap(environment)))
 
 
+@renamed_options("teardown_harness")
 async def teardown_harness(
     client: AgentCoreClient,
     harness: HarnessHandle | Mapping[str, Any] | str,
     *,
     delete_managed_memory: bool | None = None,
-    receive_timeout_s: float | None = None,
-    client_token: Callable[[], str] = _client_token,
+    read_timeout: float | None = None,
+    _seams: Seams | None = None,
 ) -> Result[None, SessionError]:
     """B-58: DeleteHarness; deletion completes asynchronously and is not awaited. A harness
     that is already gone (404) counts as torn down."""
     harness_id = harness if isinstance(harness, str) else harness.get("harness_id")
     if not isinstance(harness_id, str) or not harness_id:
         return Failure(HarnessError(tag="invalid_handle", detail=f"no harness_id in {harness!r}"))
+    client_token: Callable[[], str] = pick(_seams, "client_token", _client_token)
     query = f"clientToken={quote_value(client_token())}"
     if delete_managed_memory is not None:
         query += f"&deleteManagedMemory={'true' if delete_managed_memory else 'false'}"
@@ -209,7 +216,7 @@ async def teardown_harness(
         query=query,
         operation="DeleteHarness",
         path_template="/harnesses/{harnessId}",
-        receive_timeout_s=receive_timeout_s,
+        read_timeout=read_timeout,
     )
     if isinstance(got, Failure):
         error = got.failure()
@@ -219,8 +226,9 @@ async def teardown_harness(
     return Success(None)
 
 
+@renamed_options("list_harnesses")
 async def list_harnesses(
-    client: AgentCoreClient, *, receive_timeout_s: float | None = None
+    client: AgentCoreClient, *, read_timeout: float | None = None
 ) -> Result[list[JSON], SessionError]:
     """Every harness summary, over every page (§11 #12: absence is only evidence on a full listing)."""
     out: list[JSON] = []
@@ -228,7 +236,7 @@ async def list_harnesses(
     while True:
         query = "maxResults=100" + (f"&nextToken={quote_value(token)}" if token else "")
         got = await client.request_json(
-            "GET", "/harnesses", query=query, operation="ListHarnesses", receive_timeout_s=receive_timeout_s
+            "GET", "/harnesses", query=query, operation="ListHarnesses", read_timeout=read_timeout
         )
         if isinstance(got, Failure):
             return Failure(got.failure())
@@ -266,7 +274,7 @@ async def _create(run: _Run, body: Mapping[str, JSON]) -> Result[HarnessHandle, 
             body=dict(body),
             operation="CreateHarness",
             idempotent=True,  # the clientToken makes a re-sent create the same create
-            receive_timeout_s=run.timeout_for(),
+            read_timeout=run.timeout_for(),
         ),
     )
     if isinstance(got, Failure):
@@ -290,7 +298,7 @@ async def _recover(
 ) -> Result[HarnessHandle, SessionError]:
     """B-52…B-56: a same-name harness exists — adopt it, wait out its deletion, or refuse."""
     listed = await run.bounded(
-        "ListHarnesses", lambda: list_harnesses(run.client, receive_timeout_s=run.timeout_for())
+        "ListHarnesses", lambda: list_harnesses(run.client, read_timeout=run.timeout_for())
     )
     if isinstance(listed, Failure):
         return Failure(listed.failure())
@@ -329,15 +337,15 @@ async def _wait_with_rollback(
     try:
         waited = await _wait(run, handle, endpoint)
     except BaseException:
-        await _rollback(run.client, handle.harness_id, run.receive_timeout_s, run.backoff)
+        await _rollback(run.client, handle.harness_id, run.read_timeout, run.backoff)
         raise
     if isinstance(waited, Failure):
-        await _rollback(run.client, handle.harness_id, run.receive_timeout_s, run.backoff)
+        await _rollback(run.client, handle.harness_id, run.read_timeout, run.backoff)
     return waited
 
 
 async def _rollback(
-    client: AgentCoreClient, harness_id: str, receive_timeout_s: float, backoff: tuple[float, ...]
+    client: AgentCoreClient, harness_id: str, read_timeout: float, backoff: tuple[float, ...]
 ) -> None:
     """B-73, B-74: best effort on its own 30 s budget, shielded from the caller's cancellation;
     its outcome is logged and never replaces the original error. The budget is split over the
@@ -347,7 +355,7 @@ async def _rollback(
             got = await teardown_harness(
                 client,
                 harness_id,
-                receive_timeout_s=attempt_share(ROLLBACK_BUDGET_S, receive_timeout_s, backoff),
+                read_timeout=attempt_share(ROLLBACK_BUDGET_S, read_timeout, backoff),
             )
         except Exception as exc:
             logger.error(
@@ -404,7 +412,7 @@ async def _fetch_status(
             path,
             operation=operation,
             path_template=template,
-            receive_timeout_s=run.timeout_for(),
+            read_timeout=run.timeout_for(),
         ),
     )
     if isinstance(got, Failure):
@@ -534,7 +542,7 @@ async def _wait_deleted(run: _Run, name: str) -> Result[None, SessionError]:
     started = run.clock()
     while True:
         listed = await run.bounded(
-            "ListHarnesses", lambda: list_harnesses(run.client, receive_timeout_s=run.timeout_for())
+            "ListHarnesses", lambda: list_harnesses(run.client, read_timeout=run.timeout_for())
         )
         if isinstance(listed, Failure):
             logger.warning(

@@ -13,11 +13,11 @@ two racers converge on the first record written, and both get that record back.
 ``resolve("base:tag")`` is ``UnknownTag`` when the tag is missing and ``UntrackedDigest`` when
 it points at a digest without a record — never a fallback to another version (V-34).
 
-**Claims.** ``claim(key, digest, owner, lease_s)`` atomically answers one of
+**Claims.** ``claim(key, digest, owner, lease)`` atomically answers one of
 ``Existing(record)`` (nothing to do), ``Held(owner, expires_at)`` (someone else is creating
 it: wait and ask again) or ``Acquired(claim)`` (you create it; finish with
 ``put(..., claim=claim)``, which drops the claim in the same step, or ``release(claim)`` on
-failure). A claim expires ``lease_s`` seconds after it was taken or last ``renew``-ed, so a
+failure). A claim expires ``lease`` seconds after it was taken or last ``renew``-ed, so a
 creator that crashed blocks the others for at most one lease. Expiry uses the store's wall
 clock (``time.time`` — comparable across processes; several *hosts* sharing one store need
 synchronized clocks). Claims only avoid wasted duplicate creates: correctness rests on the
@@ -55,6 +55,8 @@ from returns.result import Failure, Result, Success
 from rma.provisioning.errors import InvalidRef, UnknownTag, UntrackedDigest
 from rma.provisioning.identity import check_base, check_tag, is_digest, json_value, parse_ref, short_digest
 from rma.vocabulary import JSON
+from rma_shell.options import renamed_options
+from rma_shell.seams import Seams, pick
 
 log = logging.getLogger("rma.stores")
 
@@ -223,10 +225,10 @@ class Store(Protocol):
     def resolve(self, ref: str, *, provider: str, kind: str) -> Result[Record, ResolveError]: ...
 
     def claim(
-        self, key: StoreKey, digest: str, owner: str, lease_s: float = DEFAULT_LEASE_S
+        self, key: StoreKey, digest: str, owner: str, lease: float = DEFAULT_LEASE_S
     ) -> ClaimOutcome: ...
 
-    def renew(self, claim: Claim, lease_s: float = DEFAULT_LEASE_S) -> Claim | None: ...
+    def renew(self, claim: Claim, lease: float = DEFAULT_LEASE_S) -> Claim | None: ...
 
     def release(self, claim: Claim) -> bool: ...
 
@@ -250,16 +252,16 @@ def _positive(name: str, seconds: float) -> float:
     return float(seconds)
 
 
-def _lease(lease_s: float) -> float:
-    return _positive("lease_s", lease_s)
+def _lease(lease: float) -> float:
+    return _positive("lease", lease)
 
 
 class BaseStore(abc.ABC):
     """Validation, clock and token minting shared by the stores; subclasses implement the
     ``_``-prefixed primitives atomically (one lock, one file rewrite or one transaction)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
+    def __init__(self, *, _seams: Seams | None = None) -> None:
+        self._clock: Callable[[], float] = pick(_seams, "clock", time.time)
 
     def __enter__(self) -> Self:
         return self
@@ -333,15 +335,18 @@ class BaseStore(abc.ABC):
             return Failure(UntrackedDigest(base=base, digest=digest, tag=tag))
         return Success(record)
 
-    def claim(self, key: StoreKey, digest: str, owner: str, lease_s: float = DEFAULT_LEASE_S) -> ClaimOutcome:
-        """Existing, Held or Acquired — decided atomically (see the module docstring)."""
+    @renamed_options("Store.claim")
+    def claim(self, key: StoreKey, digest: str, owner: str, lease: float = DEFAULT_LEASE_S) -> ClaimOutcome:
+        """Existing, Held or Acquired — decided atomically (see the module docstring);
+        ``lease``: seconds the claim holds unless renewed."""
         if not isinstance(owner, str) or not owner:
             raise ValueError("owner must be a non-empty string")
-        return self._claim(key, _digest(digest), owner, _lease(lease_s), self._clock(), uuid.uuid4().hex)
+        return self._claim(key, _digest(digest), owner, _lease(lease), self._clock(), uuid.uuid4().hex)
 
-    def renew(self, claim: Claim, lease_s: float = DEFAULT_LEASE_S) -> Claim | None:
+    @renamed_options("Store.renew")
+    def renew(self, claim: Claim, lease: float = DEFAULT_LEASE_S) -> Claim | None:
         """Extend a claim still held; None when it was lost (expired and taken, or dropped)."""
-        return self._renew(claim, _lease(lease_s), self._clock())
+        return self._renew(claim, _lease(lease), self._clock())
 
     def release(self, claim: Claim) -> bool:
         """Drop a claim if it is still this one; False when it was lost meanwhile."""
@@ -474,6 +479,7 @@ async def _build_holding(
     raise AssertionError("unreachable: the task group returned without the build's result")
 
 
+@renamed_options("ensure_record")
 async def ensure_record(
     store: Store,
     key: StoreKey,
@@ -481,25 +487,25 @@ async def ensure_record(
     build: Callable[[], Awaitable[Result[Entry, E]]],
     *,
     owner: str | None = None,
-    lease_s: float = DEFAULT_LEASE_S,
-    poll_s: float = DEFAULT_POLL_S,
-    renew_every_s: float | None = None,
+    lease: float = DEFAULT_LEASE_S,
+    poll_interval: float = DEFAULT_POLL_S,
+    renew_every: float | None = None,
 ) -> Result[Ensured, E]:
     """The record for ``digest`` under ``key``, running ``build`` only when nobody has or is
     making it — across threads, tasks and processes sharing the store.
 
-    Loop: ``claim`` → ``Existing``: return it. ``Held``: sleep ``poll_s`` and ask again (a
-    crashed holder's lease runs out). ``Acquired``: run ``build`` while a background task
-    renews the claim every ``renew_every_s`` (default ``lease_s / 3``); ``Success(entry)`` →
-    ``put(..., claim=...)`` and return what the store holds; ``Failure`` → release the claim
-    and return the failure (the next caller tries again); an exception or cancellation →
+    Loop: ``claim`` → ``Existing``: return it. ``Held``: sleep ``poll_interval`` seconds and
+    ask again (a crashed holder's lease runs out). ``Acquired``: run ``build`` while a
+    background task renews the claim every ``renew_every`` seconds (default ``lease / 3``);
+    ``Success(entry)`` → ``put(..., claim=...)`` and return what the store holds; ``Failure``
+    → release the claim and return the failure (the next caller tries again); an exception or cancellation →
     release (shielded) and re-raise.
     Store calls run in worker threads. Bound the wait with a cancel scope (``anyio.move_on_after``).
     """
     who = owner or default_owner()
-    lease_s = _lease(lease_s)
-    every_s = _positive("renew_every_s", lease_s / 3 if renew_every_s is None else renew_every_s)
-    poll_s = _positive("poll_s", poll_s)
+    lease_s = _lease(lease)
+    every_s = _positive("renew_every", lease_s / 3 if renew_every is None else renew_every)
+    poll_s = _positive("poll_interval", poll_interval)
     while True:
         outcome = await anyio.to_thread.run_sync(store.claim, key, digest, who, lease_s)
         if isinstance(outcome, Existing):

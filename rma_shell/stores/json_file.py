@@ -40,10 +40,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from rma_shell.seams import Seams
 from rma_shell.stores.base import StoreCorrupt, StoreError
 from rma_shell.stores.memory import DocumentStore, State
 
@@ -100,8 +101,8 @@ def atomic_write(path: Path, data: bytes) -> None:
 class JsonFileStore(DocumentStore):
     """A store in one JSON file at ``path`` (``~`` expanded)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(clock=clock)
+    def __init__(self, path: str | os.PathLike[str], *, _seams: Seams | None = None) -> None:
+        super().__init__(_seams=_seams)
         self.path = Path(path).expanduser()
         self.corruption: StoreCorrupt | None = None
         """The last corruption found (None until one is)."""

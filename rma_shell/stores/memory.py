@@ -14,12 +14,12 @@ import abc
 import contextlib
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from rma.provisioning.identity import is_digest
 from rma.vocabulary import JSON
+from rma_shell.seams import Seams
 from rma_shell.stores.base import (
     Acquired,
     BaseStore,
@@ -300,8 +300,8 @@ class DocumentStore(BaseStore):
 class MemoryStore(DocumentStore):
     """Records and tags in this object only; thread-safe."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(clock=clock)
+    def __init__(self, *, _seams: Seams | None = None) -> None:
+        super().__init__(_seams=_seams)
         self._state = State()
         self._lock = threading.Lock()
 

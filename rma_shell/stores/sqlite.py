@@ -30,10 +30,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from rma_shell.options import renamed_options
+from rma_shell.seams import Seams
 from rma_shell.stores.base import (
     Acquired,
     BaseStore,
@@ -116,25 +118,26 @@ def _dump(data: object) -> str:
 class SqliteStore(BaseStore):
     """A store in the SQLite database at ``path`` (parent directories created)."""
 
+    @renamed_options("SqliteStore")
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
-        busy_timeout_s: float = 30.0,
-        clock: Callable[[], float] = time.time,
+        busy_timeout: float = 30.0,
+        _seams: Seams | None = None,
     ) -> None:
-        super().__init__(clock=clock)
+        super().__init__(_seams=_seams)
         self.path = Path(path).expanduser()
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: {exc}") from exc
         try:
-            self._setup(busy_timeout_s)
+            self._setup(busy_timeout)
         except BaseException:
             self._conn.close()
             raise

@@ -10,7 +10,7 @@ as **values** (a ``Failure`` in the output, an ``is_error`` tool result), never 
 failures: rma's own rules decide them, and Temporal must not retry them. An activity only
 *fails* when its worker dies or a bug escapes; Temporal then retries it on another worker
 (bounded by ``Timeouts``). Every activity that can run long heartbeats, so a killed worker is
-noticed within ``Timeouts.heartbeat_s``.
+noticed within ``Timeouts.heartbeat``.
 
 One tool call is one activity: a call whose completion Temporal recorded is never run again,
 and a call cut short by a crash is retried with the same ``idempotency_key``
@@ -101,11 +101,12 @@ Act = Callable[[Any, dict[str, Any]], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _beating(fn: Act) -> Act:
-    """Run the activity under a heartbeat ticker (``Timeouts.heartbeat_s`` / 4)."""
+    """Run the activity under a heartbeat ticker (``Timeouts.heartbeat`` / 4)."""
 
     @functools.wraps(fn)
     async def wrapper(self: Any, inp: dict[str, Any]) -> dict[str, Any]:
-        every = max(0.05, float(inp["spec"].get("timeouts", {}).get("heartbeat_s", 10.0)) / 4)
+        recorded = inp["spec"].get("timeouts", {})  # the recorded keys (Timeouts.to_json)
+        every = max(0.05, float(recorded.get("heartbeat_s", 10.0)) / 4)
         async with _heartbeating(every):
             return await fn(self, inp)
 
@@ -175,7 +176,7 @@ class Activities:
             outcome=spec.outcome,
             budget=spec.budget,
             session_id=spec.session_id,
-            telemetry_metadata=spec.telemetry_metadata,
+            metadata=spec.metadata,
             model_config=spec.model_config,
             max_concurrency=spec.max_concurrency,
             telemetry=None,

@@ -24,6 +24,8 @@ from typing import IO
 
 from temporalio.client import Client
 
+from rma_shell.options import renamed_options
+
 START_TIMEOUT_S = 60.0
 
 
@@ -134,11 +136,13 @@ class DevServer:
         self.stop()
 
 
-async def connect(address: str, *, timeout_s: float = START_TIMEOUT_S) -> Client:
-    """A ``temporalio.client.Client`` for ``address``, retried until the server answers."""
+@renamed_options("connect")
+async def connect(address: str, *, timeout: float = START_TIMEOUT_S) -> Client:
+    """A ``temporalio.client.Client`` for ``address``, retried until the server answers
+    (for at most ``timeout`` seconds)."""
     import anyio
 
-    with anyio.fail_after(timeout_s):
+    with anyio.fail_after(timeout):
         while True:
             try:
                 return await Client.connect(address)

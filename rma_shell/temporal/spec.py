@@ -11,6 +11,7 @@ retry limits. This module only builds and encodes values: it does no I/O.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import attrs
 
 from rma.errors import InvalidOpts
+from rma.session.option_checks import renamed_for
 from rma.session.options import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_REPROMPTS,
@@ -27,6 +29,7 @@ from rma.session.options import (
 )
 from rma.vocabulary import JSON
 from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS
+from rma_shell.options import renamed_options, warn_renamed
 from rma_shell.providers.base import SECRET_OPTION_KEYS
 
 
@@ -34,31 +37,52 @@ from rma_shell.providers.base import SECRET_OPTION_KEYS
 class Timeouts:
     """Activity timeouts (seconds) and retry limits of one session's workflow.
 
-    ``heartbeat_s`` is how soon a killed worker's activity is noticed and handed to another:
+    ``heartbeat`` is how soon a killed worker's activity is noticed and handed to another:
     every activity that can run long (a turn, a stream read, a tool) heartbeats several times
     within it. ``*_attempts`` bound Temporal's retries of an activity whose worker died (rma's
     own rules still decide the rest: a raising tool is an error result, never retried; the
-    providers retry transient HTTP failures themselves). ``retry_initial_s``/``retry_max_s``
-    are the backoff between those attempts.
+    providers retry transient HTTP failures themselves). ``retry_initial``/``retry_max``
+    are the backoff between those attempts. ``open``, ``turn``, ``tool`` and ``guard`` bound
+    one attempt of the activity of that name.
+
+    The names had an ``_s`` suffix before issue #22 (``heartbeat_s`` …): those are still
+    accepted, deprecated, and are the names a workflow's recorded input keeps (``to_json``),
+    so histories recorded before and workers deployed before read it the same.
     """
 
-    heartbeat_s: float = 10.0
-    open_s: float = 120.0
-    turn_s: float = 1800.0
-    tool_s: float = 3600.0
-    guard_s: float = 60.0
+    heartbeat: float = 10.0
+    open: float = 120.0
+    turn: float = 1800.0
+    tool: float = 3600.0
+    guard: float = 60.0
     open_attempts: int = 5
     turn_attempts: int = 5
     tool_attempts: int = 5
-    retry_initial_s: float = 1.0
-    retry_max_s: float = 30.0
+    retry_initial: float = 1.0
+    retry_max: float = 30.0
 
     def to_json(self) -> dict[str, JSON]:
-        return attrs.asdict(self)
+        """The recorded form: the pre-#22 key names, which every worker reads."""
+        return {_RECORDED_KEYS.get(k, k): v for k, v in attrs.asdict(self).items()}
 
     @staticmethod
     def from_json(value: Mapping[str, Any]) -> Timeouts:
-        return Timeouts(**dict(value))
+        """A recorded value (the ``_s`` keys) or one with today's names."""
+        return Timeouts(**{_READ_KEYS.get(k, k): v for k, v in value.items()})
+
+
+_RECORDED_KEYS: dict[str, str] = {
+    "heartbeat": "heartbeat_s",
+    "open": "open_s",
+    "turn": "turn_s",
+    "tool": "tool_s",
+    "guard": "guard_s",
+    "retry_initial": "retry_initial_s",
+    "retry_max": "retry_max_s",
+}
+"""Field → the key a workflow's input records it under (unchanged since before issue #22)."""
+_READ_KEYS = {recorded: name for name, recorded in _RECORDED_KEYS.items()}
+Timeouts.__init__ = renamed_options("Timeouts")(Timeouts.__init__)  # type: ignore[method-assign]
 
 
 @attrs.frozen
@@ -86,7 +110,10 @@ class SessionSpec:
     outcome: Mapping[str, JSON] | None = None
     budget: Mapping[str, JSON] | None = None
     session_id: str | None = None
-    telemetry_metadata: Mapping[str, JSON] | None = None
+    metadata: Mapping[str, JSON] | None = None
+    """``run()``'s ``metadata``: the session's labels (its telemetry, and the host's session
+    where sessions carry metadata). The older ``telemetry_metadata=`` (telemetry only) is still
+    accepted, deprecated: it is kept in ``provider_opts``, where ``run()`` reads it."""
     model_config: Mapping[str, JSON] | None = None
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     tool_timeout: float | None = None
@@ -102,13 +129,38 @@ class SessionSpec:
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
         out["timeouts"] = self.timeouts.to_json()
         out["provider_opts"] = dict(self.provider_opts)
+        if out["metadata"] is None:
+            del out["metadata"]  # what a worker deployed before issue #22 reads, when it can
         return out
 
     @staticmethod
     def from_json(value: Mapping[str, Any]) -> SessionSpec:
         fields = dict(value)
         fields["timeouts"] = Timeouts.from_json(fields.get("timeouts") or {})
+        old = fields.pop("telemetry_metadata", None)
+        if old is not None:  # recorded before issue #22: telemetry only, as it meant then
+            fields["provider_opts"] = {**dict(fields.get("provider_opts") or {}), "telemetry_metadata": old}
         return SessionSpec(**fields)
+
+
+def _spec_init(init: Any) -> Any:
+    """``SessionSpec(telemetry_metadata=…)`` (deprecated) keeps its meaning: into ``provider_opts``."""
+    renamed = renamed_options("SessionSpec")(init)
+
+    @functools.wraps(init)
+    def accepting(self: SessionSpec, *args: Any, **kwargs: Any) -> None:
+        if "telemetry_metadata" in kwargs:
+            if kwargs.get("metadata") is not None:
+                renamed(self, *args, **kwargs)  # refused: both names
+            warn_renamed(renamed_for(["SessionSpec"]).values(), "SessionSpec()")
+            old = kwargs.pop("telemetry_metadata")
+            kwargs["provider_opts"] = {**dict(kwargs.get("provider_opts") or {}), "telemetry_metadata": old}
+        init(self, *args, **kwargs)
+
+    return accepting
+
+
+SessionSpec.__init__ = _spec_init(SessionSpec.__init__)  # type: ignore[method-assign]
 
 
 def spec_problem(spec: SessionSpec) -> InvalidOpts | None:

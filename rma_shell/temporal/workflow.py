@@ -146,7 +146,7 @@ class SessionWorkflow:
 
     async def _serve(self, spec: SessionSpec) -> dict[str, Any]:
         opened = await self._activity(
-            "rma.open", {}, self._timeouts.open_s, attempts=self._timeouts.open_attempts
+            "rma.open", {}, self._timeouts.open, attempts=self._timeouts.open_attempts
         )
         outcome = decode_result(opened["outcome"])
         if isinstance(outcome, Failure):
@@ -300,10 +300,10 @@ class SessionWorkflow:
             else timedelta(seconds=schedule_to_close_s),
             # Every activity heartbeats: a worker that dies is noticed in seconds whatever it ran,
             # even an activity Temporal dispatched to it eagerly, before any worker polled.
-            heartbeat_timeout=timedelta(seconds=t.heartbeat_s),
+            heartbeat_timeout=timedelta(seconds=t.heartbeat),
             retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=t.retry_initial_s),
-                maximum_interval=timedelta(seconds=t.retry_max_s),
+                initial_interval=timedelta(seconds=t.retry_initial),
+                maximum_interval=timedelta(seconds=t.retry_max),
                 maximum_attempts=attempts,
             ),
         )
@@ -314,7 +314,7 @@ class SessionWorkflow:
 
     async def _turn_activity(self, name: str, fields: dict[str, Any]) -> dict[str, Any]:
         t = self._timeouts
-        return await self._activity(name, fields, t.turn_s, attempts=t.turn_attempts)
+        return await self._activity(name, fields, t.turn, attempts=t.turn_attempts)
 
     async def _poll(self, input: JSON) -> None:
         try:
@@ -381,7 +381,7 @@ class SessionWorkflow:
         t = self._timeouts
         try:
             out = await self._activity(
-                "rma.guard", {"payload": to_jsonable(payload)}, t.guard_s, attempts=t.tool_attempts
+                "rma.guard", {"payload": to_jsonable(payload)}, t.guard, attempts=t.tool_attempts
             )
         except ActivityError as exc:
             self._post(GuardVerdict("failed", error_type="WorkerLost", detail=str(exc)[:2000]))
@@ -398,7 +398,7 @@ class SessionWorkflow:
                 out = await self._activity(
                     "rma.confirm",
                     {"uses": to_jsonable(list(confirmations))},
-                    t.tool_s,
+                    t.tool,
                     attempts=t.tool_attempts,
                 )
             except ActivityError as exc:
@@ -460,7 +460,7 @@ class SessionWorkflow:
             out = await self._activity(
                 "rma.tool",
                 {"use": to_jsonable(use), "approved": approved},
-                t.tool_s,
+                t.tool,
                 attempts=t.tool_attempts,
             )
         except ActivityError as exc:
@@ -488,7 +488,7 @@ class SessionWorkflow:
         if not self._has_transcript:
             return None
         t = self._timeouts
-        out = await self._activity("rma.transcript", {}, t.guard_s, attempts=t.turn_attempts)
+        out = await self._activity("rma.transcript", {}, t.guard, attempts=t.turn_attempts)
         value = out.get("transcript")
         return None if value is None else list(value)
 

@@ -56,7 +56,7 @@ async def _cma_session(provider: ClaudeManagedAgents) -> str:
 def _agentcore(emu: AgentCoreEmulator, **kw: Any) -> BedrockAgentCore:
     kw.setdefault("harness_arn", emu.harness_arn)
     return BedrockAgentCore(
-        data_url=emu.base_url, env=emu.credentials_env(), backoff_base_s=0.01, backoff_cap_s=0.02, **kw
+        data_url=emu.base_url, env=emu.credentials_env(), backoff_base=0.01, backoff_cap=0.02, **kw
     )
 
 

@@ -66,8 +66,8 @@ async def test_a_callers_http_client_carries_the_invokes() -> None:
 
 async def test_the_idle_timeout_and_the_read_timeout_keep_their_failures() -> None:
     with AgentCoreEmulator([ace.text_turn("x")], faults=[ace.stall(5.0, after=1, times=2)]) as emu:
-        idle = client(emu, idle_timeout_s=0.2)
-        read = client(emu, idle_timeout_s=10.0, read_timeout_s=0.2)
+        idle = client(emu, idle_timeout=0.2)
+        read = client(emu, idle_timeout=10.0, read_timeout=0.2)
         try:
             by_idle = (await invoke(idle, emu)).failure()
             by_read = (await invoke(read, emu, sid=SID[:-1] + "x")).failure()

@@ -97,7 +97,7 @@ class TestInputs:
 
     def test_overrides_are_sent_only_when_given_and_a_string_prompt_becomes_blocks(self) -> None:  # B-8
         assert ac.check_overrides({}) == Success({})
-        got = ac.check_overrides({"timeout_seconds": 900, "max_iterations": 40, "system_prompt": "Be brief"})
+        got = ac.check_overrides({"invoke_timeout": 900, "max_iterations": 40, "system_prompt": "Be brief"})
         assert got == Success(
             {"timeoutSeconds": 900, "maxIterations": 40, "systemPrompt": [{"text": "Be brief"}]}
         )

@@ -27,8 +27,8 @@ async def emu_provider() -> AsyncIterator[tuple[AgentCoreEmulator, BedrockAgentC
             harness_arn=emu.harness_arn,
             data_url=emu.base_url,
             env=emu.credentials_env(),
-            backoff_base_s=0.01,
-            backoff_cap_s=0.02,
+            backoff_base=0.01,
+            backoff_cap=0.02,
         )
         yield emu, p
         await p.close()
@@ -58,7 +58,7 @@ async def test_B86_B87_stdout_stderr_and_exit_code_stream(emu_provider: Any) -> 
 
 async def test_timed_out_status_is_surfaced(emu_provider: Any) -> None:
     _, p = emu_provider
-    result = (await p.run_command("sleep 5", runtime_session_id=SID, timeout_seconds=1)).unwrap()
+    result = (await p.run_command("sleep 5", runtime_session_id=SID, timeout=1)).unwrap()
     assert result.timed_out and result.status == "TIMED_OUT" and not result.ok
 
 
@@ -87,7 +87,7 @@ async def test_the_runtime_arn_is_accepted_as_the_target(emu_provider: Any) -> N
 
 async def test_invalid_command_options_fail_before_sending(emu_provider: Any) -> None:
     emu, p = emu_provider
-    for kwargs in ({"runtime_session_id": "short"}, {"runtime_session_id": SID, "timeout_seconds": 0}):
+    for kwargs in ({"runtime_session_id": "short"}, {"runtime_session_id": SID, "timeout": 0}):
         got = await p.run_command("echo", **kwargs)
         assert isinstance(got.failure(), InvalidOpts)
     assert isinstance((await p.run_command("x" * 70_000, runtime_session_id=SID)).failure(), InvalidOpts)

@@ -16,6 +16,7 @@ import pytest
 from rma.errors import HttpError
 from rma_shell import run
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.seams import Seams
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from tests.providers.test_bedrock_agentcore_session import SID, Tools, invokes, provider
@@ -51,7 +52,14 @@ async def test_B11_Better_invoke_retries_wait_what_retry_after_asks(
     sleeps = Sleeps()
     with AgentCoreEmulator([ace.text_turn("ok")], faults=[fault]) as emu:
         got = await run(
-            provider(emu, made, sleep=sleeps), handler=Tools(), prompt="x", runtime_session_id=SID
+            provider(
+                emu,
+                made,
+                _seams=Seams(sleep=sleeps),
+            ),
+            handler=Tools(),
+            prompt="x",
+            runtime_session_id=SID,
         )
         assert got.unwrap().text == "ok" and len(invokes(emu)) == 3
     assert sleeps.delays == [0.3, 0.3]
@@ -60,10 +68,14 @@ async def test_B11_Better_invoke_retries_wait_what_retry_after_asks(
 async def test_B11_without_retry_after_the_backoff_is_the_providers(made: list[BedrockAgentCore]) -> None:
     sleeps = Sleeps()
     with AgentCoreEmulator([ace.text_turn("ok")], faults=[ace.throttle_once(times=2)]) as emu:
-        p = provider(emu, made, sleep=sleeps, rand=lambda: 1.0)
+        p = provider(
+            emu,
+            made,
+            _seams=Seams(sleep=sleeps, rand=lambda: 1.0),
+        )
         got = await run(p, handler=Tools(), prompt="x", runtime_session_id=SID)
         assert got.unwrap().text == "ok"
-    assert sleeps.delays == [0.01, 0.02]  # backoff_base_s=0.01, cap 0.02, full jitter drawn
+    assert sleeps.delays == [0.01, 0.02]  # backoff_base=0.01, cap 0.02, full jitter drawn
 
 
 async def test_B11_an_http_date_retry_after_is_read_against_the_clock(made: list[BedrockAgentCore]) -> None:
@@ -71,7 +83,14 @@ async def test_B11_an_http_date_retry_after_is_read_against_the_clock(made: list
     when = email.utils.formatdate(time.time() + 5, usegmt=True)
     with AgentCoreEmulator([ace.text_turn("ok")], faults=[ace.throttle_once(retry_after=when)]) as emu:
         got = await run(
-            provider(emu, made, sleep=sleeps), handler=Tools(), prompt="x", runtime_session_id=SID
+            provider(
+                emu,
+                made,
+                _seams=Seams(sleep=sleeps),
+            ),
+            handler=Tools(),
+            prompt="x",
+            runtime_session_id=SID,
         )
         assert got.unwrap().text == "ok"
     [delay] = sleeps.delays
@@ -83,7 +102,14 @@ async def test_B12_retry_after_never_makes_a_4xx_retried(made: list[BedrockAgent
     fault = ace.error_once(400, "ValidationException", "bad", retry_after=1)
     with AgentCoreEmulator([ace.text_turn("ok")], faults=[fault]) as emu:
         got = await run(
-            provider(emu, made, sleep=sleeps), handler=Tools(), prompt="x", runtime_session_id=SID
+            provider(
+                emu,
+                made,
+                _seams=Seams(sleep=sleeps),
+            ),
+            handler=Tools(),
+            prompt="x",
+            runtime_session_id=SID,
         )
         assert isinstance(got.failure(), HttpError) and len(invokes(emu)) == 1
     assert sleeps.delays == []

@@ -62,8 +62,8 @@ def provider(emu: AgentCoreEmulator, made: list[BedrockAgentCore], **kw: Any) ->
         data_url=emu.base_url,
         control_url=emu.base_url,
         env=emu.credentials_env(),
-        backoff_base_s=0.01,
-        backoff_cap_s=0.02,
+        backoff_base=0.01,
+        backoff_cap=0.02,
         **kw,
     )
     made.append(p)
@@ -86,7 +86,7 @@ async def test_B3_B6_B7_B27_a_tool_loop_and_what_reaches_the_wire(made: list[Bed
     with AgentCoreEmulator(script) as emu:
         tools = Tools()
         got = await run(
-            provider(emu, made, tools=[LOOKUP], timeout_seconds=900, max_iterations=40, max_tokens=4096),
+            provider(emu, made, tools=[LOOKUP], invoke_timeout=900, max_iterations=40, max_tokens=4096),
             handler=tools,
             prompt="Which plan?",
             runtime_session_id=SID,
@@ -321,7 +321,7 @@ class TestFailures:
     async def test_B10_early_termination_after_the_retries(self, made: list[BedrockAgentCore]) -> None:
         with AgentCoreEmulator([ace.text_turn("x")], faults=[ace.drop_after(1, times=5)]) as emu:
             got = await run(
-                provider(emu, made, invoke_retries=1), handler=Tools(), prompt="x", runtime_session_id=SID
+                provider(emu, made, max_retries=1), handler=Tools(), prompt="x", runtime_session_id=SID
             )
             error = got.failure()
             assert isinstance(error, ProviderError) and error.error_type == "early_termination"
@@ -332,7 +332,7 @@ class TestFailures:
     ) -> None:
         fault = ace.stall(5.0, after=1, times=5)
         with AgentCoreEmulator([ace.text_turn("x")], faults=[fault]) as emu:
-            p = provider(emu, made, idle_timeout_s=0.2, invoke_retries=0)
+            p = provider(emu, made, idle_timeout=0.2, max_retries=0)
             got = await run(p, handler=Tools(), prompt="x", runtime_session_id=SID)
             assert got.failure().kind == "transport_error"
 
@@ -341,7 +341,7 @@ class TestFailures:
         turn += [ace.message_stop("end_turn"), ace.metadata()]
         with AgentCoreEmulator([turn]) as emu:
             got = await run(
-                provider(emu, made, idle_timeout_s=0.3), handler=Tools(), prompt="x", runtime_session_id=SID
+                provider(emu, made, idle_timeout=0.3), handler=Tools(), prompt="x", runtime_session_id=SID
             )
             assert got.unwrap().text == "abcd"
 

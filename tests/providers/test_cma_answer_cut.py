@@ -23,6 +23,7 @@ import pytest
 from rma.errors import TransportError
 from rma_shell import run
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.seams import Seams
 from rma_shell.testing import CMAEmulator, close_idle_connection, text_turn, tool_turn
 from rma_shell.testing.cma_emulator import CMAFault, cut_response_head
 from tests.providers.test_cma_session import KEY, setup
@@ -65,7 +66,7 @@ async def warm(client: httpx.AsyncClient, base_url: str) -> None:
 async def a_run(emu: CMAEmulator, handler: Any, made: list[ClaudeManagedAgents], **kw: Any) -> Any:
     if "http_client" in kw:
         await warm(kw["http_client"], emu.base_url)
-    provider = setup(emu, rand=lambda: 0.0, **kw)
+    provider = setup(emu, _seams=Seams(rand=lambda: 0.0), **kw)
     made.append(provider)
     with anyio.fail_after(30):
         return await run(provider, handler=handler, prompt="go", timeout=25)

@@ -116,7 +116,7 @@ async def test_S73_the_cleanup_has_a_total_deadline_that_a_trickling_server_cann
     # 4096 bytes at one per 50 ms: ~200 s to answer, never silent long enough for a read timeout.
     faults = [cma.budget_not_echoed(), cma.trickle(method="DELETE", interval=0.05)]
     with CMAEmulator([text_turn("x")], api_key=KEY, faults=faults) as emu:
-        provider = setup(emu, cleanup_timeout_s=0.5)
+        provider = setup(emu, cleanup_timeout=0.5)
         try:
             started = time.monotonic()
             outcome = await run(provider, handler=Tools(), prompt="go", budget=Budget(25), timeout=60)
@@ -132,4 +132,4 @@ async def test_S73_the_cleanup_has_a_total_deadline_that_a_trickling_server_cann
 def test_S73_the_cleanup_deadline_defaults_to_five_seconds() -> None:
     from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 
-    assert ClaudeManagedAgents(env={}).cleanup_timeout_s == 5.0
+    assert ClaudeManagedAgents(env={}).cleanup_timeout == 5.0

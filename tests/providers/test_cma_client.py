@@ -23,6 +23,7 @@ from returns.result import Failure, Result, Success
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, Secret
 from rma.errors import AuthenticationError, HttpError, MalformedResponse, SessionError, TransportError
 from rma_shell.providers.cma_client import CMAClient
+from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing.cma_emulator import CMAEmulator, status_once
 
@@ -102,6 +103,7 @@ def make(
     auth: ApiKeyAuth | BearerFileAuth | None = None,
     sleep: Sleeps | None = None,
     clock: Callable[[], float] = lambda: NOW,
+    read_file: Callable[[str], str] | None = None,
     http: httpx.AsyncClient | None = None,
     **kw: Any,
 ) -> CMAClient:
@@ -109,9 +111,7 @@ def make(
     return CMAClient(
         settings,
         http_client=http or httpx.AsyncClient(transport=httpx.MockTransport(server)),
-        sleep=sleep or Sleeps(),
-        rand=lambda: 1.0,
-        clock=clock,
+        _seams=Seams(sleep=sleep or Sleeps(), rand=lambda: 1.0, clock=clock, read_file=read_file),
         **kw,
     )
 
@@ -144,7 +144,7 @@ async def loopback() -> AsyncIterator[Callable[..., CMAClient]]:
     def build(base_url: str, *, auth: ApiKeyAuth | BearerFileAuth | None = None, **kw: Any) -> CMAClient:
         http = httpx.AsyncClient(verify=False)
         opened.append(http)
-        kw.setdefault("sleep", Sleeps())
+        kw.setdefault("_seams", Seams(sleep=Sleeps()))
         return CMAClient(
             AnthropicSettings(auth=auth or ApiKeyAuth(Secret(KEY)), base_url=base_url), http_client=http, **kw
         )
@@ -397,7 +397,13 @@ async def test_C35_retry_after_ms_and_retry_after_are_honoured(headers: dict[str
     for status in (429, 529, 503):
         sleeps = Sleeps()
         server = Server(fail(status, headers), ok({"id": "sesn_1"}))
-        assert isinstance(await make(server, sleep=sleeps).get_session("sesn_1"), Success)
+        assert isinstance(
+            await make(
+                server,
+                sleep=sleeps,
+            ).get_session("sesn_1"),
+            Success,
+        )
         assert sleeps.delays == [pytest.approx(delay)] and len(server.requests) == 2
 
 
@@ -412,9 +418,7 @@ async def test_C35_backoff_without_a_hint_doubles_from_half_a_second_and_caps_at
         settings,
         http_client=httpx.AsyncClient(transport=httpx.MockTransport(server)),
         max_retries=6,
-        sleep=sleeps,
-        rand=lambda: jitter,
-        clock=lambda: NOW,
+        _seams=Seams(sleep=sleeps, rand=lambda: jitter, clock=lambda: NOW),
     )
     err = (await client.get_session("sesn_1")).failure()
     assert isinstance(err, HttpError) and err.status == 503 and err.body == ENVELOPE
@@ -435,7 +439,14 @@ async def test_C35_x_should_retry_false_stops_retries(status: int) -> None:
     for call in calls:
         sleeps = Sleeps()
         server = Server(fail(status, {"x-should-retry": "false", "retry-after": "1"}), ok({}))
-        err = (await call(make(server, sleep=sleeps))).failure()
+        err = (
+            await call(
+                make(
+                    server,
+                    sleep=sleeps,
+                )
+            )
+        ).failure()
         assert isinstance(err, HttpError) and err.status == status
         assert len(server.requests) == 1 and sleeps.delays == []
 
@@ -497,7 +508,12 @@ async def test_C35_a_non_idempotent_post_is_not_retried_when_it_may_have_landed(
 ) -> None:
     sleeps = Sleeps()
     server = Server(MAY_HAVE_LANDED[failure], ok(SUCCESS_BODY))
-    result = await NON_IDEMPOTENT[call](make(server, sleep=sleeps))
+    result = await NON_IDEMPOTENT[call](
+        make(
+            server,
+            sleep=sleeps,
+        )
+    )
     err = result.failure()
     assert isinstance(err, HttpError | TransportError)
     assert len(server.requests) == 1 and sleeps.delays == []
@@ -544,7 +560,10 @@ async def test_C35_against_the_emulator_a_529_on_create_is_retried_and_a_500_on_
 ) -> None:
     sleeps = Sleeps()
     with CMAEmulator(api_key=KEY) as emu:
-        client = loopback(emu.base_url, sleep=sleeps)
+        client = loopback(
+            emu.base_url,
+            _seams=Seams(sleep=sleeps),
+        )
         emu.inject(status_once(529, retry_after_ms=250, method="POST", path="^/v1/sessions$"))
         sid = await provision(client)
         emu.inject(status_once(500, method="POST", path="/events$"))
@@ -598,7 +617,14 @@ async def test_C46_Better_a_transient_stream_connect_is_retried_like_an_idempote
     # Issue #12: the reference never retries the stream's GET; a 429 ended the run.
     sleeps = Sleeps()
     server = Server(step, ok({}))
-    assert (await open_stream(make(server, sleep=sleeps))).unwrap() == b"{}"
+    assert (
+        await open_stream(
+            make(
+                server,
+                sleep=sleeps,
+            )
+        )
+    ).unwrap() == b"{}"
     assert len(server.requests) == 2 and sleeps.delays == [delay]
 
 

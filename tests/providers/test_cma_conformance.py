@@ -41,6 +41,7 @@ from rma.config import (
 )
 from rma.vocabulary import JSON
 from rma_shell.providers.cma_client import CMAClient
+from rma_shell.seams import Seams
 from rma_shell.testing import cma_emulator as emu_mod
 from rma_shell.testing.cma_emulator import (
     CMAEmulator,
@@ -576,7 +577,9 @@ async def test_K19_bearer_token_file_sends_what_the_sdk_sends_for_an_auth_token(
     content = json.dumps({"access_token": TOKEN, "expires_at": 4_000_000_000})
     [sdk] = sdk_requests(lambda s: s.beta.sessions.retrieve("sesn_1"), api_key=None, auth_token=TOKEN)
     [ours] = await our_requests(
-        lambda c: c.get_session("sesn_1"), settings=bearer, read_file=lambda path: content, clock=lambda: 0.0
+        lambda c: c.get_session("sesn_1"),
+        settings=bearer,
+        _seams=Seams(read_file=lambda path: content, clock=lambda: 0.0),
     )
     assert_same_wire(sdk, ours, {})
     assert ours.headers["authorization"] == f"Bearer {TOKEN}" and "x-api-key" not in ours.headers

@@ -18,6 +18,7 @@ from returns.result import Failure, Success
 from rma.config import AnthropicSettings, ApiKeyAuth, Secret
 from rma.errors import TransportError
 from rma_shell.providers.cma_client import CMAClient
+from rma_shell.seams import Seams
 from rma_shell.testing.cma_emulator import CMAEmulator, text_turn
 from tests.test_lean_http import Peer, RawServer, answer
 
@@ -43,9 +44,9 @@ def serve() -> Iterator[Callable[..., RawServer]]:
 
 def client_for(server: RawServer, **kw: Any) -> CMAClient:
     settings = AnthropicSettings(
-        auth=ApiKeyAuth(Secret(KEY)), base_url=f"http://127.0.0.1:{server.port}", receive_timeout_ms=200
+        auth=ApiKeyAuth(Secret(KEY)), base_url=f"http://127.0.0.1:{server.port}", read_timeout=0.2
     )
-    return CMAClient(settings, sleep=no_sleep, **kw)
+    return CMAClient(settings, _seams=Seams(sleep=no_sleep), **kw)
 
 
 def stall(peer: Peer, index: int) -> None:

@@ -13,6 +13,7 @@ from rma.errors import AuthenticationError, BudgetNotConfirmed, InvalidOpts, Pro
 from rma.vocabulary import Budget, Outcome, Terminal
 from rma_shell import open_session, run
 from rma_shell.providers.claude_managed_agents import OUTPUTS_DIR, ClaudeManagedAgents, output_path
+from rma_shell.seams import Seams
 from rma_shell.testing import (
     CMAEmulator,
     cma,
@@ -155,7 +156,10 @@ async def test_C_429_once_on_create_is_retried_and_529_on_events_too(provider_cl
         status_once(529, method="POST", path=r"/events$"),
     ]
     with CMAEmulator([text_turn("ok")], api_key=KEY, faults=faults) as emu:
-        provider = setup(emu, rand=lambda: 0.0)
+        provider = setup(
+            emu,
+            _seams=Seams(rand=lambda: 0.0),
+        )
         provider_closer.append(provider)
         r = (await run(provider, handler=Tools(), prompt="go", timeout=30)).unwrap()
     assert r.text == "ok"

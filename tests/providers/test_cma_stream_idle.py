@@ -22,7 +22,7 @@ async def _stream_until_silent(
         api_key=KEY,
         base_url=emu.base_url,
         env={},
-        stream_idle_timeout_s=idle_s,
+        stream_idle_timeout=idle_s,
         **cma_agent_and_environment(emu, KEY),
     )
     try:

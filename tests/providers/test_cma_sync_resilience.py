@@ -14,6 +14,7 @@ import pytest
 
 from rma_shell import run
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing import (
     CMAEmulator,
@@ -43,7 +44,10 @@ def script() -> list[Any]:
 
 
 async def a_run(emu: CMAEmulator, providers: list[ClaudeManagedAgents], **kw: Any) -> Any:
-    provider = setup(emu, rand=lambda: 0.0)
+    provider = setup(
+        emu,
+        _seams=Seams(rand=lambda: 0.0),
+    )
     providers.append(provider)
     tools = Tools()
     with anyio.fail_after(30):
@@ -135,7 +139,7 @@ async def test_M4_stream_lifecycle_telemetry_carries_the_callers_metadata(
     telemetry.attach("t", "rma.stream.*", lambda n, m, md: seen.append((n, dict(md))))
     with CMAEmulator(script(), api_key=KEY, faults=[drop_stream_after(2)]) as emu:
         outcome, _ = await a_run(
-            emu, providers, telemetry=telemetry, telemetry_metadata={"team": "x", "session_id": "spoof"}
+            emu, providers, telemetry=telemetry, metadata={"team": "x", "session_id": "spoof"}
         )
     r = outcome.unwrap()
     lifecycle = [(n, md) for n, md in seen if n != "rma.stream.event"]

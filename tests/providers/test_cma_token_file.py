@@ -24,6 +24,7 @@ from rma_shell import run
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.cma_client import CMAClient
 from rma_shell.providers.token_file import MAX_TOKEN_FILE_BYTES
+from rma_shell.seams import Seams
 from rma_shell.testing.cma_emulator import CMAEmulator
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, devices and modes are POSIX")
@@ -194,7 +195,11 @@ async def test_a_read_that_blocks_is_abandoned_when_the_deadline_passes() -> Non
         return token_text()
 
     seen: list[httpx.Request] = []
-    client = client_for("/mnt/nfs/token.json", seen, read_file=stuck)
+    client = client_for(
+        "/mnt/nfs/token.json",
+        seen,
+        _seams=Seams(read_file=stuck),
+    )
     started = time.monotonic()
     try:
         with anyio.move_on_after(0.3) as scope:

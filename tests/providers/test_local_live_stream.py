@@ -22,6 +22,7 @@ from rma.live import (
 from rma.vocabulary import TEXT_DELTA_TYPE, Terminal
 from rma_shell import run
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator, cut_off, drop_mid_stream, hold, pace
 
 WEATHER = {"name": "get_weather", "description": "Weather", "input_schema": {"type": "object"}}
@@ -39,8 +40,7 @@ def local(emu: OpenAIEmulator, **kw: Any) -> Local:
         model="m",
         tools=[WEATHER],
         stream=True,
-        sleep=_no_sleep,
-        rand=lambda: 0.0,
+        _seams=Seams(sleep=_no_sleep, rand=lambda: 0.0),
         **kw,
     )
 

@@ -18,6 +18,7 @@ from rma.replay import replay_lines
 from rma.vocabulary import Terminal
 from rma_shell import run
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing import OpenAIEmulator, delay
 
@@ -38,7 +39,8 @@ class Weather:
 def local(emu: OpenAIEmulator, **kw: Any) -> Local:
     kw.setdefault("model", "m")
     kw.setdefault("api_key", KEY)
-    return Local(base_url=emu.base_url, tools=[WEATHER], system_prompt="be brief", rand=lambda: 0.0, **kw)
+    kw.setdefault("_seams", Seams(rand=lambda: 0.0))
+    return Local(base_url=emu.base_url, tools=[WEATHER], system_prompt="be brief", **kw)
 
 
 async def test_L29_L27_a_full_run_through_local_over_http() -> None:
@@ -104,7 +106,15 @@ async def test_request_telemetry_spans_every_http_attempt_without_the_key() -> N
         async def no_sleep(_: float) -> None:
             await anyio.lowlevel.checkpoint()
 
-        await run(local(emu, telemetry=t, sleep=no_sleep), handler=Weather(), prompt="x")
+        await run(
+            local(
+                emu,
+                telemetry=t,
+                _seams=Seams(sleep=no_sleep, rand=lambda: 0.0),
+            ),
+            handler=Weather(),
+            prompt="x",
+        )
     names = [n for n, _ in events]
     assert names == ["rma.request.start", "rma.request.stop", "rma.request.start", "rma.request.stop"]
     assert [md.get("status") for n, md in events if n.endswith("stop")] == [500, 200]

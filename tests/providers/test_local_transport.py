@@ -6,6 +6,7 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -26,6 +27,7 @@ from rma.errors import (
 from rma.vocabulary import JSON, Terminal, ToolResult
 from rma_shell.providers.base import OpenRequest, PollOutcome
 from rma_shell.providers.local import Local, LocalConn
+from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator, delay, drop_mid_stream, malformed_chunk, status
 
 KEY = "sk-secret-abc123"
@@ -45,15 +47,23 @@ class Sleeps:
         await anyio.lowlevel.checkpoint()
 
 
-def make(base_url: str, sleeps: Sleeps | None = None, **kwargs: Any) -> Local:
+def make(
+    base_url: str,
+    sleeps: Sleeps | None = None,
+    session_id_factory: Callable[[], str] | None = None,
+    **kwargs: Any,
+) -> Local:
     kwargs.setdefault("model", "m")
     kwargs.setdefault("api_key", KEY)
     kwargs.setdefault("tools", [WEATHER, SUBMIT])
     return Local(
         base_url=base_url,
-        sleep=sleeps or Sleeps(),
-        rand=lambda: 0.5,
-        clock=lambda: 1_700_000_000.0,
+        _seams=Seams(
+            sleep=sleeps or Sleeps(),
+            rand=lambda: 0.5,
+            clock=lambda: 1_700_000_000.0,
+            session_id_factory=session_id_factory,
+        ),
         **kwargs,
     )
 
@@ -306,7 +316,7 @@ async def test_L34_model_config_supplies_model_url_key_and_params() -> None:
                 "api_key": "sk-cfg",
                 "temperature": 0.1,
             },
-            sleep=Sleeps(),
+            _seams=Seams(sleep=Sleeps()),
         )
         outcome = await kickoff(local, await opened(local))
     assert isinstance(outcome.result, Success)
@@ -358,7 +368,9 @@ async def test_L7_max_turns_from_request_drives_final_turn_directive() -> None:
 async def test_L11_open_without_model_or_chat_is_an_actionable_error() -> None:
     # httpx is a core dependency, so the reference's "optional client missing" becomes
     # "nothing to call": the error names both ways out.
-    no_model = await Local(sleep=Sleeps()).open(OpenRequest())
+    no_model = await Local(
+        _seams=Seams(sleep=Sleeps()),
+    ).open(OpenRequest())
     assert isinstance(no_model, Failure)
     err = no_model.failure()
     assert isinstance(err, InvalidOpts)
@@ -432,7 +444,12 @@ async def test_chat_callable_replaces_http() -> None:
         await anyio.lowlevel.checkpoint()
         return reply("from chat")
 
-    local = Local(chat=chat, system_prompt="S", tools=[WEATHER], sleep=Sleeps())
+    local = Local(
+        chat=chat,
+        system_prompt="S",
+        tools=[WEATHER],
+        _seams=Seams(sleep=Sleeps()),
+    )
     conn = await opened(local)
     assert conn.client is None
     outcome = await kickoff(local, conn)
@@ -455,16 +472,25 @@ async def test_chat_callable_sync_and_retried_failure_values() -> None:
     def chat(body: dict[str, JSON]) -> Any:
         return answers.pop(0)
 
-    local = Local(chat=chat, sleep=sleeps, rand=lambda: 0.0)
+    local = Local(
+        chat=chat,
+        _seams=Seams(sleep=sleeps, rand=lambda: 0.0),
+    )
     outcome = await kickoff(local, await opened(local))
     assert local.codec.normalize(outcome.result.unwrap()).text == "second"
     assert sleeps.delays == [0.5]
 
 
 async def test_chat_callable_bad_shapes() -> None:
-    local = Local(chat=lambda body: ["not", "a", "dict"], sleep=Sleeps())
+    local = Local(
+        chat=lambda body: ["not", "a", "dict"],
+        _seams=Seams(sleep=Sleeps()),
+    )
     assert isinstance(failure_of(await kickoff(local, await opened(local))), MalformedResponse)
-    local = Local(chat=lambda body: {"choices": []}, sleep=Sleeps())
+    local = Local(
+        chat=lambda body: {"choices": []},
+        _seams=Seams(sleep=Sleeps()),
+    )
     assert isinstance(failure_of(await kickoff(local, await opened(local))), MalformedResponse)
 
 
@@ -472,7 +498,10 @@ async def test_L10_chat_exceptions_propagate() -> None:
     def chat(body: dict[str, JSON]) -> Any:
         raise RuntimeError("gateway exploded")
 
-    local = Local(chat=chat, sleep=Sleeps())
+    local = Local(
+        chat=chat,
+        _seams=Seams(sleep=Sleeps()),
+    )
     with pytest.raises(RuntimeError, match="gateway exploded"):
         await kickoff(local, await opened(local))
 

@@ -18,6 +18,7 @@ from rma.vocabulary import TEXT_DELTA_TYPE, Terminal
 from rma_shell import run
 from rma_shell.providers.base import OpenRequest
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator, cut_off, malformed_chunk
 
 SCHEMA = {
@@ -46,7 +47,7 @@ async def no_sleep(_: float) -> None:
 def local(emu: OpenAIEmulator, **kw: Any) -> Local:
     kw.setdefault("model", "m")
     kw.setdefault("tools", [{"name": "get_weather", "description": "Weather", "input_schema": SCHEMA}])
-    return Local(base_url=emu.base_url, sleep=no_sleep, rand=lambda: 0.0, **kw)
+    return Local(base_url=emu.base_url, _seams=Seams(sleep=no_sleep, rand=lambda: 0.0), **kw)
 
 
 # --- item 9: tool declarations reach the wire as declared --------------------------------

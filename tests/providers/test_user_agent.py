@@ -23,6 +23,7 @@ from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.provisioning import provision
+from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore_emulator as ace
@@ -63,7 +64,12 @@ async def test_local_sends_rmas_user_agent(transport: str) -> None:
     for stream in (False, True):
         with OpenAIEmulator(turns, api_key=KEY) as emu:
             provider = Local(
-                base_url=emu.base_url, model="m", api_key=KEY, tools=TOOLS, stream=stream, rand=lambda: 0.0
+                base_url=emu.base_url,
+                model="m",
+                api_key=KEY,
+                tools=TOOLS,
+                stream=stream,
+                _seams=Seams(rand=lambda: 0.0),
             )
             try:
                 assert (await run(provider, handler=look, prompt="go")).unwrap().text == "ok"
@@ -126,7 +132,13 @@ async def test_a_callers_http_client_keeps_its_own_user_agent_on_every_host() ->
     turns: list[Any] = [{"content": "ok"}]
     async with httpx.AsyncClient(headers={"User-Agent": MINE}) as mine:
         with OpenAIEmulator(turns, api_key=KEY) as emu:
-            local = Local(base_url=emu.base_url, model="m", api_key=KEY, http_client=mine, rand=lambda: 0.0)
+            local = Local(
+                base_url=emu.base_url,
+                model="m",
+                api_key=KEY,
+                http_client=mine,
+                _seams=Seams(rand=lambda: 0.0),
+            )
             assert (await run(local, handler=look, prompt="go")).unwrap().text == "ok"
             assert agents(emu.requests) == {MINE}
         with CMAEmulator([cma.text_turn("ok")], api_key=KEY) as emu:

@@ -40,6 +40,7 @@ from rma_shell.provisioning.agentcore import (
     tag_harness,
     teardown_harness,
 )
+from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing import agentcore_emulator as ace
@@ -86,7 +87,7 @@ class World:
         kw.setdefault("environment", STORAGE)
         environment = kw.pop("environment")
         return await provision_harness(
-            self.client, AGENT, environment, sleep=self.sleep, telemetry=self.telemetry, **kw
+            self.client, AGENT, environment, _seams=Seams(sleep=self.sleep), telemetry=self.telemetry, **kw
         )
 
     def calls(self, operation: str, **kw: Any) -> int:
@@ -334,12 +335,22 @@ async def test_V10_ensure_harness_creates_once_then_reuses(
     store = MemoryStore()
     first = (
         await ensure_harness(
-            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+            world.client,
+            AGENT,
+            STORAGE,
+            store=store,
+            execution_role_arn=ROLE,
+            _seams=Seams(sleep=world.sleep),
         )
     ).unwrap()
     again = (
         await ensure_harness(
-            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+            world.client,
+            AGENT,
+            STORAGE,
+            store=store,
+            execution_role_arn=ROLE,
+            _seams=Seams(sleep=world.sleep),
         )
     ).unwrap()
     assert first.created and not again.created and again.harness_id == first.harness_id
@@ -347,7 +358,12 @@ async def test_V10_ensure_harness_creates_once_then_reuses(
     other = AgentSpec.create("support", system_prompt="Different prompt.").unwrap()
     changed = (
         await ensure_harness(
-            world.client, other, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+            world.client,
+            other,
+            STORAGE,
+            store=store,
+            execution_role_arn=ROLE,
+            _seams=Seams(sleep=world.sleep),
         )
     ).unwrap()
     assert changed.harness_id != first.harness_id and world.calls("CreateHarness") == 2
@@ -357,7 +373,12 @@ async def test_V11_a_failed_provision_is_not_cached(mock_clock: trio.testing.Moc
     store = MemoryStore()
     world.emu.control.script_harness(NAME, create="CREATE_FAILED")
     got = await ensure_harness(
-        world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        world.client,
+        AGENT,
+        STORAGE,
+        store=store,
+        execution_role_arn=ROLE,
+        _seams=Seams(sleep=world.sleep),
     )
     assert error_of(got).tag == "harness_failed"
     assert store.records(harness_key(AGENT)) == []
@@ -367,7 +388,12 @@ async def test_V15_release_deletes_and_evicts(mock_clock: trio.testing.MockClock
     store = MemoryStore()
     handle = (
         await ensure_harness(
-            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+            world.client,
+            AGENT,
+            STORAGE,
+            store=store,
+            execution_role_arn=ROLE,
+            _seams=Seams(sleep=world.sleep),
         )
     ).unwrap()
     assert await release_harness(world.client, handle, store=store) == Success(None)
@@ -380,7 +406,12 @@ async def test_V32_V34_tags_resolve_to_the_tagged_harness_and_never_fall_back(
     store = MemoryStore()
     handle = (
         await ensure_harness(
-            world.client, AGENT, STORAGE, store=store, execution_role_arn=ROLE, sleep=world.sleep
+            world.client,
+            AGENT,
+            STORAGE,
+            store=store,
+            execution_role_arn=ROLE,
+            _seams=Seams(sleep=world.sleep),
         )
     ).unwrap()
     assert tag_harness(store, AGENT, "stable", handle.digest) == Success(None)
@@ -398,7 +429,12 @@ async def test_V35_V38_prune_keeps_the_newest_and_the_tagged(
         made.append(
             (
                 await ensure_harness(
-                    world.client, spec, None, store=store, execution_role_arn=ROLE, sleep=world.sleep
+                    world.client,
+                    spec,
+                    None,
+                    store=store,
+                    execution_role_arn=ROLE,
+                    _seams=Seams(sleep=world.sleep),
                 )
             ).unwrap()
         )
@@ -429,7 +465,7 @@ class FlakyListing(AgentCoreClient):
 
                 return Failure(TransportError(detail="listing broke", error_type="closed"))
         if kw.get("operation") == "DeleteHarness":
-            self.delete_timeouts.append(kw.get("receive_timeout_s"))
+            self.delete_timeouts.append(kw.get("read_timeout"))
         return await super().request_json(method, path, **kw)
 
 
@@ -451,7 +487,13 @@ async def test_B55_a_failed_recovery_listing_is_returned(
     world.emu.control.add_harness(NAME)
     client = flaky(world, 1)
     try:
-        got = await provision_harness(client, AGENT, STORAGE, execution_role_arn=ROLE, sleep=world.sleep)
+        got = await provision_harness(
+            client,
+            AGENT,
+            STORAGE,
+            execution_role_arn=ROLE,
+            _seams=Seams(sleep=world.sleep),
+        )
     finally:
         await client.aclose()
     assert isinstance(got, Failure) and got.failure().kind == "transport_error"
@@ -466,7 +508,13 @@ async def test_B69_a_failed_listing_during_the_delete_wait_proceeds_unconfirmed(
     client = flaky(world, 2)  # the recovery listing works, the delete-wait's fails
     try:
         with caplog.at_level(logging.WARNING, logger="rma.provisioning.agentcore"):
-            got = await provision_harness(client, AGENT, STORAGE, execution_role_arn=ROLE, sleep=world.sleep)
+            got = await provision_harness(
+                client,
+                AGENT,
+                STORAGE,
+                execution_role_arn=ROLE,
+                _seams=Seams(sleep=world.sleep),
+            )
     finally:
         await client.aclose()
     assert any("proceeding unconfirmed" in r.getMessage() for r in caplog.records)
@@ -482,7 +530,7 @@ async def test_B74_rollback_has_its_own_small_budget(
     client = flaky(world, 0)
     try:
         got = await provision_harness(
-            client, AGENT, STORAGE, execution_role_arn=ROLE, sleep=world.sleep, timeout=1
+            client, AGENT, STORAGE, execution_role_arn=ROLE, _seams=Seams(sleep=world.sleep), timeout=1
         )
     finally:
         await client.aclose()
@@ -521,10 +569,20 @@ async def test_V30_a_harness_in_an_environment_with_runtimes_carries_the_bootstr
     ).unwrap()
     store = MemoryStore()
     made = await ensure_harness(
-        world.client, AGENT, env, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        world.client,
+        AGENT,
+        env,
+        store=store,
+        execution_role_arn=ROLE,
+        _seams=Seams(sleep=world.sleep),
     )
     again = await ensure_harness(
-        world.client, AGENT, env, store=store, execution_role_arn=ROLE, sleep=world.sleep
+        world.client,
+        AGENT,
+        env,
+        store=store,
+        execution_role_arn=ROLE,
+        _seams=Seams(sleep=world.sleep),
     )
     for handle in (made.unwrap(), again.unwrap()):
         assert handle.bootstrap is not None and "mise use --global python@3.12.4" in handle.bootstrap.script

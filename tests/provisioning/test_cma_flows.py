@@ -51,6 +51,7 @@ from rma_shell.provisioning.claude_managed_agents import (
     tag,
     teardown,
 )
+from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore, SqliteStore, StoreError, StoreKey
 from rma_shell.testing.cma_emulator import CMAEmulator, status_once, text_turn
 
@@ -115,7 +116,14 @@ async def emulated(
         http = httpx.AsyncClient(transport=transport) if transport else httpx.AsyncClient()
         settings = AnthropicSettings(auth=ApiKeyAuth(Secret(KEY)), base_url=emu.base_url)
         try:
-            yield emu, CMAClient(settings, http_client=http, sleep=_no_sleep)
+            yield (
+                emu,
+                CMAClient(
+                    settings,
+                    http_client=http,
+                    _seams=Seams(sleep=_no_sleep),
+                ),
+            )
         finally:
             await http.aclose()
 
@@ -259,7 +267,11 @@ async def test_V22_a_2xx_create_without_an_id_is_a_typed_error() -> None:
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
     settings = AnthropicSettings(auth=ApiKeyAuth(Secret(KEY)), base_url="http://127.0.0.1:9")
-    client = CMAClient(settings, http_client=http, sleep=_no_sleep)
+    client = CMAClient(
+        settings,
+        http_client=http,
+        _seams=Seams(sleep=_no_sleep),
+    )
     result = await ensure_agent(client, agent_spec(), store=MemoryStore())
     await http.aclose()
     assert isinstance(result, Failure) and isinstance(result.failure(), UnexpectedCreateResponse)

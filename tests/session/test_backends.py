@@ -18,6 +18,7 @@ from returns.result import Failure, Success
 from rma.errors import Timeout
 from rma_shell import open_session, run
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator, delay
 
 KEY = "sk-test-backends"
@@ -26,7 +27,9 @@ CALL = {"tool_calls": [{"id": "call_w", "name": "get_weather", "arguments": {"ci
 
 
 def local(emu: OpenAIEmulator, **kw: Any) -> Local:
-    return Local(base_url=emu.base_url, model="m", api_key=KEY, tools=[WEATHER], rand=lambda: 0.0, **kw)
+    return Local(
+        base_url=emu.base_url, model="m", api_key=KEY, tools=[WEATHER], _seams=Seams(rand=lambda: 0.0), **kw
+    )
 
 
 class Weather:

@@ -205,8 +205,8 @@ async def test_an_agentcore_turn_cut_short_is_discarded_before_it_is_re_invoked(
             data_url=emu.base_url,
             control_url=emu.base_url,
             env=emu.credentials_env(),
-            backoff_base_s=0.01,
-            backoff_cap_s=0.02,
+            backoff_base=0.01,
+            backoff_cap=0.02,
         )
         tools = Tools()
         try:

@@ -24,6 +24,7 @@ from rma.vocabulary import SessionResult, Terminal
 from rma_shell import open_session, run
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import (
     CMAEmulator,
     OpenAIEmulator,
@@ -69,7 +70,7 @@ def local(emu: OpenAIEmulator, **kw: Any) -> Local:
         api_key=LOCAL_KEY,
         tools=[WEATHER],
         system_prompt="be brief",
-        rand=lambda: 0.0,
+        _seams=Seams(rand=lambda: 0.0),
         **kw,
     )
 
@@ -137,7 +138,7 @@ async def test_Local_an_http_error_on_turn_two_keeps_turn_ones_usage_and_transcr
 
 async def test_Local_a_transport_error_on_turn_two_keeps_turn_one() -> None:
     with OpenAIEmulator([CALL, {"content": "late"}], faults={1: delay(3)}) as emu:
-        outcome = await run(local(emu, timeout_s=0.3), handler=weather, prompt="weather?")
+        outcome = await run(local(emu, timeout=0.3), handler=weather, prompt="weather?")
     result = partial_of(outcome, TransportError)
     assert result.turns == 1 and result.transcript is not None and len(result.transcript) == 3
 

@@ -95,8 +95,8 @@ def agentcore(emu: AgentCoreEmulator, made: list[Any]) -> BedrockAgentCore:
         data_url=emu.base_url,
         control_url=emu.base_url,
         env=emu.credentials_env(),
-        backoff_base_s=0.01,
-        backoff_cap_s=0.02,
+        backoff_base=0.01,
+        backoff_cap=0.02,
     )
     made.append(p)
     return p

@@ -483,7 +483,7 @@ async def test_T2_mutating_session_info_metadata_does_not_leak_into_the_session(
             info.metadata["leaked"] = True  # type: ignore[index]
         return "ok"
 
-    outcome, _ = await _one_call(handler, telemetry=tel, telemetry_metadata={"tenant": "acme"})
+    outcome, _ = await _one_call(handler, telemetry=tel, metadata={"tenant": "acme"})
     assert isinstance(outcome, Success), outcome
     assert seen and all("leaked" not in md for md in seen)
 
@@ -542,7 +542,7 @@ async def test_a_tool_calls_info_carries_its_id_idempotency_key_and_first_attemp
         return "ok"
 
     provider = ScriptedProvider([calls(tool("a", "t1"), tool("b", "t2")), end("fin")])
-    outcome = await run(provider, handler=handler, prompt="go", telemetry_metadata={"team": "x"})
+    outcome = await run(provider, handler=handler, prompt="go", metadata={"team": "x"})
     assert isinstance(outcome, Success)
     by_id = {i.tool_use_id: i for i in seen}
     assert set(by_id) == {"t1", "t2"}

@@ -53,7 +53,7 @@ def _worker(db: str, creates: str, w: int, start: Barrier, out: Any) -> None:
                 await anyio.sleep(0.05)  # a slow remote create widens the race window
                 return Success(Entry(remote_id=f"h-{digest[:8]}-w{w}", name=f"billing_{digest[:8]}"))
 
-            ensured = await ensure_record(store, KEY, digest, build, owner=f"worker-{w}", poll_s=0.01)
+            ensured = await ensure_record(store, KEY, digest, build, owner=f"worker-{w}", poll_interval=0.01)
             got[digest] = ensured.unwrap().record.remote_id
             store.set_tag(KEY, f"w{w}-{digest[:8]}", digest).unwrap()
             store.set_tag(KEY, "latest", digest).unwrap()
@@ -100,7 +100,7 @@ def test_processes_racing_ensure_and_tag_create_each_record_once_and_lose_no_tag
 
 def _claim_and_crash(db: str, lease_s: float, out: Any) -> None:
     store = SqliteStore(db)
-    acquired = store.claim(KEY, D[40], "doomed", lease_s=lease_s)
+    acquired = store.claim(KEY, D[40], "doomed", lease=lease_s)
     assert isinstance(acquired, Acquired)
     out.put(acquired.claim.expires_at)
     out.close()
@@ -131,7 +131,9 @@ async def test_a_creator_that_crashed_holding_a_claim_blocks_others_for_one_leas
         return Success(Entry(remote_id="h-adopted", name="billing_x"))
 
     with SqliteStore(db) as store:
-        ensured = (await ensure_record(store, KEY, D[40], build, owner="survivor", poll_s=0.02)).unwrap()
+        ensured = (
+            await ensure_record(store, KEY, D[40], build, owner="survivor", poll_interval=0.02)
+        ).unwrap()
     assert ensured.built is True
     assert builds == ["built"]
     assert ensured.record.created_at >= expires_at  # built only once the dead creator's lease ran out

@@ -26,7 +26,7 @@ KEY = StoreKey(provider="bedrock_agent_core", kind="harness", base="billing")
 
 def test_the_database_runs_in_wal_mode_with_a_busy_timeout_and_full_sync(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "rma.sqlite3"
-    with SqliteStore(path, busy_timeout_s=7) as store:
+    with SqliteStore(path, busy_timeout=7) as store:
         conn = store._conn
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 7000
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL

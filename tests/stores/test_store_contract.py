@@ -15,6 +15,7 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from rma.provisioning import InvalidRef, UnknownTag, UntrackedDigest
+from rma_shell.seams import Seams
 from rma_shell.stores import (
     Acquired,
     BaseStore,
@@ -51,15 +52,23 @@ Factory = Callable[[Callable[[], float]], BaseStore]
 
 
 def _memory(tmp: Path) -> Factory:
-    return lambda clock: MemoryStore(clock=clock)
+    return lambda clock: MemoryStore(
+        _seams=Seams(clock=clock),
+    )
 
 
 def _json(tmp: Path) -> Factory:
-    return lambda clock: JsonFileStore(tmp / "nested" / "dir" / "store.json", clock=clock)
+    return lambda clock: JsonFileStore(
+        tmp / "nested" / "dir" / "store.json",
+        _seams=Seams(clock=clock),
+    )
 
 
 def _sqlite(tmp: Path) -> Factory:
-    return lambda clock: SqliteStore(tmp / "nested" / "rma.sqlite3", clock=clock)
+    return lambda clock: SqliteStore(
+        tmp / "nested" / "rma.sqlite3",
+        _seams=Seams(clock=clock),
+    )
 
 
 @pytest.fixture
@@ -264,10 +273,10 @@ def test_V34_resolve_never_falls_back(store: BaseStore) -> None:
 
 
 def test_a_claim_is_acquired_once_and_others_see_it_held(store: BaseStore, clock: FakeClock) -> None:
-    first = store.claim(KEY, D[0], "host:1", lease_s=30)
+    first = store.claim(KEY, D[0], "host:1", lease=30)
     assert isinstance(first, Acquired)
     assert first.claim.expires_at == clock.now + 30
-    assert store.claim(KEY, D[0], "host:2", lease_s=30) == Held(owner="host:1", expires_at=clock.now + 30)
+    assert store.claim(KEY, D[0], "host:2", lease=30) == Held(owner="host:1", expires_at=clock.now + 30)
     assert isinstance(store.claim(KEY, D[1], "host:2"), Acquired)  # other digests are free
 
 
@@ -289,12 +298,12 @@ def test_a_released_claim_can_be_taken_by_the_next_creator(store: BaseStore) -> 
 def test_an_expired_lease_is_taken_over_and_the_old_holder_can_no_longer_touch_it(
     store: BaseStore, clock: FakeClock
 ) -> None:
-    crashed = store.claim(KEY, D[0], "host:1", lease_s=10)
+    crashed = store.claim(KEY, D[0], "host:1", lease=10)
     assert isinstance(crashed, Acquired)
     clock.advance(9.5)
-    assert isinstance(store.claim(KEY, D[0], "host:2", lease_s=10), Held)
+    assert isinstance(store.claim(KEY, D[0], "host:2", lease=10), Held)
     clock.advance(1)
-    taken = store.claim(KEY, D[0], "host:2", lease_s=10)
+    taken = store.claim(KEY, D[0], "host:2", lease=10)
     assert isinstance(taken, Acquired)
     assert store.renew(crashed.claim) is None
     assert store.release(crashed.claim) is False
@@ -306,10 +315,10 @@ def test_an_expired_lease_is_taken_over_and_the_old_holder_can_no_longer_touch_i
 
 
 def test_renew_extends_a_held_claim(store: BaseStore, clock: FakeClock) -> None:
-    acquired = store.claim(KEY, D[0], "host:1", lease_s=10)
+    acquired = store.claim(KEY, D[0], "host:1", lease=10)
     assert isinstance(acquired, Acquired)
     clock.advance(8)
-    renewed = store.renew(acquired.claim, lease_s=10)
+    renewed = store.renew(acquired.claim, lease=10)
     assert renewed is not None
     assert renewed.expires_at == clock.now + 10
     clock.advance(8)
@@ -318,10 +327,10 @@ def test_renew_extends_a_held_claim(store: BaseStore, clock: FakeClock) -> None:
 
 def test_claim_arguments_are_validated(store: BaseStore) -> None:
     with pytest.raises(ValueError):
-        store.claim(KEY, D[0], "", lease_s=10)
+        store.claim(KEY, D[0], "", lease=10)
     for lease in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError):
-            store.claim(KEY, D[0], "me", lease_s=lease)
+            store.claim(KEY, D[0], "me", lease=lease)
     acquired = store.claim(KEY, D[0], "me")
     assert isinstance(acquired, Acquired)
     with pytest.raises(ValueError, match="another key"):
@@ -374,7 +383,7 @@ async def test_concurrent_ensures_build_once(store: BaseStore) -> None:
         return Success(entry(len(builds)))
 
     async def one() -> None:
-        ensured = (await ensure_record(store, KEY, D[0], build, poll_s=0.01)).unwrap()
+        ensured = (await ensure_record(store, KEY, D[0], build, poll_interval=0.01)).unwrap()
         results.append(ensured.record.remote_id)
 
     async with anyio.create_task_group() as nursery:
@@ -414,7 +423,7 @@ async def test_a_raising_or_cancelled_build_releases_the_claim(store: BaseStore)
 
 
 async def test_a_waiter_takes_over_when_the_holder_crashed(store: BaseStore, clock: FakeClock) -> None:
-    assert isinstance(store.claim(KEY, D[0], "crashed", lease_s=5), Acquired)
+    assert isinstance(store.claim(KEY, D[0], "crashed", lease=5), Acquired)
 
     async def build() -> Result[Entry, str]:
         return Success(entry(3))
@@ -425,7 +434,7 @@ async def test_a_waiter_takes_over_when_the_holder_crashed(store: BaseStore, clo
 
     async with anyio.create_task_group() as nursery:
         nursery.start_soon(expire_soon)
-        ensured = (await ensure_record(store, KEY, D[0], build, poll_s=0.01)).unwrap()
+        ensured = (await ensure_record(store, KEY, D[0], build, poll_interval=0.01)).unwrap()
     assert ensured.built is True
     assert ensured.record.remote_id == "agent_003"
 
@@ -436,8 +445,8 @@ async def test_a_long_build_keeps_its_claim_alive_by_renewing_it(
     renewals: list[float] = []
     renew = store.renew
 
-    def counting(claim: Claim, lease_s: float = 60.0) -> Claim | None:
-        renewed = renew(claim, lease_s)
+    def counting(claim: Claim, lease: float = 60.0) -> Claim | None:
+        renewed = renew(claim, lease)
         renewals.append(clock.now)
         return renewed
 
@@ -465,6 +474,6 @@ async def test_a_long_build_keeps_its_claim_alive_by_renewing_it(
     async with anyio.create_task_group() as nursery:
         nursery.start_soon(competitor)
         # The lease is on the store's (fake) clock; renewals run on trio's: every 3 ms here.
-        ensured = await ensure_record(store, KEY, D[0], slow_build, lease_s=30, renew_every_s=0.003)
+        ensured = await ensure_record(store, KEY, D[0], slow_build, lease=30, renew_every=0.003)
     assert ensured.unwrap().built is True
     assert observed == ["Held", "Held", "Held"]  # 120 s on the store clock, on a 30 s lease

@@ -27,7 +27,7 @@ from tests.temporal import fleet
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST = Timeouts(heartbeat_s=1.0, retry_initial_s=0.1, retry_max_s=1.0)
+FAST = Timeouts(heartbeat=1.0, retry_initial=0.1, retry_max=1.0)
 """A killed worker's activity is noticed within a second and retried at once."""
 
 

@@ -44,7 +44,7 @@ from tests.temporal import fleet
 
 pytestmark = pytest.mark.timeout(120)
 
-FAST = Timeouts(heartbeat_s=2.0, retry_initial_s=0.1)
+FAST = Timeouts(heartbeat=2.0, retry_initial=0.1)
 
 
 class Tools:

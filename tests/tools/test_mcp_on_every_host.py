@@ -17,6 +17,7 @@ from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.provisioning import provision
+from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore_emulator as ace
@@ -79,7 +80,11 @@ async def run_local(
     with OpenAIEmulator([*turns, {"content": "done"}], api_key=KEY) as emu:
         async with tools:
             provider = Local(
-                base_url=emu.base_url, model="m", api_key=KEY, tools=tools.tools(), rand=lambda: 0.0
+                base_url=emu.base_url,
+                model="m",
+                api_key=KEY,
+                tools=tools.tools(),
+                _seams=Seams(rand=lambda: 0.0),
             )
             outcome = await run(provider, handler=tools, prompt="go", timeout=60)
         declared = {t["function"]["name"]: t["function"]["parameters"] for t in emu.requests[0].body["tools"]}

@@ -13,6 +13,7 @@ import pytest
 from rma_shell import run
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
@@ -51,7 +52,13 @@ async def test_local_refuses_arguments_that_break_the_declared_schema() -> None:
     ]
     with OpenAIEmulator(turns, api_key=KEY) as emu:
         adder = Adder()
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=[ADD], rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            tools=[ADD],
+            _seams=Seams(rand=lambda: 0.0),
+        )
         result = (await run(provider, handler=adder, prompt="2+3?")).unwrap()
         messages = emu.requests[-1].body["messages"]
     assert result.text == "5" and adder.calls == [{"a": 2, "b": 3}]
@@ -96,6 +103,12 @@ async def test_an_open_schema_lets_any_object_through(schema: dict[str, Any]) ->
 
     with OpenAIEmulator(turns, api_key=KEY) as emu:
         tools = [{"name": "echo", "description": "Echo", "input_schema": schema}]
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=tools, rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            tools=tools,
+            _seams=Seams(rand=lambda: 0.0),
+        )
         assert (await run(provider, handler=echo, prompt="go")).unwrap().text == "ok"
     assert seen == [{"x": [1]}]

@@ -13,6 +13,7 @@ from rma.errors import InvalidOpts
 from rma_shell import run
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.local import Local
+from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
@@ -58,7 +59,13 @@ async def test_local_a_slow_tool_is_cancelled_and_a_long_result_cut_and_the_run_
     ]
     with OpenAIEmulator([*turns, {"content": "done"}], api_key=KEY) as emu:
         tools = Tools()
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=TOOLS, rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            tools=TOOLS,
+            _seams=Seams(rand=lambda: 0.0),
+        )
         result = (
             await run(provider, handler=tools, prompt="go", tool_timeout=0.3, max_tool_result_chars=100)
         ).unwrap()
@@ -108,7 +115,7 @@ async def test_by_default_results_are_capped_at_100000_characters() -> None:
             model="m",
             api_key=KEY,
             tools=[{"name": "huge", "description": "", "input_schema": {"type": "object"}}],
-            rand=lambda: 0.0,
+            _seams=Seams(rand=lambda: 0.0),
         )
         assert (await run(provider, handler=huge, prompt="go")).unwrap().text == "ok"
         [sent] = local_tool_results(emu.requests[-1].body["messages"])
@@ -145,7 +152,13 @@ async def test_a_toolbox_result_past_both_default_caps_is_cut_once_counting_the_
 
     box = Toolbox(huge)
     with OpenAIEmulator(turns, api_key=KEY) as emu:
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=box.tools(), rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            tools=box.tools(),
+            _seams=Seams(rand=lambda: 0.0),
+        )
         assert (await run(provider, handler=box, prompt="go")).unwrap().text == "ok"
         [sent] = local_tool_results(emu.requests[-1].body["messages"])
     text, is_error = sent
@@ -168,7 +181,13 @@ async def test_the_smaller_of_the_toolbox_and_run_caps_applies_once(
 
     box = Toolbox(big, max_result_chars=box_cap)
     with OpenAIEmulator(turns, api_key=KEY) as emu:
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, tools=box.tools(), rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            tools=box.tools(),
+            _seams=Seams(rand=lambda: 0.0),
+        )
         outcome = await run(provider, handler=box, prompt="go", max_tool_result_chars=run_cap)
         assert outcome.unwrap().text == "ok"
         [sent] = local_tool_results(emu.requests[-1].body["messages"])

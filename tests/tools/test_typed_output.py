@@ -18,6 +18,7 @@ from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.provisioning import provision
+from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore_emulator as ace
@@ -57,7 +58,12 @@ async def on_local(answers: list[dict[str, Any]], **kw: Any) -> tuple[Any, list[
         for i, a in enumerate(answers)
     ]
     with OpenAIEmulator([*turns, {"content": "done"}], api_key=KEY) as emu:
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            _seams=Seams(rand=lambda: 0.0),
+        )
         outcome = await run(provider, handler=NoTools(), prompt="forecast?", output_type=Forecast, **kw)
         requests = list(emu.requests)
     return outcome, local_tool_results(requests[-1].body["messages"]), requests[0].body["tools"]
@@ -156,7 +162,12 @@ async def test_a_model_that_does_not_call_the_tool_is_reprompted() -> None:
         ],
         api_key=KEY,
     ) as emu:
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            _seams=Seams(rand=lambda: 0.0),
+        )
         result = (await run(provider, handler=NoTools(), prompt="forecast?", output_type=Forecast)).unwrap()
         reprompt = emu.requests[1].body["messages"][-1]
     assert result.output == Forecast(city="Oslo", temp_c=3.5)
@@ -169,7 +180,12 @@ async def test_a_type_that_is_not_an_object_is_wrapped_as_result() -> None:
         [{"tool_calls": [{"id": "c", "name": "final_result", "arguments": answer}]}, {"content": "ok"}],
         api_key=KEY,
     ) as emu:
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            _seams=Seams(rand=lambda: 0.0),
+        )
         result = (await run(provider, handler=NoTools(), prompt="words?", output_type=list[str])).unwrap()
         declared = emu.requests[0].body["tools"][0]["function"]
     assert result.output == ["sun", "rain"]
@@ -189,7 +205,12 @@ async def test_output_type_and_another_terminal_tool_are_refused_up_front() -> N
 
 async def test_a_model_that_never_gives_an_answer_fails_with_output_invalid_not_an_empty_success() -> None:
     with OpenAIEmulator([{"content": "cold"}, {"content": "still cold"}], api_key=KEY) as emu:
-        provider = Local(base_url=emu.base_url, model="m", api_key=KEY, rand=lambda: 0.0)
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            api_key=KEY,
+            _seams=Seams(rand=lambda: 0.0),
+        )
         outcome = await run(
             provider, handler=NoTools(), prompt="forecast?", output_type=Forecast, max_reprompts=1
         )
