@@ -21,10 +21,11 @@ host wire details (each provider owns those).
 
 from __future__ import annotations
 
+import functools
 import weakref
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import attrs
@@ -34,17 +35,11 @@ from rma.errors import InvalidOpts, SessionError
 from rma.journal import PendingApproval
 from rma.live import LiveUpdate
 from rma.session.option_checks import check_names
-from rma.session.options import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_MAX_REPROMPTS,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_STOP_GRACE_S,
-)
-from rma.vocabulary import JSON, Budget, SessionResult
+from rma.vocabulary import SessionResult
 from rma_shell.options import kept_aliases, owners_of, refuses_unknown_options, take_renamed
 from rma_shell.providers.base import Provider
-from rma_shell.session import DEFAULT_MAX_TOOL_RESULT_CHARS, LiveSession, on_next_driver, open_session, run
-from rma_shell.telemetry import Telemetry
+from rma_shell.run_options import AGENT_OPTIONS, HANDLER_OPTIONS, AgentOptions, spelled_out, split
+from rma_shell.session import LiveSession, on_next_driver, open_session, run
 
 RUN_OVERRIDES = frozenset(
     {"host", "context", "session_id", "journal_key", "max_turns", "timeout", "budget", "metadata", "record"}
@@ -89,7 +84,8 @@ class Agent:
         The rest are ``run``'s options of the same names (docs/options.md).
     """
 
-    @refuses_unknown_options
+    @spelled_out()
+    @functools.partial(refuses_unknown_options, also=AGENT_OPTIONS)
     def __init__(
         self,
         *,
@@ -99,27 +95,11 @@ class Agent:
         model: str | Mapping[str, Any] | None = None,
         tools: Sequence[object] = (),
         handler: object = None,
-        output_type: Any = None,
         environment: Any = None,
         store: Any = None,
-        context: object = None,
-        max_turns: int = DEFAULT_MAX_TURNS,
-        timeout: float | None = _UNSET,
-        stop_grace: float = DEFAULT_STOP_GRACE_S,
-        turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
-        require_terminal_tool: bool = False,
-        terminal_tool: str | None = None,
-        max_reprompts: int = DEFAULT_MAX_REPROMPTS,
-        outcome: Any = None,
-        budget: Budget | Mapping[str, Any] | None = None,
-        metadata: Mapping[str, JSON] | None = None,
-        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        tool_timeout: float | None = None,
-        max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
         require_approval: Collection[str] = (),
         at_most_once: Collection[str] = (),
-        journal: Any = None,
-        telemetry: Telemetry | None = None,
+        **options: Unpack[AgentOptions],
     ) -> None:
         if not isinstance(name, str) or not name:
             raise _invalid("name", f"must be a non-empty string, got {name!r}")
@@ -138,9 +118,9 @@ class Agent:
         self.name = name
         self.instructions = instructions
         self.model = model
-        self.output_type = output_type
+        self.output_type = options.get("output_type")
         self.environment = environment
-        self.journal = journal
+        self.journal = options.get("journal")
         # Imported here: rma_shell.tools needs the tools extra only for typed functions.
         from rma_shell.tools.routing import ToolSet, ToolSetError
 
@@ -155,25 +135,11 @@ class Agent:
             raise _invalid(bad.option, bad.detail) from None
         self._store = store
         self._stores: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-        self._options: dict[str, Any] = {
-            "context": context,
-            "max_turns": max_turns,
-            "turn_guard": turn_guard,
-            "require_terminal_tool": require_terminal_tool,
-            "terminal_tool": terminal_tool,
-            "max_reprompts": max_reprompts,
-            "outcome": outcome,
-            "budget": budget,
-            "metadata": metadata,
-            "max_concurrency": max_concurrency,
-            "tool_timeout": tool_timeout,
-            "max_tool_result_chars": max_tool_result_chars,
-            "telemetry": telemetry,
-            "output_type": output_type,
-            "stop_grace": stop_grace,
-        }
-        if timeout is not _UNSET:
-            self._options["timeout"] = timeout
+        # The agent's run options: the timeout only when given, so a live session (which has
+        # none) can take the rest as they are.
+        self._options: dict[str, Any] = {**split(options, AGENT_OPTIONS - {"timeout"})[0]}
+        if "timeout" in options:
+            self._options["timeout"] = options["timeout"]
         self._entered: AsyncExitStack | None = None
 
     def __repr__(self) -> str:
@@ -328,7 +294,7 @@ class Agent:
         chosen = self._host(host)
         if isinstance(chosen, Failure):
             return Failure(chosen.failure())
-        kwargs = {k: self._options[k] for k in _RESUME_OPTIONS if k in self._options}
+        kwargs: dict[str, Any] = {k: v for k, v in self._options.items() if k in HANDLER_OPTIONS}
         if timeout is not _UNSET:
             kwargs["timeout"] = timeout
         async with AsyncExitStack() as stack:
@@ -484,19 +450,6 @@ class Agent:
         if store is None:
             store = self._stores[host] = MemoryStore()
         return store
-
-
-_RESUME_OPTIONS = (
-    "stop_grace",
-    "context",
-    "turn_guard",
-    "timeout",
-    "max_concurrency",
-    "telemetry",
-    "output_type",
-    "tool_timeout",
-    "max_tool_result_chars",
-)
 
 
 def _invalid(option: str, detail: str) -> Exception:

@@ -179,9 +179,10 @@ def constructor_options(cls: type) -> frozenset[str]:
     return declared if isinstance(declared, frozenset) else parameter_names(init)
 
 
-def refuses_unknown_options(init: F) -> F:
-    """Decorate a provider's ``__init__``: unknown keyword names raise ``InvalidOptions``."""
-    accepted = parameter_names(init)
+def refuses_unknown_options(init: F, *, also: frozenset[str] = frozenset()) -> F:
+    """Decorate a provider's ``__init__``: unknown keyword names raise ``InvalidOptions``.
+    ``also``: the names its ``**options`` take (an ``Agent``'s ``AgentOptions``)."""
+    accepted = parameter_names(init) | also
     owner = init.__qualname__.split(".")[0]
 
     @functools.wraps(init)

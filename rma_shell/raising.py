@@ -15,23 +15,14 @@ error only as its ``__cause__``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from returns.result import Failure, Result
 
-from rma.session.options import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_MAX_REPROMPTS,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_STOP_GRACE_S,
-    DEFAULT_TIMEOUT_S,
-)
-from rma.vocabulary import JSON, Budget, SessionResult
+from rma.vocabulary import SessionResult
 from rma_shell.providers.base import Provider
-from rma_shell.recording import Recordable
-from rma_shell.session import DEFAULT_MAX_TOOL_RESULT_CHARS, run
-from rma_shell.telemetry import Telemetry
+from rma_shell.run_options import RunOptions, spelled_out
+from rma_shell.session import run
 
 T = TypeVar("T")
 
@@ -50,33 +41,13 @@ def unwrap(result: Result[T, Any]) -> T:
     return result.unwrap()
 
 
+@spelled_out(host_options=True)
 async def run_or_raise(
     provider: Provider[Any],
     *,
     handler: object,
     prompt: str | None = None,
-    context: object = None,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
-    require_terminal_tool: bool = False,
-    terminal_tool: str | None = None,
-    max_reprompts: int = DEFAULT_MAX_REPROMPTS,
-    outcome: Any = None,
-    budget: Budget | Mapping[str, Any] | None = None,
-    session_id: str | None = None,
-    metadata: Mapping[str, JSON] | None = None,
-    model_config: Mapping[str, Any] | None = None,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    telemetry: Telemetry | None = None,
-    record: Recordable = None,
-    output_type: Any = None,
-    tool_timeout: float | None = None,
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
-    journal: Any = None,
-    journal_key: str | None = None,
-    stop_grace: float = DEFAULT_STOP_GRACE_S,
-    **provider_opts: Any,
+    **options: Unpack[RunOptions],
 ) -> SessionResult:
     """Run a session like ``run``; return its ``SessionResult`` or raise its ``SessionError``.
 
@@ -84,33 +55,7 @@ async def run_or_raise(
     with ``except SessionError as err`` (or one of its classes, e.g. ``except HttpError``)
     and read its fields (``err.kind``, ``err.status``, ``err.request_id``…).
     """
-    outcome_ = await run(
-        provider,
-        handler=handler,
-        prompt=prompt,
-        context=context,
-        max_turns=max_turns,
-        timeout=timeout,
-        turn_guard=turn_guard,
-        require_terminal_tool=require_terminal_tool,
-        terminal_tool=terminal_tool,
-        max_reprompts=max_reprompts,
-        outcome=outcome,
-        budget=budget,
-        session_id=session_id,
-        metadata=metadata,
-        model_config=model_config,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry,
-        record=record,
-        output_type=output_type,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
-        journal=journal,
-        journal_key=journal_key,
-        stop_grace=stop_grace,
-        **provider_opts,
-    )
+    outcome_ = await run(provider, handler=handler, prompt=prompt, **options)
     if isinstance(outcome_, Failure):
         # A fresh traceback each time: the same error value may be raised more than once.
         raise outcome_.failure().with_traceback(None)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 from returns.result import Failure, Result, Success
@@ -37,10 +37,8 @@ from rma.journal import (
     approval_record,
     load,
 )
+from rma.session.option_checks import LIVE_ELSEWHERE, check_names
 from rma.session.options import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_STOP_GRACE_S,
-    DEFAULT_TIMEOUT_S,
     handler_shape,
 )
 from rma.vocabulary import SessionResult
@@ -57,15 +55,14 @@ from rma_shell.remote_stop import (
     stamp,
     stop_host,
 )
+from rma_shell.run_options import HANDLER_OPTIONS, HandlerOptions, spelled_out, split
 from rma_shell.session import (
-    DEFAULT_MAX_TOOL_RESULT_CHARS,
     LiveSession,
     _output_tool,
     _serve_reporting,
     _stop_grace,
     _tool_limits,
 )
-from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 
 log = logging.getLogger("rma.session")
@@ -90,22 +87,26 @@ def _loaded(store: JournalStore, key: str, provider: Provider[Any]) -> Result[Lo
     return loaded
 
 
+def _handler_options(
+    given: Mapping[str, Any], where: str, *, live: bool = False
+) -> Result[dict[str, Any], SessionError]:
+    """The handler options given to ``resume``/``resume_session``, defaulted; a name it does not
+    take (a misspelling, a run's option that resuming cannot change) is ``InvalidOpts``."""
+    accepted = HANDLER_OPTIONS - {"timeout"} if live else HANDLER_OPTIONS
+    named = check_names(given, accepted, where=where, elsewhere=LIVE_ELSEWHERE if live else None)
+    if isinstance(named, Failure):
+        return Failure(named.failure())
+    return Success(split(given, accepted)[0])
+
+
 def _resumed_driver(
     journal: Any,
     key: str,
     *,
     provider: Provider[Any],
     handler: object,
-    context: object,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
-    max_concurrency: int,
-    telemetry: Telemetry | None,
-    output_type: Any,
-    tool_timeout: float | None,
-    max_tool_result_chars: int | None,
-    model_config: Mapping[str, Any] | None,
+    options: Mapping[str, Any],
     live: bool,
-    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[tuple[Driver[Any], Loaded], SessionError]:
     """The driver that carries the journaled session on (its outcome, when it ended), or why not."""
     checked = check_key(key)
@@ -117,20 +118,7 @@ def _resumed_driver(
     if isinstance(held, Failure):
         return Failure(held.failure())
     built = _driver_holding(
-        held.unwrap(),
-        key,
-        provider=provider,
-        handler=handler,
-        context=context,
-        turn_guard=turn_guard,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry,
-        output_type=output_type,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
-        model_config=model_config,
-        live=live,
-        stop_grace=stop_grace,
+        held.unwrap(), key, provider=provider, handler=handler, options=options, live=live
     )
     if isinstance(built, Failure):
         held.unwrap().release()
@@ -143,17 +131,10 @@ def _driver_holding(
     *,
     provider: Provider[Any],
     handler: object,
-    context: object,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
-    max_concurrency: int,
-    telemetry: Telemetry | None,
-    output_type: Any,
-    tool_timeout: float | None,
-    max_tool_result_chars: int | None,
-    model_config: Mapping[str, Any] | None,
+    options: Mapping[str, Any],
     live: bool,
-    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[tuple[Driver[Any], Loaded], SessionError]:
+    o = options  # the handler options, defaulted (``rma_shell.run_options.split``)
     loaded_ = _loaded(held.store, key, provider)
     if isinstance(loaded_, Failure):
         return Failure(loaded_.failure())
@@ -162,17 +143,17 @@ def _driver_holding(
     if config.live != live:
         how = "open_session (resume it with resume_session)" if config.live else "run (resume it with resume)"
         return Failure(InvalidOpts("journal_key", f"{key!r} holds a session started with {how}"))
-    if config.has_turn_guard and turn_guard is None:
+    if config.has_turn_guard and o["turn_guard"] is None:
         return Failure(InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too"))
-    if not config.has_turn_guard and turn_guard is not None:
+    if not config.has_turn_guard and o["turn_guard"] is not None:
         return Failure(InvalidOpts("turn_guard", "the journaled run had no turn guard"))
-    limits = _tool_limits(tool_timeout, max_tool_result_chars)
+    limits = _tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
     if isinstance(limits, Failure):
         return Failure(limits.failure())
-    grace = _stop_grace(stop_grace)
+    grace = _stop_grace(o["stop_grace"])
     if isinstance(grace, Failure):
         return Failure(grace.failure())
-    output = _output_tool(output_type, None)
+    output = _output_tool(o["output_type"], None)
     if isinstance(output, Failure):
         return Failure(output.failure())
     output_tool = output.unwrap()
@@ -181,15 +162,15 @@ def _driver_holding(
         return Failure(InvalidOpts("output_type", f"the journaled run {need}"))
     opts = DriverOptions(
         handler=handler,
-        context=context,
-        turn_guard=turn_guard,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry or default_telemetry,
+        context=o["context"],
+        turn_guard=o["turn_guard"],
+        max_concurrency=o["max_concurrency"],
+        telemetry=o["telemetry"] or default_telemetry,
         record=None,
-        open_request=request_from(loaded.request, model_config, output_tool),
+        open_request=request_from(loaded.request, o["model_config"], output_tool),
         output=output_tool,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
+        tool_timeout=o["tool_timeout"],
+        max_tool_result_chars=o["max_tool_result_chars"],
         journal=SessionJournal(held.store, key, loaded, held=held),
         stop_grace=grace.unwrap(),
     )
@@ -198,22 +179,14 @@ def _driver_holding(
     return Success((Driver.restored(provider, loaded, opts), loaded))
 
 
+@spelled_out()
 async def resume(
     journal: Any,
     key: str,
     *,
     provider: Provider[Any],
     handler: object,
-    context: object = None,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    telemetry: Telemetry | None = None,
-    output_type: Any = None,
-    tool_timeout: float | None = None,
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
-    model_config: Mapping[str, Any] | None = None,
-    stop_grace: float = DEFAULT_STOP_GRACE_S,
+    **options: Unpack[HandlerOptions],
 ) -> Result[SessionResult, SessionError]:
     """Carry on the ``run`` journaled under ``key`` and return its one result, like ``run``.
 
@@ -225,21 +198,12 @@ async def resume(
     pause it again. ``timeout`` bounds this call, as ``run``'s bounds a run, and
     ``stop_grace`` the stop of the host's loop when it passes, as for a run.
     """
+    mine = _handler_options(options, "resume()")
+    if isinstance(mine, Failure):
+        return Failure(mine.failure())
+    timeout = mine.unwrap()["timeout"]
     built = _resumed_driver(
-        journal,
-        key,
-        provider=provider,
-        handler=handler,
-        context=context,
-        turn_guard=turn_guard,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry,
-        output_type=output_type,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
-        model_config=model_config,
-        live=False,
-        stop_grace=stop_grace,
+        journal, key, provider=provider, handler=handler, options=mine.unwrap(), live=False
     )
     if isinstance(built, Failure):
         return Failure(built.failure())
@@ -257,6 +221,7 @@ async def resume(
         await driver.close()
 
 
+@spelled_out(without=frozenset({"timeout"}))
 @asynccontextmanager
 async def resume_session(
     journal: Any,
@@ -264,15 +229,7 @@ async def resume_session(
     *,
     provider: Provider[Any],
     handler: object,
-    context: object = None,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    telemetry: Telemetry | None = None,
-    output_type: Any = None,
-    tool_timeout: float | None = None,
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
-    model_config: Mapping[str, Any] | None = None,
-    stop_grace: float = DEFAULT_STOP_GRACE_S,
+    **options: Unpack[HandlerOptions],
 ) -> AsyncIterator[LiveSession]:
     """Reopen the live session (``open_session``) journaled under ``key``, where it was.
 
@@ -280,21 +237,11 @@ async def resume_session(
     a host that refuses the reattach); once open, every request's outcome is a value. A
     request the old process had open carries on and its result is the session's next one.
     """
+    mine = _handler_options(options, "resume_session()", live=True)
+    if isinstance(mine, Failure):
+        raise mine.failure().with_traceback(None)
     built = _resumed_driver(
-        journal,
-        key,
-        provider=provider,
-        handler=handler,
-        context=context,
-        turn_guard=turn_guard,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry,
-        output_type=output_type,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
-        model_config=model_config,
-        live=True,
-        stop_grace=stop_grace,
+        journal, key, provider=provider, handler=handler, options=mine.unwrap(), live=True
     )
     if isinstance(built, Failure):
         raise built.failure().with_traceback(None)

@@ -14,7 +14,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import attrs
@@ -30,15 +30,10 @@ from rma.session.machine import (
 )
 from rma.session.option_checks import check_seconds
 from rma.session.options import (
-    DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_MAX_REPROMPTS,
-    DEFAULT_MAX_TURNS,
-    DEFAULT_STOP_GRACE_S,
-    DEFAULT_TIMEOUT_S,
     lift_handles,
     validate,
 )
-from rma.vocabulary import JSON, Budget, SessionInfo, SessionResult
+from rma.vocabulary import JSON, SessionInfo, SessionResult
 from rma_shell._interrupt import keyboard_interrupt
 from rma_shell.driver import (
     Driver,
@@ -51,9 +46,8 @@ from rma_shell.journal.setup import begin_journal, check_new, request_record
 from rma_shell.journal.writer import SessionJournal
 from rma_shell.options import check_run_options, owners_of, take_renamed
 from rma_shell.providers.base import OpenRequest, Provider
-from rma_shell.recording import Recordable
 from rma_shell.remote_stop import stop_host
-from rma_shell.telemetry import Telemetry
+from rma_shell.run_options import OWN_RUN_OPTIONS, RunOptions, spelled_out, split
 from rma_shell.telemetry import default as default_telemetry
 from rma_shell.updates import UpdateStream
 
@@ -145,30 +139,11 @@ def _prepare(
     live: bool,
     handler: object,
     prompt: str | None,
-    context: object,
-    max_turns: int,
-    timeout: float | None,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None,
-    require_terminal_tool: bool,
-    terminal_tool: str | None,
-    max_reprompts: int,
-    outcome: Any,
-    budget: Budget | Mapping[str, Any] | None,
-    session_id: str | None,
-    metadata: Mapping[str, JSON] | None,
-    model_config: Mapping[str, Any] | None,
-    max_concurrency: int,
-    telemetry: Telemetry | None,
-    record: Recordable,
+    options: Mapping[str, Any],
     provider_opts: Mapping[str, Any],
-    output_type: Any = None,
-    tool_timeout: float | None = None,
-    max_tool_result_chars: int | None = None,
-    journal: object = None,
-    journal_key: object = None,
     approvals_elsewhere: bool = False,
-    stop_grace: object = DEFAULT_STOP_GRACE_S,
 ) -> Result[Driver[Any], SessionError]:
+    o = dict(options)  # rma's own options, defaulted (``rma_shell.run_options.split``)
     codec = getattr(provider, "codec", None)
     if codec is None:
         from rma.errors import InvalidOpts
@@ -180,7 +155,7 @@ def _prepare(
         provider_opts,
         ["run", *owners_of(type(provider), ".run")],
         where="open_session()" if live else "run()",
-        present=() if metadata is None else ("metadata",),
+        present=() if o["metadata"] is None else ("metadata",),
     )
     if isinstance(renamed, Failure):
         return Failure(renamed.failure())
@@ -189,61 +164,61 @@ def _prepare(
     telemetry_metadata = provider_opts.pop("telemetry_metadata", None)
     if telemetry_metadata is not None and not isinstance(telemetry_metadata, Mapping):
         return Failure(InvalidOpts("telemetry_metadata", "expected a mapping"))
-    names = check_run_options(provider, provider_opts, live=live, model_config=model_config)
+    names = check_run_options(provider, provider_opts, live=live, model_config=o["model_config"])
     if isinstance(names, Failure):
         return Failure(names.failure())  # a misspelled or misplaced name: before anything else
-    limits = _tool_limits(tool_timeout, max_tool_result_chars)
+    limits = _tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
     if isinstance(limits, Failure):
         return Failure(limits.failure())
-    grace = _stop_grace(stop_grace)
+    grace = _stop_grace(o["stop_grace"])
     if isinstance(grace, Failure):
         return Failure(grace.failure())
-    output = _output_tool(output_type, terminal_tool)
+    output = _output_tool(o["output_type"], o["terminal_tool"])
     if isinstance(output, Failure):
         return Failure(output.failure())
     output_tool = output.unwrap()
     if output_tool is not None:  # the session ends through the answer's tool (issue #14)
-        require_terminal_tool, terminal_tool = True, output_tool.name
+        o["require_terminal_tool"], o["terminal_tool"] = True, output_tool.name
     validated = validate(
         codec,
         handler=handler,
         prompt=prompt,
-        turn_guard=turn_guard,
-        require_terminal_tool=require_terminal_tool,
-        terminal_tool=terminal_tool,
-        max_reprompts=max_reprompts,
-        outcome=outcome,
-        budget=budget,
-        session_id=session_id,
-        max_turns=max_turns,
-        timeout=timeout,
-        max_concurrency=max_concurrency,
-        metadata=metadata if telemetry_metadata is None else telemetry_metadata,
-        model_config=model_config,
+        turn_guard=o["turn_guard"],
+        require_terminal_tool=o["require_terminal_tool"],
+        terminal_tool=o["terminal_tool"],
+        max_reprompts=o["max_reprompts"],
+        outcome=o["outcome"],
+        budget=o["budget"],
+        session_id=o["session_id"],
+        max_turns=o["max_turns"],
+        timeout=o["timeout"],
+        max_concurrency=o["max_concurrency"],
+        metadata=o["metadata"] if telemetry_metadata is None else telemetry_metadata,
+        model_config=o["model_config"],
         live=live,
     )
     if isinstance(validated, Failure):
         return Failure(validated.failure())
     config, parsed_budget = validated.unwrap()
     extra = lift_handles(provider_opts)
-    if metadata is not None:  # labels the host's session too, where sessions carry metadata
-        extra["metadata"] = metadata
-    if model_config is not None:
-        extra["model_config"] = model_config
+    if o["metadata"] is not None:  # labels the host's session too, where sessions carry metadata
+        extra["metadata"] = o["metadata"]
+    if o["model_config"] is not None:
+        extra["model_config"] = o["model_config"]
     if output_tool is not None:
         config = attrs.evolve(config, output_tool=True)
         extra["output_tool"] = output_tool.spec  # declared beside the provider's tools
     request = OpenRequest(
         prompt=prompt,
-        session_id=session_id,
-        max_turns=max_turns,
+        session_id=o["session_id"],
+        max_turns=o["max_turns"],
         outcome=config.outcome,
         budget=parsed_budget,
         metadata=config.metadata,
         extra=extra,
     )
     # ``approvals_elsewhere``: a Temporal workflow waits for approvals in its own history.
-    journaled = check_new(journal, journal_key, provider, None if approvals_elsewhere else handler)
+    journaled = check_new(o["journal"], o["journal_key"], provider, None if approvals_elsewhere else handler)
     if isinstance(journaled, Failure):
         return Failure(journaled.failure())
     session_journal: SessionJournal | None = None
@@ -259,15 +234,15 @@ def _prepare(
         session_journal = SessionJournal(held.store, key, held=held)  # closed with the driver
     opts = DriverOptions(
         handler=handler,
-        context=context,
-        turn_guard=turn_guard,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry or default_telemetry,
-        record=record,
+        context=o["context"],
+        turn_guard=o["turn_guard"],
+        max_concurrency=o["max_concurrency"],
+        telemetry=o["telemetry"] or default_telemetry,
+        record=o["record"],
         open_request=request,
         output=output_tool,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
+        tool_timeout=o["tool_timeout"],
+        max_tool_result_chars=o["max_tool_result_chars"],
         journal=session_journal,
         stop_grace=grace.unwrap(),
     )
@@ -277,8 +252,8 @@ def _prepare(
         if isinstance(began, Failure):
             session_journal.close()
             return Failure(began.failure())
-    if record is not None:
-        recording = driver.start_recording(record)
+    if o["record"] is not None:
+        recording = driver.start_recording(o["record"])
         if isinstance(recording, Failure):
             if session_journal is not None:
                 session_journal.close()
@@ -286,33 +261,13 @@ def _prepare(
     return Success(driver)
 
 
+@spelled_out(host_options=True)
 async def run(
     provider: Provider[Any],
     *,
     handler: object,
     prompt: str | None = None,
-    context: object = None,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
-    require_terminal_tool: bool = False,
-    terminal_tool: str | None = None,
-    max_reprompts: int = DEFAULT_MAX_REPROMPTS,
-    outcome: Any = None,
-    budget: Budget | Mapping[str, Any] | None = None,
-    session_id: str | None = None,
-    metadata: Mapping[str, JSON] | None = None,
-    model_config: Mapping[str, Any] | None = None,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    telemetry: Telemetry | None = None,
-    record: Recordable = None,
-    output_type: Any = None,
-    tool_timeout: float | None = None,
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
-    journal: Any = None,
-    journal_key: str | None = None,
-    stop_grace: float = DEFAULT_STOP_GRACE_S,
-    **provider_opts: Any,
+    **options: Unpack[RunOptions],
 ) -> Result[SessionResult, SessionError]:
     """Run a session to its terminal and return its one result (S-1, S-65).
 
@@ -347,35 +302,12 @@ async def run(
         stop_grace: seconds stopping the host's loop may take once the run stops driving a
             request in flight — past ``timeout``, or when the run is cancelled (default 1.0;
             a positive number). Past it the stop is ``unconfirmed``, and the run returns.
-        provider_opts: per-run provider options (``agent=``, ``runtime_session_id=``, …).
+        options: ``RunOptions`` (``rma_shell.run_options``, docs/options.md), and the host's
+            per-run options (``agent=``, ``runtime_session_id=``, …), checked against it.
     """
+    mine, provider_opts = split(options, OWN_RUN_OPTIONS)
     prepared = _prepare(
-        provider,
-        live=False,
-        handler=handler,
-        prompt=prompt,
-        context=context,
-        max_turns=max_turns,
-        timeout=timeout,
-        turn_guard=turn_guard,
-        require_terminal_tool=require_terminal_tool,
-        terminal_tool=terminal_tool,
-        max_reprompts=max_reprompts,
-        outcome=outcome,
-        budget=budget,
-        session_id=session_id,
-        metadata=metadata,
-        model_config=model_config,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry,
-        record=record,
-        provider_opts=provider_opts,
-        output_type=output_type,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
-        journal=journal,
-        journal_key=journal_key,
-        stop_grace=stop_grace,
+        provider, live=False, handler=handler, prompt=prompt, options=mine, provider_opts=provider_opts
     )
     if isinstance(prepared, Failure):
         return Failure(prepared.failure())
@@ -387,7 +319,7 @@ async def run(
     ended: Outcome_ | None = None
     stopped: str | None = None
     try:
-        ended = await _run_to_end(driver, timeout)
+        ended = await _run_to_end(driver, mine["timeout"])
         return ended
     except BaseException as exc:
         interrupt = keyboard_interrupt(exc)
@@ -478,33 +410,14 @@ class LiveSession:
             yield outcome
 
 
+@spelled_out(host_options=True, without=frozenset({"timeout"}))
 @asynccontextmanager
 async def open_session(
     provider: Provider[Any],
     *,
     handler: object,
     prompt: str | None = None,
-    context: object = None,
-    max_turns: int = DEFAULT_MAX_TURNS,
-    turn_guard: Callable[[Mapping[str, Any]], Any] | None = None,
-    require_terminal_tool: bool = False,
-    terminal_tool: str | None = None,
-    max_reprompts: int = DEFAULT_MAX_REPROMPTS,
-    outcome: Any = None,
-    budget: Budget | Mapping[str, Any] | None = None,
-    session_id: str | None = None,
-    metadata: Mapping[str, JSON] | None = None,
-    model_config: Mapping[str, Any] | None = None,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-    telemetry: Telemetry | None = None,
-    record: Recordable = None,
-    output_type: Any = None,
-    tool_timeout: float | None = None,
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS,
-    journal: Any = None,
-    journal_key: str | None = None,
-    stop_grace: float = DEFAULT_STOP_GRACE_S,
-    **provider_opts: Any,
+    **options: Unpack[RunOptions],
 ) -> AsyncIterator[LiveSession]:
     """Open a live session (S-2): it stays up after each result, reconnects after drops.
 
@@ -515,33 +428,12 @@ async def open_session(
     session runs, stops the host's loop if a request is in flight (waiting at most
     ``stop_grace`` seconds for the host to confirm), and closes its connections.
     """
+    # No overall deadline on a live session: a timeout= is left to the name checks, which
+    # point at anyio's deadlines instead.
+    mine, provider_opts = split(options, OWN_RUN_OPTIONS - {"timeout"})
+    mine["timeout"] = None
     prepared = _prepare(
-        provider,
-        live=True,
-        handler=handler,
-        prompt=prompt,
-        context=context,
-        max_turns=max_turns,
-        timeout=None,
-        turn_guard=turn_guard,
-        require_terminal_tool=require_terminal_tool,
-        terminal_tool=terminal_tool,
-        max_reprompts=max_reprompts,
-        outcome=outcome,
-        budget=budget,
-        session_id=session_id,
-        metadata=metadata,
-        model_config=model_config,
-        max_concurrency=max_concurrency,
-        telemetry=telemetry,
-        record=record,
-        provider_opts=provider_opts,
-        output_type=output_type,
-        tool_timeout=tool_timeout,
-        max_tool_result_chars=max_tool_result_chars,
-        journal=journal,
-        journal_key=journal_key,
-        stop_grace=stop_grace,
+        provider, live=True, handler=handler, prompt=prompt, options=mine, provider_opts=provider_opts
     )
     if isinstance(prepared, Failure):
         raise prepared.failure().with_traceback(None)

@@ -29,6 +29,7 @@ from rma_shell import (
     resume,
     resume_session,
     run,
+    run_options,
     run_or_raise,
 )
 from rma_shell.agent import LIVE_OVERRIDES, RUN_OVERRIDES
@@ -126,8 +127,11 @@ def why_not(name: str) -> str | None:
 
 
 def keywords(fn: Callable[..., Any]) -> set[str]:
+    """The names ``fn`` takes: its keyword parameters, and the keys of a typed ``**options``
+    (``Unpack[RunOptions]``: the run options are declared once, in ``rma_shell.run_options``)."""
     kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return {p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds}
+    names = {p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds}
+    return names | set(run_options.typed_options(fn))
 
 
 def every_option() -> Iterator[tuple[str, str]]:

@@ -159,32 +159,34 @@ class Activities:
                     InvalidOpts("turn_guard", f"this worker registered no turn guard {spec.turn_guard!r}")
                 )
         # run()'s own checks and defaults, so a session means the same under Temporal.
+        from rma_shell.run_options import OWN_RUN_OPTIONS, split
         from rma_shell.session import _prepare
 
+        given = {
+            "max_turns": spec.max_turns,
+            "timeout": spec.timeout,
+            "turn_guard": guard,
+            "require_terminal_tool": spec.require_terminal_tool,
+            "terminal_tool": spec.terminal_tool,
+            "max_reprompts": spec.max_reprompts,
+            "outcome": spec.outcome,
+            "budget": spec.budget,
+            "session_id": spec.session_id,
+            "metadata": spec.metadata,
+            "model_config": spec.model_config,
+            "max_concurrency": spec.max_concurrency,
+            "tool_timeout": spec.tool_timeout,
+            "max_tool_result_chars": spec.max_tool_result_chars,
+            "stop_grace": spec.stop_grace,
+        }
+        options, _ = split(given, OWN_RUN_OPTIONS)
         prepared = _prepare(
             provider,
             live=spec.live,
             handler=handler,
             prompt=spec.prompt,
-            context=None,
-            max_turns=spec.max_turns,
-            timeout=spec.timeout,
-            turn_guard=guard,
-            require_terminal_tool=spec.require_terminal_tool,
-            terminal_tool=spec.terminal_tool,
-            max_reprompts=spec.max_reprompts,
-            outcome=spec.outcome,
-            budget=spec.budget,
-            session_id=spec.session_id,
-            metadata=spec.metadata,
-            model_config=spec.model_config,
-            max_concurrency=spec.max_concurrency,
-            telemetry=None,
-            record=None,
+            options=options,
             provider_opts=dict(spec.provider_opts),
-            tool_timeout=spec.tool_timeout,
-            max_tool_result_chars=spec.max_tool_result_chars,
-            stop_grace=spec.stop_grace,
             approvals_elsewhere=True,  # a call waiting for a person waits in the workflow
         )
         if isinstance(prepared, Failure):
