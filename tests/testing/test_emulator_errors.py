@@ -107,7 +107,7 @@ async def test_the_client_reports_an_emulator_failure_as_an_HttpError_naming_it(
                 aws_access_key_id=emu.access_key_id,
                 aws_secret_access_key=emu.secret_access_key,
                 env={},
-                invoke_retries=0,
+                max_retries=0,
             )
             options["runtime_session_id"] = SID
         # The very first step of every emulator's handling, before any of its own error
