@@ -23,7 +23,7 @@ import httpx
 
 from rma.providers.claude_managed_agents import custom_tool_result, user_message
 from rma.wire.sse import SSEDecoder
-from rma_shell.http import async_client
+from rma_shell.transport.http import async_client
 
 HEADERS = {
     "anthropic-version": "2023-06-01",

@@ -15,7 +15,7 @@ no HTTP). The host speaks the real CMA vocabulary (``session.status_running``,
 and ``user.*`` echoes of what the client posted) and keeps the session's history: every
 event it emits is appended to the history, and delivered only if a stream is subscribed.
 
-A reconnect is answered exactly as ``rma_shell.driver.Driver._reconnect`` and
+A reconnect is answered exactly as ``rma_shell.machinery.driver.Driver._reconnect`` and
 ``rma_shell.providers.claude_managed_agents.ClaudeManagedAgents.reconnect`` do: the new
 stream is subscribed first (what it delivers before the listing is read waits in the
 machine's queue), then the history is listed and ``consolidate(listing, seen, (),

@@ -190,7 +190,7 @@ live_heavy = st.lists(
 def test_a_live_event_nothing_takes_after_the_turns_first_changes_only_its_telemetry(
     cfg: Any, opened: Opened, evs: list[Event], consumed: str, request_response: bool
 ) -> None:
-    """What the shell skips (``rma_shell.driver``, ``live_event_forwards``): a live event
+    """What the shell skips (``rma_shell.machinery.driver``, ``live_event_forwards``): a live event
     after the turn's first while neither ``handle_event`` nor live updates take it. Folded
     without those, the session decides exactly as with them: the commands differ by their
     ``rma.stream.event`` telemetry only, the states by the count of live events only."""

@@ -17,9 +17,9 @@ from rma_shell.session import LiveSession, SessionFailed, open_session, run  # i
 
 from rma.journal import AwaitingApproval, JournalBusy, JournalDamaged, JournalMismatch, PendingApproval
 from rma_shell.journal.store import JournalStore, MemoryJournal, SQLiteJournal
+from rma_shell.machinery.updates import UpdateStream
 from rma_shell.resuming import approve, pending_approvals, resume, resume_session
 from rma_shell.telemetry import Telemetry, attach, detach
-from rma_shell.updates import UpdateStream
 
 from rma_shell.agent import Agent, RunFinished  # isort: skip
 
@@ -73,3 +73,54 @@ __all__ = [
     "run_or_raise",
     "unwrap",
 ]
+
+
+def _moved_modules() -> None:
+    """Old module paths of issue #22's layout still import (as the module at its new place),
+    with a ``DeprecationWarning``: ``rma_shell.driver`` is ``rma_shell.machinery.driver``."""
+    import importlib
+    import importlib.abc
+    import importlib.machinery
+    import sys
+    import types
+    import warnings
+
+    moved = {
+        "rma_shell.driver": "rma_shell.machinery.driver",
+        "rma_shell.remote_stop": "rma_shell.machinery.remote_stop",
+        "rma_shell.updates": "rma_shell.machinery.updates",
+        "rma_shell._mailbox": "rma_shell.machinery.mailbox",
+        "rma_shell._tasks": "rma_shell.machinery.tasks",
+        "rma_shell._interrupt": "rma_shell.machinery.interrupt",
+        "rma_shell.lean_http": "rma_shell.transport.lean_http",
+        "rma_shell.http": "rma_shell.transport.http",
+        "rma_shell._deadline": "rma_shell.transport.deadline",
+        "rma_shell.cli_progress": "rma_shell.cli.progress",
+        "rma_shell.cli_provision": "rma_shell.cli.provision",
+        "rma_shell.journal.resuming": "rma_shell.resuming",
+    }
+
+    class Alias(importlib.abc.Loader):
+        def __init__(self, new: str) -> None:
+            self.new = new
+
+        def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+            warnings.warn(
+                f"rma module {spec.name} moved: import {self.new}", DeprecationWarning, stacklevel=2
+            )
+            return importlib.import_module(self.new)
+
+        def exec_module(self, module: types.ModuleType) -> None:
+            return None
+
+    class Moved(importlib.abc.MetaPathFinder):
+        def find_spec(
+            self, name: str, path: object = None, target: object = None
+        ) -> importlib.machinery.ModuleSpec | None:
+            new = moved.get(name)
+            return None if new is None else importlib.machinery.ModuleSpec(name, Alias(new))
+
+    sys.meta_path.insert(0, Moved())
+
+
+_moved_modules()

@@ -459,7 +459,7 @@ def _invalid(option: str, detail: str) -> Exception:
 
 
 def _crashed(exc: Exception) -> SessionError:
-    from rma_shell.driver import crash_error
+    from rma_shell.machinery.driver import crash_error
 
     return crash_error(exc)
 

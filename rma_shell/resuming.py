@@ -42,19 +42,19 @@ from rma.session.options import (
     handler_shape,
 )
 from rma.vocabulary import SessionResult
-from rma_shell._interrupt import keyboard_interrupt
-from rma_shell.driver import Driver, DriverOptions, Outcome_, crash_error
 from rma_shell.journal.setup import Held, check_key, hold, opened, request_from, resumable
 from rma_shell.journal.store import JournalStore, JournalStoreError
 from rma_shell.journal.writer import SessionJournal
-from rma_shell.providers.base import Provider
-from rma_shell.remote_stop import (
+from rma_shell.machinery.driver import Driver, DriverOptions, Outcome_, crash_error
+from rma_shell.machinery.interrupt import keyboard_interrupt
+from rma_shell.machinery.remote_stop import (
     REMOTE_STOP_TIMEOUT_S,
     UNFINISHED,
     ask_host,
     stamp,
     stop_host,
 )
+from rma_shell.providers.base import Provider
 from rma_shell.run_options import HANDLER_OPTIONS, HandlerOptions, spelled_out, split
 from rma_shell.session import (
     LiveSession,

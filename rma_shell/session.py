@@ -1,7 +1,7 @@
 """Running sessions: ``run`` (to completion) and ``open_session`` (live), on anyio (trio or asyncio).
 
 The public entry points: they check the options, build the session's driver
-(``rma_shell.driver``: the loop that feeds the core's ``step`` and executes its commands) and
+(``rma_shell.machinery.driver``: the loop that feeds the core's ``step`` and executes its commands) and
 turn its outcome into the run's one result, or a live session's results.
 
 What this is not: the driver itself, nor the core's rules (``rma.session``).
@@ -34,22 +34,22 @@ from rma.session.options import (
     validate,
 )
 from rma.vocabulary import JSON, SessionInfo, SessionResult
-from rma_shell._interrupt import keyboard_interrupt
-from rma_shell.driver import (
+from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS
+from rma_shell.journal.setup import begin_journal, check_new, request_record
+from rma_shell.journal.writer import SessionJournal
+from rma_shell.machinery.driver import (
     Driver,
     DriverOptions,
     Outcome_,
     crash_error,
 )
-from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS
-from rma_shell.journal.setup import begin_journal, check_new, request_record
-from rma_shell.journal.writer import SessionJournal
+from rma_shell.machinery.interrupt import keyboard_interrupt
+from rma_shell.machinery.remote_stop import stop_host
+from rma_shell.machinery.updates import UpdateStream
 from rma_shell.options import check_run_options, owners_of, take_renamed
 from rma_shell.providers.base import OpenRequest, Provider
-from rma_shell.remote_stop import stop_host
 from rma_shell.run_options import OWN_RUN_OPTIONS, RunOptions, spelled_out, split
 from rma_shell.telemetry import default as default_telemetry
-from rma_shell.updates import UpdateStream
 
 log = logging.getLogger("rma.session")
 

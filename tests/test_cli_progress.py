@@ -20,10 +20,10 @@ import anyio
 import pytest
 import trio.testing
 
-from rma_shell.cli_progress import ERASE, Progress, traced_http_client
-from rma_shell.http import user_agent
+from rma_shell.cli.progress import ERASE, Progress, traced_http_client
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay
+from rma_shell.transport.http import user_agent
 
 ROLE = "arn:aws:iam::123456789012:role/harness-role"
 

@@ -1,4 +1,4 @@
-"""rma_shell.lean_http: the h11 lanes behave as httpx does where the providers can tell.
+"""rma_shell.transport.lean_http: the h11 lanes behave as httpx does where the providers can tell.
 
 A raw loopback server (a thread per connection, scripted byte for byte) plays what real
 servers and broken ones do: keep-alive, chunked and compressed bodies, closing idle
@@ -21,10 +21,10 @@ import httpx
 import pytest
 import trustme
 
-from rma_shell import lean_http
-from rma_shell.http import user_agent
-from rma_shell.lean_http import Connection, Headers, LeanPool, PoolTimeout, Timeouts
 from rma_shell.testing._loopback import reset_after_delivery
+from rma_shell.transport import lean_http
+from rma_shell.transport.http import user_agent
+from rma_shell.transport.lean_http import Connection, Headers, LeanPool, PoolTimeout, Timeouts
 
 Reply = Callable[["Peer", int], None]
 """Writes the answer to the connection's n-th request (0-based), or closes, or stalls."""

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from rma_shell._interrupt import silence_stdout
+from rma_shell.machinery.interrupt import silence_stdout
 
 MAX_ARG_CHARS = 48
 LABEL_WIDTH = 8

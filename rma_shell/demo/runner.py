@@ -67,7 +67,7 @@ class DemoConfig:
     prompt: str | None = None
     """Overrides the task prompt (the rehearsal model reads the file names from it)."""
     progress: Any = None
-    """A ``rma_shell.cli_progress.Progress`` that shows the waits for a ``base_url`` model."""
+    """A ``rma_shell.cli.progress.Progress`` that shows the waits for a ``base_url`` model."""
 
 
 @attrs.frozen
@@ -259,7 +259,7 @@ async def run_demo(config: DemoConfig, display: Display, *, chat: Chat | None = 
             http_client = None
             progress = config.progress
             if config.base_url and progress is not None and progress.enabled:
-                from rma_shell.cli_progress import traced_http_client
+                from rma_shell.cli.progress import traced_http_client
 
                 what = f"model {config.model} at {safe_url(config.base_url)}"
                 http_client = await stack.enter_async_context(traced_http_client(progress, what))

@@ -13,7 +13,7 @@ What it is not: it makes no loop decisions and never retries an invoke itself �
 failed turn may be re-sent is the provider's call (B-9…B-12). Requests are signed exactly as
 sent: the URL is percent-encoded once here and httpx (or the lean lanes, which send
 ``httpx.URL(url).raw_path``) keeps it byte for byte. ``InvokeHarness`` goes over the client's
-own lean h11 lanes (``rma_shell.lean_http``) unless the caller gave an ``http_client``.
+own lean h11 lanes (``rma_shell.transport.lean_http``) unless the caller gave an ``http_client``.
 """
 
 from __future__ import annotations
@@ -67,15 +67,15 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.vocabulary import JSON
 from rma.wire.eventstream import EventStreamDecoder, EventStreamError, Message
 from rma.wire.sigv4 import sign
-from rma_shell import _deadline as silence
 from rma_shell.aws_credentials import CredentialSource
-from rma_shell.http import host_of, shared_ssl_context, user_agent
-from rma_shell.lean_http import LeanPool, Timeouts
-from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.options import renamed_options
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
+from rma_shell.transport import deadline as silence
+from rma_shell.transport.http import host_of, shared_ssl_context, user_agent
+from rma_shell.transport.lean_http import LeanPool, Timeouts
+from rma_shell.transport.lean_http import Response as LeanResponse
 
 logger = logging.getLogger("rma.providers.bedrock_agentcore")
 
@@ -165,7 +165,7 @@ class AgentCoreClient:
             headers={"User-Agent": user_agent()},
         )
         # InvokeHarness, the per-turn call, goes over lean h11 lanes when the client is ours
-        # (``rma_shell.lean_http``: the same timeouts, TLS context and keep-alive; httpx adds
+        # (``rma_shell.transport.lean_http``: the same timeouts, TLS context and keep-alive; httpx adds
         # nothing here, it has no proxies mounted with an explicit transport); commands and
         # the control plane stay on httpx.
         self._lanes = (
@@ -500,7 +500,7 @@ class AgentCoreClient:
         take: Callable[[Message], Awaitable[SessionError | None]],
     ) -> Result[None, SessionError]:
         """``_read_stream`` over a lean lane: one cancel scope and one deadline for the whole
-        stream, moved on as data arrives (``rma_shell._deadline``) — so silence fails the read
+        stream, moved on as data arrives (``rma_shell.transport.deadline``) — so silence fails the read
         after between 1 and 1.1 times the wait, the shorter of the idle timeout (``_idle``)
         and the read timeout (a broken stream, as httpx's ``ReadTimeout`` is). Setting the
         deadline before each read and lifting it after, as this did, cost two deadline updates

@@ -181,7 +181,7 @@ class Provider(Generic[C]):
         """Stop the host's loop of this session (issue #15): called when a run times out or is
         cancelled, or a live session is left, while a request was in flight — before
         ``aclose``, shielded, under the run's ``stop_grace`` (``resume`` finishing a journaled
-        stop: ``rma_shell.remote_stop.REMOTE_STOP_TIMEOUT_S``); the runner reports
+        stop: ``rma_shell.machinery.remote_stop.REMOTE_STOP_TIMEOUT_S``); the runner reports
         ``unconfirmed`` when that deadline cuts it short. A Failure means the host refused or
         could not be reached (``failed``). Default: ``not_needed`` — the loop runs in this
         process (Local, the scripted provider), and cancelling it stopped it."""

@@ -53,15 +53,15 @@ from rma.session.option_checks import check_count, check_seconds
 from rma.session.options import lift_handles
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
-from rma_shell import _deadline as silence
-from rma_shell.http import same_origin
-from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider, StopReport
 from rma_shell.providers.cma_client import STALE_OR_CUT, CMAClient, StreamResponse
 from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
+from rma_shell.transport import deadline as silence
+from rma_shell.transport.http import same_origin
+from rma_shell.transport.lean_http import Response as LeanResponse
 
 log = logging.getLogger("rma.providers.claude_managed_agents")
 
@@ -534,7 +534,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     ) -> Result[None, SessionError]:
         """Decode the stream into ``on_event`` until it ends; ``idle`` fails silence.
 
-        One deadline for the whole stream, moved on as data arrives (``rma_shell._deadline``),
+        One deadline for the whole stream, moved on as data arrives (``rma_shell.transport.deadline``),
         so silence fails the stream after between 1 and 1.1 times ``stream_idle_timeout``.
         """
         idle_s = self.stream_idle_timeout

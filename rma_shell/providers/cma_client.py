@@ -1,7 +1,7 @@
 """The Claude Managed Agents control-plane client: agents, environments, sessions, events, files.
 
 A client speaking the wire described in ``shared/reference/claude-managed-agents-wire.md``
-(the SDK's current values as defaults), over lean h11 lanes of its own (``rma_shell.lean_http``)
+(the SDK's current values as defaults), over lean h11 lanes of its own (``rma_shell.transport.lean_http``)
 or httpx — a caller's ``http_client``, file uploads, a proxy (see ``CMAClient``). What it does
 around each call:
 
@@ -52,15 +52,15 @@ from rma.origin import error_code, request_id, undialable, with_origin
 from rma.redact import redact_error
 from rma.retry import next_delay_s
 from rma.vocabulary import JSON
-from rma_shell.http import async_client, env_proxies, host_of, shared_ssl_context
-from rma_shell.lean_http import Connection as LeanConnection
-from rma_shell.lean_http import LeanPool, Timeouts
-from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.logging import log_fields
 from rma_shell.providers.token_file import TokenFileError, read_token_file, read_token_file_async
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
+from rma_shell.transport.http import async_client, env_proxies, host_of, shared_ssl_context
+from rma_shell.transport.lean_http import Connection as LeanConnection
+from rma_shell.transport.lean_http import LeanPool, Timeouts
+from rma_shell.transport.lean_http import Response as LeanResponse
 
 log = logging.getLogger("rma.providers.claude_managed_agents")
 
@@ -140,7 +140,7 @@ class CMAClient:
     """One client per set of credentials; safe to share between sessions.
 
     With no ``http_client`` given, the JSON calls (event posts, session and history reads …) go
-    over the client's own lean lanes (``rma_shell.lean_http``, up to 100 keep-alive
+    over the client's own lean lanes (``rma_shell.transport.lean_http``, up to 100 keep-alive
     connections) and each event stream over a lean connection of its own (see
     ``_open_stream``); file uploads, and everything while the environment configures a proxy,
     over httpx. A caller-owned ``http_client`` carries everything, the streams too, so its
@@ -166,7 +166,7 @@ class CMAClient:
         timeout = httpx.Timeout(settings.read_timeout, connect=30.0)
         self._http = http_client or async_client(timeout=timeout, follow_redirects=False)
         self._lean: LeanPool | None = None
-        """The client's own lean lanes (``rma_shell.lean_http``), which carry its JSON calls —
+        """The client's own lean lanes (``rma_shell.transport.lean_http``), which carry its JSON calls —
         the event posts of every tool round trip among them — when the client is its own and
         the environment configures no proxy (only httpx honours one); otherwise httpx."""
         if self._own_client and not env_proxies():
@@ -443,7 +443,7 @@ class CMAClient:
         wire: _WireTrace,
     ) -> tuple[int, Mapping[str, str], bytes]:
         """One call on a lean lane: its status, headers and whole body. Raises httpx's
-        exception classes (``rma_shell.lean_http``); ``wire`` learns whether a failed request
+        exception classes (``rma_shell.transport.lean_http``); ``wire`` learns whether a failed request
         went out on a kept-alive connection and whether any of an answer had arrived — which
         the lane knows to the byte, where httpx's trace knows only a whole head."""
         assert self._lean is not None
@@ -605,7 +605,7 @@ class CMAClient:
         deadlock (the cap: the next stream and every event post wait for a connection the
         streams never return), and past it httpcore's pool, which walks every connection on
         each request and each response close, would make every post cost O(sessions). That
-        connection is a lean one (``rma_shell.lean_http``: ~6 KiB less per live session than
+        connection is a lean one (``rma_shell.transport.lean_http``: ~6 KiB less per live session than
         an ``httpx.AsyncClient`` of its own, and no generator stack per chunk), or, with a
         proxy in the environment, a client of its own, which honours it as the shared one does.
         """

@@ -5,7 +5,7 @@ they need: it POSTs the body ``prepare_request`` built to ``{base_url}/chat/comp
 (plain JSON, or SSE when ``stream=True``, decoded with ``rma.wire.sse`` and assembled with
 ``rma.wire.openai_chat.ChunkAssembler``), retries transient failures as ``rma.retry``
 decides, and hands the decoded response back to ``apply_response``. The provider's own
-connections are lean h11 lanes (``rma_shell.lean_http``; httpx lanes when the environment
+connections are lean h11 lanes (``rma_shell.transport.lean_http``; httpx lanes when the environment
 sets a proxy); a caller's ``http_client`` is used as it is. A pluggable ``chat``
 callable replaces the HTTP call for any gateway or SDK.
 
@@ -72,10 +72,6 @@ from rma.retry import is_transient_error, next_delay_s
 from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
 from rma.wire.sse import SSEDecoder
-from rma_shell.http import env_proxies, host_of, same_origin, shared_ssl_context
-from rma_shell.lean_http import LeanPool, Timeouts
-from rma_shell.lean_http import PoolTimeout as LanePoolTimeout
-from rma_shell.lean_http import Response as LeanResponse
 from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
@@ -88,6 +84,10 @@ from rma_shell.providers.local_pool import (
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
+from rma_shell.transport.http import env_proxies, host_of, same_origin, shared_ssl_context
+from rma_shell.transport.lean_http import LeanPool, Timeouts
+from rma_shell.transport.lean_http import PoolTimeout as LanePoolTimeout
+from rma_shell.transport.lean_http import Response as LeanResponse
 
 logger = logging.getLogger("rma.providers.local")
 
@@ -455,7 +455,7 @@ class Local(Provider[LocalConn]):
         """The provider's own connections, built on first use and shared by its sessions: a
         session then reuses a pooled connection instead of opening one (the CMA and AgentCore
         providers do the same). ``close()`` closes them; closed ones are rebuilt. Lean h11
-        lanes (``rma_shell.lean_http``) unless the environment configures a proxy, which only
+        lanes (``rma_shell.transport.lean_http``) unless the environment configures a proxy, which only
         httpx honours: then httpx lanes (``LocalPool``)."""
         if self._own_client is None or self._own_client.is_closed:
             size = self.max_connections or DEFAULT_MAX_CONNECTIONS

@@ -31,7 +31,7 @@ import httpx
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts
-from rma_shell.http import async_client
+from rma_shell.transport.http import async_client
 
 DEFAULT_MAX_CONNECTIONS: Final = 100
 """httpx's own default: requests in flight per provider (and idle connections kept)."""

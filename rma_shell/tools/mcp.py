@@ -46,9 +46,9 @@ import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from returns.result import Failure, Success
 
-from rma_shell.http import user_agent
 from rma_shell.tools.source import ToolOutput, ToolSpec
 from rma_shell.tools.toolbox import ToolboxError
+from rma_shell.transport.http import user_agent
 
 try:
     import mcp.types as mt

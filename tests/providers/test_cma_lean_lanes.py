@@ -1,4 +1,4 @@
-"""The CMA client's own lean lanes (``rma_shell.lean_http``) keep its documented HTTP behaviour.
+"""The CMA client's own lean lanes (``rma_shell.transport.lean_http``) keep its documented HTTP behaviour.
 
 docs/providers/claude-managed-agents.md: the receive timeout bounds each read, a transport
 failure is retried only on idempotent calls (a timed-out event post is never sent twice), and a

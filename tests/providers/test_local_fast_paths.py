@@ -17,11 +17,11 @@ from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts
 from rma_shell import run
-from rma_shell.lean_http import LeanPool
 from rma_shell.providers.base import OpenRequest
 from rma_shell.providers.local import Local, LocalConn
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing import OpenAIEmulator
+from rma_shell.transport.lean_http import LeanPool
 
 WEATHER = {"name": "get_weather", "description": "Weather", "input_schema": {"type": "object"}}
 

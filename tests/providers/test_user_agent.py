@@ -17,7 +17,6 @@ from rma.provisioning import AgentSpec
 from rma.wire.sigv4 import Credentials
 from rma_shell import run
 from rma_shell.aws_credentials import StaticCredentialSource
-from rma_shell.http import user_agent
 from rma_shell.providers.agentcore_client import AgentCoreClient
 from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
 from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
@@ -28,6 +27,7 @@ from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.transport.http import user_agent
 from tests.helpers import cma_agent_and_environment
 
 KEY = "sk-ant-test-agent"

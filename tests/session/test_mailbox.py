@@ -1,4 +1,4 @@
-"""The session's mailbox (``rma_shell._mailbox``): FIFO across bursts, one wake-up shared by racing
+"""The session's mailbox (``rma_shell.machinery.mailbox``): FIFO across bursts, one wake-up shared by racing
 readers, close semantics, and ``next`` as a checkpoint."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from rma_shell._mailbox import Mailbox
+from rma_shell.machinery.mailbox import Mailbox
 
 
 async def test_items_come_out_in_order_across_bursts_and_waits() -> None:

@@ -1,4 +1,4 @@
-"""The driver's task group (``rma_shell._tasks``): on both backends it behaves as anyio's — a
+"""The driver's task group (``rma_shell.machinery.tasks``): on both backends it behaves as anyio's — a
 child's error reaches the owner in an exception group, an outer scope's cancellation reaches
 every child, ``cancel_scope.cancel()`` ends them, and each task starts in a copy of the
 spawner's context (a contextvar one task sets is not seen by the next)."""
@@ -10,7 +10,7 @@ import contextvars
 import anyio
 import pytest
 
-from rma_shell._tasks import open_task_group
+from rma_shell.machinery.tasks import open_task_group
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
 

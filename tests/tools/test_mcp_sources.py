@@ -18,9 +18,9 @@ import pytest
 from returns.result import Failure, Success
 
 from rma.vocabulary import SessionInfo
-from rma_shell.http import user_agent
 from rma_shell.tools import Toolbox, ToolboxError, tool
 from rma_shell.tools.mcp import MCPServer, MCPServerError
+from rma_shell.transport.http import user_agent
 from tests.tools._mcp import free_port, http_server, pid_alive, stdio_server
 
 INFO = SessionInfo(session_id="s-1", provider="local")

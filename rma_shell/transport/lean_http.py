@@ -11,7 +11,7 @@ pool timeout, as httpx's pool timeout bounds it), the most recently used first.
 It behaves as httpx does where the providers can tell: the same timeouts per operation (connect,
 each write, each read), TLS with the process's shared verification context (SNI, no
 close_notify wait, like httpcore), the same default headers (rma's ``User-Agent``, as the
-httpx clients rma builds send: ``rma_shell.http.user_agent``), ``Accept-Encoding: gzip,
+httpx clients rma builds send: ``rma_shell.transport.http.user_agent``), ``Accept-Encoding: gzip,
 deflate`` decoded, keep-alive connections dropped after 5 s idle or when the server has closed
 them, a connection closed whenever a response is not read to its end; and every failure
 raises the httpx exception class httpx would (``ConnectError``, ``ConnectTimeout``,
@@ -46,7 +46,7 @@ import h11
 import httpx
 from anyio.streams.tls import TLSStream
 
-from rma_shell.http import user_agent
+from rma_shell.transport.http import user_agent
 
 KEEPALIVE_EXPIRY_S: Final = 5.0
 """httpx's default: an idle connection older than this is closed instead of reused."""

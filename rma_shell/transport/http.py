@@ -5,7 +5,7 @@ on this project's CI machine — more than a whole local model turn. Sessions ea
 (its lifetime is the session's), so they share the one context instead: an ``SSLContext`` is
 safe to share between clients, threads and event loops.
 
-Every connection rma opens itself — its lean lanes (``rma_shell.lean_http``) and the httpx
+Every connection rma opens itself — its lean lanes (``rma_shell.transport.lean_http``) and the httpx
 clients it builds — says who it is with ``user_agent()``. A caller's own ``http_client`` is
 not one of them: it is used as it is, its headers included.
 """

@@ -72,15 +72,15 @@ from rma.session.options import (
 )
 from rma.session.receiving import live_event_forwards
 from rma.vocabulary import JSON, SessionInfo, SessionResult
-from rma_shell._mailbox import Mailbox
-from rma_shell._tasks import TaskGroup, open_task_group
 from rma_shell.handler import HandlerAdapter
 from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
+from rma_shell.machinery.mailbox import Mailbox
+from rma_shell.machinery.tasks import TaskGroup, open_task_group
+from rma_shell.machinery.updates import UpdateHub
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.recording import Recordable, Recorder, open_recorder
 from rma_shell.telemetry import Telemetry
-from rma_shell.updates import UpdateHub
 
 log = logging.getLogger("rma.session")
 
@@ -124,7 +124,7 @@ class DriverOptions:
     journal: SessionJournal | None = None
     """Where the session is journaled (``journal=``), bound to its key; None: not journaled."""
     stop_grace: float = DEFAULT_STOP_GRACE_S
-    """Seconds stopping the host's loop may take (``rma_shell.remote_stop``), confirmed or not."""
+    """Seconds stopping the host's loop may take (``rma_shell.machinery.remote_stop``), confirmed or not."""
 
 
 # The events after which the provider's reattach snapshot may have changed (a journal keeps it).

@@ -27,7 +27,7 @@ from returns.result import Failure, Result
 from rma.errors import SessionError
 from rma.recording import encode
 from rma.vocabulary import SessionResult
-from rma_shell._interrupt import keyboard_interrupt, silence_stdout
+from rma_shell.machinery.interrupt import keyboard_interrupt, silence_stdout
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replay a log that was cut short (its process died) as far as it goes; edits are still refused",
     )
-    from rma_shell.cli_provision import add_commands
+    from rma_shell.cli.provision import add_commands
 
     add_commands(commands)
     return parser
@@ -178,7 +178,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, environ
         return _demo(args, environ)
     if args.command == "replay":
         return _replay(args)
-    from rma_shell.cli_provision import COMMANDS, run_command
+    from rma_shell.cli.provision import COMMANDS, run_command
 
     if args.command in COMMANDS:
         return run_command(args, environ)
@@ -231,7 +231,7 @@ def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         except OSError as exc:
             return _usage_error(f"--record: cannot write {args.record}: {exc.strerror or exc}")
 
-    from rma_shell.cli_progress import Progress
+    from rma_shell.cli.progress import Progress
 
     display = Display(quiet=args.quiet, plain=args.plain)
     config = DemoConfig(

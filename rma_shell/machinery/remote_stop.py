@@ -30,7 +30,7 @@ from rma.session.machine import Phase
 from rma_shell.logging import log_fields
 
 if TYPE_CHECKING:
-    from rma_shell.driver import Driver
+    from rma_shell.machinery.driver import Driver
 
 log = logging.getLogger("rma.session")
 

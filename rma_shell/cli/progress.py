@@ -186,7 +186,7 @@ class _Traced(httpx.AsyncBaseTransport):
 
 def traced_http_client(progress: Progress, what: str, *, timeout_s: float = 120.0) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` whose requests show their phases on ``progress`` (the caller closes it)."""
-    from rma_shell.http import shared_ssl_context, user_agent
+    from rma_shell.transport.http import shared_ssl_context, user_agent
 
     inner = httpx.AsyncHTTPTransport(verify=shared_ssl_context())
     return httpx.AsyncClient(

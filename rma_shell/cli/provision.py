@@ -27,7 +27,7 @@ from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError
 from rma.vocabulary import JSON
-from rma_shell.cli_progress import Progress, harness_wait_telemetry
+from rma_shell.cli.progress import Progress, harness_wait_telemetry
 
 EXIT_OK = 0
 EXIT_ERROR = 1
