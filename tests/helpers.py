@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -125,3 +126,17 @@ async def cancel_after(scope: anyio.CancelScope, ready: Callable[[], object]) ->
     """``scope.cancel()`` once the blocking ``ready()`` returns (waited for in a worker thread)."""
     await in_thread(ready)
     scope.cancel()
+
+
+_INTERRUPTIBLE = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('rma_shell', run_name='__main__', alter_sys=True)"
+)
+
+
+def rma_interruptible(*args: str) -> list[str]:
+    """``python -m rma_shell ARGS`` taking Ctrl-C as from a terminal, whatever the test run
+    inherited: a shell starts a background job (``cmd &``, many CI steps) with SIGINT
+    ignored, pytest and what it spawns inherit that, and an ``rma`` that ignores SIGINT cannot
+    show what it does on Ctrl-C."""
+    return [sys.executable, "-c", _INTERRUPTIBLE, *args]

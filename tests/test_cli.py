@@ -6,7 +6,6 @@ import io
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from rma.codec_json import dumps
 from rma_shell.cli import main
 from rma_shell.demo import DemoConfig, Display, RehearsalModel, run_demo
 from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay, status
+from tests.helpers import rma_interruptible
 
 KEY = "sk-test-SECRET-4f2a9c"
 
@@ -212,7 +212,7 @@ def test_replay_of_a_cut_short_log(cwd: Path, capsys: pytest.CaptureFixture[str]
 
 def _rma(cwd: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "rma_shell", *args],
+        rma_interruptible(*args),  # the Ctrl-C test signals it
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -23,6 +23,7 @@ import trio.testing
 from rma_shell.cli_progress import ERASE, Progress
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay
+from tests.helpers import rma_interruptible
 
 ROLE = "arn:aws:iam::123456789012:role/harness-role"
 
@@ -175,7 +176,7 @@ def test_provision_off_a_terminal_prints_no_progress(tmp_path: Path) -> None:
 def test_ctrl_c_during_a_harness_wait_exits_130_with_one_line(tmp_path: Path) -> None:
     with AgentCoreEmulator(ready_after_s=60, endpoint_ready_after_s=0.1) as emu:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rma_shell", *_provision_argv(tmp_path, emu)],
+            rma_interruptible(*_provision_argv(tmp_path, emu)),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
