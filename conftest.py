@@ -5,6 +5,10 @@ collected and run once on trio and once on asyncio. A test that asks for ``autoj
 or ``mock_clock`` runs on trio only, with trio's ``MockClock`` as the run's clock (trio is the
 reference backend and the only one with virtual time). ``@pytest.mark.trio_only`` pins any
 other test to trio when it inspects trio internals.
+
+Hypothesis runs under the ``rma`` profile: no per-example ``deadline`` and no ``too_slow``
+health check, both of which measure wall time and fail a correct property on a busy machine.
+A test's own ``@settings(...)`` inherit these unless it sets them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ from typing import Any
 
 import pytest
 import trio.testing
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("rma", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rma")
 
 _VIRTUAL = {"autojump_clock": "trio-autojump", "mock_clock": "trio-mockclock"}
 

@@ -333,9 +333,16 @@ async def run(
         await driver.close()
 
 
+def _run_deadline(timeout: float | None) -> anyio.CancelScope:
+    """The scope that ends a run after ``timeout`` seconds. A module-level seam, not an option:
+    tests replace it to end a run by its timeout at a point of a real-time exchange with a
+    host emulator they choose, on either backend, rather than race a clock against it."""
+    return anyio.move_on_after(math.inf if timeout is None else timeout)
+
+
 async def _run_to_end(driver: Driver[Any], timeout: float | None) -> Outcome_:
     try:
-        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+        with _run_deadline(timeout) as scope:
             opened = await driver.open()
             if isinstance(opened, Failure):
                 return Failure(opened.failure())

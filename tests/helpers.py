@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import Any
 
+import anyio
+import pytest
+
+import rma_shell.session
 from rma.vocabulary import JSON
 
 _counter = iter(range(1, 1_000_000))
@@ -80,3 +86,57 @@ def cma_agent_and_environment(emu: Any, key: str) -> dict[str, str]:
         headers=headers,
     )
     return {"agent_id": agent.json()["id"], "environment_id": env.json()["id"]}
+
+
+class RunDeadline:
+    """Ends runs by their timeout when the test says so (``fire``), not after their seconds.
+
+    Replaces ``rma_shell.session._run_deadline`` with a scope only ``fire`` cancels; the run
+    then reports ``Timeout(timeout_s=<its timeout>)`` and stops its host as on a real timeout.
+    For a timeout that must land at a given point of a real-time exchange with an emulator,
+    which a busy machine reaches later than any fixed number of seconds. (Timeouts elapsing
+    on their own are tested on trio's virtual clock.)"""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.scopes: list[anyio.CancelScope] = []
+        monkeypatch.setattr(rma_shell.session, "_run_deadline", self._scope)
+
+    def _scope(self, timeout: float | None) -> anyio.CancelScope:
+        self.scopes.append(scope := anyio.CancelScope())
+        return scope
+
+    def fire(self) -> None:
+        """The latest run's timeout elapses now."""
+        assert self.scopes, "no run has started"
+        self.scopes[-1].cancel()
+
+    async def fire_after(self, ready: Callable[[], object]) -> None:
+        """Wait in a worker thread for the blocking ``ready()`` (say, the emulator has played
+        the first half of a turn), then ``fire``."""
+        await in_thread(ready)
+        self.fire()
+
+
+async def in_thread(blocking: Callable[[], object]) -> None:
+    """Run a blocking wait in a worker thread, abandoned if the caller is cancelled."""
+    await anyio.to_thread.run_sync(blocking, abandon_on_cancel=True)
+
+
+async def cancel_after(scope: anyio.CancelScope, ready: Callable[[], object]) -> None:
+    """``scope.cancel()`` once the blocking ``ready()`` returns (waited for in a worker thread)."""
+    await in_thread(ready)
+    scope.cancel()
+
+
+_INTERRUPTIBLE = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('rma_shell', run_name='__main__', alter_sys=True)"
+)
+
+
+def rma_interruptible(*args: str) -> list[str]:
+    """``python -m rma_shell ARGS`` taking Ctrl-C as from a terminal, whatever the test run
+    inherited: a shell starts a background job (``cmd &``, many CI steps) with SIGINT
+    ignored, pytest and what it spawns inherit that, and an ``rma`` that ignores SIGINT cannot
+    show what it does on Ctrl-C."""
+    return [sys.executable, "-c", _INTERRUPTIBLE, *args]

@@ -20,6 +20,7 @@ from rma.codec_json import dumps
 from rma_shell.cli import main
 from rma_shell.demo import DemoConfig, Display, RehearsalModel, run_demo
 from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay, status
+from tests.helpers import rma_interruptible
 
 KEY = "sk-test-SECRET-4f2a9c"
 
@@ -214,7 +215,7 @@ def test_replay_of_a_cut_short_log(cwd: Path, capsys: pytest.CaptureFixture[str]
 
 def _rma(cwd: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "rma_shell", *args],
+        rma_interruptible(*args),  # the Ctrl-C test signals it
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -280,6 +281,9 @@ def test_ctrl_c_while_the_cli_is_still_importing_exits_130_with_one_line(cwd: Pa
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as from a terminal, even when this run was started with SIGINT ignored (a
+        # background job): the child would inherit the ignore (see tests.helpers).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     assert proc.stdout.readline() == "importing\n"  # an event, not a delay: it is in the imports

@@ -24,6 +24,7 @@ from rma_shell.cli.progress import ERASE, Progress, traced_http_client
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay
 from rma_shell.transport.http import user_agent
+from tests.helpers import rma_interruptible
 
 ROLE = "arn:aws:iam::123456789012:role/harness-role"
 
@@ -143,7 +144,9 @@ def _provision_argv(tmp_path: Path, emu: AgentCoreEmulator, *extra: str) -> list
 
 
 def test_provision_shows_its_harness_wait_on_a_terminal(tmp_path: Path) -> None:
-    with AgentCoreEmulator(ready_after_s=2.5, endpoint_ready_after_s=0.1) as emu:
+    # READY 4 s after the create: the first poll must still see CREATING, however slowly the
+    # CLI's process gets to it on a busy machine.
+    with AgentCoreEmulator(ready_after_s=4, endpoint_ready_after_s=0.1) as emu:
         proc, master = _spawn(_provision_argv(tmp_path, emu), tmp_path, env=emu.credentials_env())
         out, _ = proc.communicate(timeout=60)
         screen = _screen(master)
@@ -182,7 +185,7 @@ def test_provision_off_a_terminal_prints_no_progress(tmp_path: Path) -> None:
 def test_ctrl_c_during_a_harness_wait_exits_130_with_one_line(tmp_path: Path) -> None:
     with AgentCoreEmulator(ready_after_s=60, endpoint_ready_after_s=0.1) as emu:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rma_shell", *_provision_argv(tmp_path, emu)],
+            rma_interruptible(*_provision_argv(tmp_path, emu)),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -204,10 +207,13 @@ def _slow_model(body: dict[str, Any]) -> Turn:
 
 
 def test_demo_shows_a_model_that_accepted_the_connection_but_has_not_answered(tmp_path: Path) -> None:
-    with OpenAIEmulator([_slow_model], faults={0: delay(2.5)}) as emu:
+    # Answered 3 s after the request: the redraw due at 1 s (or, late, at 2 s) comes first
+    # even on a busy machine (at 2.5 s, the one due at 2 s had 0.5 s to spare).
+    with OpenAIEmulator([_slow_model], faults={0: delay(3.0)}) as emu:
         proc, master = _spawn(["demo", "--base-url", emu.base_url, "--model", "slow"], tmp_path, env={})
         out, _ = proc.communicate(timeout=60)
         screen = _screen(master)
     assert proc.returncode == 0, screen
-    assert f"model slow at {emu.base_url}: connected, waiting for the answer (2s)" in screen
+    waiting = f"model slow at {emu.base_url}: connected, waiting for the answer"
+    assert f"{waiting} (1s)" in screen or f"{waiting} (2s)" in screen, screen
     assert "waiting" not in out  # the trace on stdout has none of it

@@ -291,15 +291,20 @@ async def test_an_undecodable_gzip_body_is_a_decoding_error(serve: Callable[...,
 async def test_a_connection_the_server_closed_while_idle_is_reopened_not_failed(
     serve: Callable[..., RawServer],
 ) -> None:
+    closed = threading.Event()
+
     def then_close(peer: Peer, index: int) -> None:
         ok(peer, index)
         peer.close()  # no "Connection: close": the client learns it only from the socket
+        closed.set()
 
     server = serve(then_close)
     pool = LeanPool(1)
     try:
         first = await exchange(pool, server.url)
-        await anyio.sleep(0.05)  # the FIN arrives
+        # The server has closed its end (on loopback the FIN is queued to us by then), however
+        # long its thread took to get there.
+        assert await anyio.to_thread.run_sync(closed.wait, 30)
         second = await exchange(pool, server.url)
     finally:
         await pool.aclose()
@@ -406,7 +411,7 @@ async def test_a_garbage_status_line_is_a_remote_protocol_error(serve: Callable[
 
 
 async def test_a_stalled_answer_is_a_read_timeout(serve: Callable[..., RawServer]) -> None:
-    server = serve(lambda peer, i: time.sleep(1.0))
+    server = serve(lambda peer, i: time.sleep(30))  # a daemon thread: nobody waits for it
     pool = LeanPool(1)
     try:
         with pytest.raises(httpx.ReadTimeout):
@@ -445,7 +450,7 @@ async def test_cancelling_mid_answer_closes_the_connection_and_frees_the_lane(
     def slow(peer: Peer, index: int) -> None:
         if peer.number == 1:
             peer.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
-            time.sleep(1.0)
+            time.sleep(30)  # far past the 0.2 s the client waits, however slowly it runs
         else:
             ok(peer, index)
 
@@ -493,10 +498,10 @@ async def test_lanes_are_bounded_handed_out_in_arrival_order_and_time_out() -> N
     async with anyio.create_task_group() as tg:
         for n in range(4):
             tg.start_soon(wait, n)
-            await anyio.sleep(0.01)  # queue them in a known order
+            await anyio.wait_all_tasks_blocked()  # queued: the waiters queue in a known order
         pool.release(first)
         for _ in range(3):  # one lane passed along: each release serves the longest waiter
-            await anyio.sleep(0.01)
+            await anyio.wait_all_tasks_blocked()  # the served waiter has taken its lane
             pool.release(held.pop())
     assert order == [0, 1, 2, 3] and len(pool.lanes) == 2
     pool.release(held.pop())
@@ -521,7 +526,8 @@ async def test_a_waiter_that_gives_up_leaves_the_queue() -> None:
         with anyio.move_on_after(0.05):
             await pool.acquire(5.0)  # gives up while queued
         tg.start_soon(patient)
-        await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()  # patient is queued
+        assert len(pool._waiters) == 1
         pool.release(lane)  # goes to the one still waiting, not to the one that left
     assert got == [lane] and not pool._waiters
 
@@ -575,15 +581,19 @@ async def test_a_big_body_arrives_whole(serve: Callable[..., RawServer]) -> None
 
 
 async def test_the_read_timeout_bounds_each_read_not_the_whole_head(serve: Callable[..., RawServer]) -> None:
+    head = (b"HTTP/1.1 200 OK\r\n", b"Content-Length: 2\r\n", b"X-A: 1\r\n", b"X-B: 2\r\n", b"\r\n")
+
     def trickle(peer: Peer, index: int) -> None:
-        for piece in (b"HTTP/1.1 200 OK\r\n", b"Content-Length: 2\r\n", b"\r\n", b"ok"):
-            time.sleep(0.15)
+        for piece in (*head, b"ok"):
+            time.sleep(0.25)
             peer.send(piece)
 
     server = serve(trickle)
     pool = LeanPool(1)
-    try:  # 0.6 s in all, never 0.3 s of silence: as httpx times it, this is no timeout
-        response = await pool.request("POST", httpx.URL(server.url), {}, b"", Timeouts(5.0, 0.3, 5.0))
+    # The head takes 1.25 s in all, never 0.25 s of silence, against a 1 s read timeout: as
+    # httpx times it, this is no timeout. Each gap leaves 0.75 s for a busy machine's stalls.
+    try:
+        response = await pool.request("POST", httpx.URL(server.url), {}, b"", Timeouts(5.0, 1.0, 5.0))
         assert await response.aread() == b"ok"
         await response.aclose()
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +28,7 @@ from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, ScriptedProvider, delay, text_turn, tool_turn
-from tests.helpers import Recorder, cma_agent_and_environment, end
+from tests.helpers import Recorder, RunDeadline, cma_agent_and_environment, end
 
 KEY = "sk-test-otel-1b2c"
 ANT_KEY = "sk-ant-otel-9d8e"
@@ -242,12 +243,24 @@ async def test_a_halted_run_ends_its_invoke_agent_span_with_the_error(ot: OTel) 
     assert ra["gen_ai.usage.input_tokens"] == attrs_of(chat)["gen_ai.usage.input_tokens"]
 
 
-async def test_a_timed_out_run_errors_the_in_flight_chat_span_and_the_session(ot: OTel) -> None:
+async def test_a_timed_out_run_errors_the_in_flight_chat_span_and_the_session(
+    ot: OTel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The timeout elapses once the second chat request is at the emulator (held there 30 s),
+    # not after a second in which a busy machine may not have got through the first turn.
+    deadline = RunDeadline(monkeypatch)
+
+    def second_chat_in_flight() -> None:
+        while len(emu.requests) < 2:
+            time.sleep(0.005)
+
     with OpenAIEmulator([CALL, {"content": "too late"}], api_key=KEY, faults={1: delay(30)}) as emu:
-        with anyio.fail_after(10):
-            outcome = await run(
-                ot.local(emu), handler=weather, prompt="weather?", timeout=1.0, telemetry=ot.telemetry
-            )
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(deadline.fire_after, second_chat_in_flight)
+                outcome = await run(
+                    ot.local(emu), handler=weather, prompt="weather?", timeout=1.0, telemetry=ot.telemetry
+                )
     assert isinstance(outcome.failure(), Timeout)
     root = ot.root()
     assert root.status.status_code is StatusCode.ERROR and attrs_of(root)["error.type"] == "timeout"

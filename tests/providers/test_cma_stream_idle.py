@@ -64,10 +64,11 @@ async def test_silence_beyond_stream_idle_timeout_s_fails_the_stream() -> None:
 
 
 async def test_events_arriving_keep_the_stream_open_past_the_idle_timeout() -> None:
-    # 8 events 0.15 s apart (1.2 s in all) against a 0.4 s idle timeout: the deadline moves
-    # on with the data, so the stream fails only once they stop.
+    # 8 events 0.25 s apart (2 s in all) against a 1 s idle timeout: the deadline moves on with
+    # the data, so the stream fails only once they stop. Each gap leaves 0.75 s for a busy
+    # machine's stalls (0.15 s against 0.4 s left 0.25 s, which a loaded CI can lose).
     with CMAEmulator([], api_key=KEY) as emu:
-        ended, received = await _stream_until_silent(emu, idle_s=0.4, emits=8, every_s=0.15)
+        ended, received = await _stream_until_silent(emu, idle_s=1.0, emits=8, every_s=0.25)
     assert [e["type"] for e in received] == ["session.status_running"] * 8
     assert isinstance(ended, Failure)
     assert isinstance(ended.failure(), StreamDropped)

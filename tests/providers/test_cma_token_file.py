@@ -63,13 +63,13 @@ class Tools:
 @pytest.fixture
 def fifo(tmp_path: Path) -> Iterator[Path]:
     """A FIFO nobody writes to. Should a reader block on it (the old behaviour), a rescuer opens
-    it for writing after 4 s so the test fails on its timing assertion instead of hanging."""
+    it for writing after 40 s so the test fails on its timing assertion instead of hanging."""
     path = tmp_path / "token.fifo"
     os.mkfifo(path)
     done = threading.Event()
 
     def rescue() -> None:
-        if done.wait(4.0):
+        if done.wait(40.0):
             return
         while not done.is_set():
             try:
@@ -98,12 +98,12 @@ async def test_a_fifo_token_file_fails_the_run_at_once_instead_of_hanging_it(fif
         )
         started = time.monotonic()
         try:
-            got = await run(provider, handler=Tools(), prompt="hi", timeout=2)
+            got = await run(provider, handler=Tools(), prompt="hi", timeout=20)
         finally:
             await provider.close()
         elapsed = time.monotonic() - started
         reached = [r for r in emu.requests if r.path.startswith("/v1/sessions")]
-    assert elapsed < 1.5, elapsed
+    assert elapsed < 20, elapsed  # failed at once: not cut by the run's timeout or the rescuer
     assert isinstance(got, Failure)
     error = got.failure()
     assert isinstance(error, AuthenticationError) and "not a regular file (a FIFO)" in error.message
@@ -191,7 +191,7 @@ async def test_a_read_that_blocks_is_abandoned_when_the_deadline_passes() -> Non
     release = threading.Event()
 
     def stuck(path: str) -> str:  # a hung network filesystem
-        release.wait(10)
+        release.wait(60)
         return token_text()
 
     seen: list[httpx.Request] = []
@@ -206,4 +206,5 @@ async def test_a_read_that_blocks_is_abandoned_when_the_deadline_passes() -> Non
             await client.get_session("sesn_1")
     finally:
         release.set()
-    assert scope.cancelled_caught and time.monotonic() - started < 2.0 and seen == []
+    # Abandoned, not waited for: the read would hold the caller 60 s.
+    assert scope.cancelled_caught and time.monotonic() - started < 30 and seen == []

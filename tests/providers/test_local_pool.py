@@ -30,18 +30,31 @@ class Handler:
 
 
 class Overlap:
-    """A scripted reply (tool call, then text) that records how many requests overlap."""
+    """A scripted reply (tool call, then text) that records how many requests overlap.
 
-    def __init__(self) -> None:
+    The first ``size`` requests wait (up to 10 s) until ``size`` are in flight at once, so a
+    pool that fills every connection shows it however the OS schedules a busy machine; a
+    pool that opens fewer leaves them waiting out the 10 s and the peak short."""
+
+    def __init__(self, size: int) -> None:
         self.lock = threading.Lock()
         self.in_flight = 0
         self.peak = 0
+        self.arrived = 0
+        self.size = size
+        self.full = threading.Event()
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             self.in_flight += 1
+            self.arrived += 1
             self.peak = max(self.peak, self.in_flight)
-        time.sleep(0.01)  # long enough for concurrent requests to overlap on the server
+            first = self.arrived <= self.size
+            if self.in_flight >= self.size:
+                self.full.set()
+        if first:
+            self.full.wait(10)
+        time.sleep(0.01)  # later requests overlap too: a pool that opened more would show it
         with self.lock:
             self.in_flight -= 1
         if any(m.get("role") == "tool" for m in body["messages"]):
@@ -63,7 +76,7 @@ async def _run_many(provider: Local, sessions: int) -> list[Any]:
 
 @pytest.mark.parametrize("size", [1, 3])
 async def test_max_connections_bounds_the_requests_in_flight_and_every_session_finishes(size: int) -> None:
-    overlap = Overlap()
+    overlap = Overlap(size)
     sessions = 24
     with OpenAIEmulator([overlap] * (2 * sessions)) as emu:
         provider = Local(base_url=emu.base_url, model="m", tools=[STEP], max_connections=size)

@@ -397,7 +397,9 @@ async def test_invalid_input_is_an_error_value() -> None:
 
 
 async def test_cancellation_aborts_an_in_flight_request() -> None:
-    with OpenAIEmulator([{"content": "late"}], faults={0: delay(5.0)}) as emu:
+    # The answer would take 60 s (the emulator's exit cuts the wait short): an aborted request
+    # returns in a fraction of that however busy the machine is.
+    with OpenAIEmulator([{"content": "late"}], faults={0: delay(60.0)}) as emu:
         local = make(emu.base_url)
         conn = await opened(local)
         started = time.monotonic()
@@ -405,7 +407,7 @@ async def test_cancellation_aborts_an_in_flight_request() -> None:
             await kickoff(local, conn)
         await local.aclose(conn)
     assert scope.cancelled_caught
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 30
 
 
 async def test_close_closes_only_the_providers_own_client() -> None:
@@ -566,10 +568,10 @@ async def test_a_body_left_open_after_done_still_ends_the_turn_promptly() -> Non
         stream=True,
     )
     started = time.monotonic()
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         outcome = await kickoff(local, conn)
     assert local.codec.normalize(outcome.result.unwrap()).text == "hi"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # the body would stay open an hour
     assert body.closed
 
 

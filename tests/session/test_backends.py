@@ -20,6 +20,7 @@ from rma_shell import open_session, run
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator, delay
+from tests.helpers import RunDeadline
 
 KEY = "sk-test-backends"
 WEATHER = {"name": "get_weather", "description": "Weather", "input_schema": {"type": "object"}}
@@ -143,19 +144,31 @@ async def test_async_tools_and_handle_event_run_on_the_callers_loop(anyio_backen
     assert "local.model_response" in kinds
 
 
-async def test_the_timeout_cancels_a_hung_async_tool_in_real_time() -> None:
+async def test_the_timeout_cancels_a_hung_async_tool_in_real_time(monkeypatch: pytest.MonkeyPatch) -> None:
     cleaned: list[bool] = []
+    hanging = anyio.Event()
+    # Real time: real backends, a real HTTP host, the run's own timeout path. Only the moment
+    # the deadline passes is the test's: once the tool hangs, however late a busy machine
+    # gets there (at 0.5 s of wall time, the first model call could still be in flight).
+    deadline = RunDeadline(monkeypatch)
 
     class Hangs:
         async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
             try:
+                hanging.set()
                 await anyio.sleep_forever()
             finally:
                 cleaned.append(True)  # the tool saw its cancellation
             raise AssertionError("unreachable")
 
+    async def fire_once_hanging() -> None:
+        await hanging.wait()
+        deadline.fire()
+
     with OpenAIEmulator([CALL, {"content": "never"}], api_key=KEY) as emu:
-        outcome = await run(local(emu), handler=Hangs(), prompt="go", timeout=0.5)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fire_once_hanging)
+            outcome = await run(local(emu), handler=Hangs(), prompt="go", timeout=0.5)
     assert isinstance(outcome, Failure) and isinstance(outcome.failure(), Timeout)
     assert cleaned == [True]
 

@@ -6,6 +6,10 @@ reads idle), AgentCore a ``StopRuntimeSession`` (confirmed by its 200). The stop
 bounded by the run's ``stop_grace`` (``test_stop_grace``), and reported in
 ``Timeout.remote_stop``, the telemetry event ``rma.session.remote_stop`` and the ``rma.session``
 log.
+
+A run's timeout (or the caller's cancellation) lands where the test waits for it: once the
+emulator has got the turn under way (``RunDeadline``, ``cancel_after``), not after a second of
+wall time that a busy machine may spend before the session even exists.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from rma_shell.testing import agentcore_emulator as ace
 from rma_shell.testing import cma_emulator as cma
 from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
 from rma_shell.testing.cma_emulator import CMAEmulator
-from tests.helpers import cma_agent_and_environment
+from tests.helpers import RunDeadline, cancel_after, cma_agent_and_environment
 
 KEY = "sk-ant-test-5c1f"
 SID = "rma-session-0123456789abcdef0123456789"
@@ -115,16 +119,51 @@ def stop_requests(emu: AgentCoreEmulator) -> list[Any]:
     return [r for r in emu.requests if r.path.endswith("/stopruntimesession")]
 
 
+@pytest.fixture
+def deadline(monkeypatch: pytest.MonkeyPatch) -> RunDeadline:
+    return RunDeadline(monkeypatch)
+
+
+def cma_mid_turn(emu: CMAEmulator, nth_session: int = 1) -> Callable[[], None]:
+    """Blocks until the emulator's ``nth_session`` has played "working" (and waits on its pause)."""
+
+    def ready() -> None:
+        until(lambda: len(emu.session_ids) >= nth_session, 30)
+        emu.wait_for_event(emu.session_ids[nth_session - 1], "agent.message", 30)
+
+    return ready
+
+
+def agentcore_mid_turn(emu: AgentCoreEmulator) -> Callable[[], None]:
+    """Blocks until the emulator has taken the invoke (its turn then pauses for 60 s)."""
+    return lambda: until(lambda: SID in emu.sessions and emu.sessions[SID].invocations >= 1, 30)
+
+
+async def timing_out_mid_turn(
+    deadline: RunDeadline, emu: AgentCoreEmulator, provider: BedrockAgentCore, **options: Any
+) -> Any:
+    """``run`` on AgentCore whose timeout (``timeout=1.0``) elapses once the turn is under way."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(deadline.fire_after, agentcore_mid_turn(emu))
+        return await run(
+            provider, handler=Quiet(), prompt="go", runtime_session_id=SID, timeout=1.0, **options
+        )
+
+
 # ── Claude Managed Agents: user.interrupt ─────────────────────────────────────────────
 
 
-async def test_a_run_timing_out_mid_turn_interrupts_the_claude_session(made: list[Any]) -> None:
+async def test_a_run_timing_out_mid_turn_interrupts_the_claude_session(
+    made: list[Any], deadline: RunDeadline
+) -> None:
     stops = Stops()
     with CMAEmulator([CMA_WORKING], api_key=KEY) as emu:
         with anyio.fail_after(30):
-            got = await run(
-                claude(emu, made), handler=Quiet(), prompt="go", timeout=1.0, telemetry=stops.telemetry
-            )
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(deadline.fire_after, cma_mid_turn(emu))
+                got = await run(
+                    claude(emu, made), handler=Quiet(), prompt="go", timeout=1.0, telemetry=stops.telemetry
+                )
         error = got.failure()
         assert isinstance(error, Timeout) and error.remote_stop == "confirmed"
         assert str(error) == "timeout: run timed out after 1.0s; the host's loop was stopped (confirmed)"
@@ -144,8 +183,10 @@ async def test_a_cancelled_run_interrupts_the_claude_session_and_logs_it(
     stops = Stops()
     with CMAEmulator([CMA_WORKING], api_key=KEY) as emu:
         provider = claude(emu, made)
-        with caplog.at_level(logging.INFO, logger="rma.session"), anyio.move_on_after(1.0) as scope:
-            await run(provider, handler=Quiet(), prompt="go", timeout=60, telemetry=stops.telemetry)
+        with caplog.at_level(logging.INFO, logger="rma.session"), anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_after, scope, cma_mid_turn(emu))
+                await run(provider, handler=Quiet(), prompt="go", timeout=60, telemetry=stops.telemetry)
         assert scope.cancelled_caught
         [session_id] = emu.session_ids
         assert emu.session(session_id)["status"] == "idle"
@@ -186,25 +227,29 @@ async def test_a_session_left_idle_or_a_run_that_ended_asks_the_host_nothing(mad
 
 
 async def test_a_journaled_run_cancelled_leaves_its_host_to_resume_but_a_timeout_stops_it(
-    made: list[Any],
+    made: list[Any], deadline: RunDeadline
 ) -> None:
     with CMAEmulator([CMA_WORKING, CMA_WORKING], api_key=KEY) as emu:
         provider = claude(emu, made)
         journal = MemoryJournal()
-        with anyio.move_on_after(1.0):
-            await run(provider, handler=Quiet(), prompt="go", journal=journal, journal_key="cancelled")
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_after, scope, cma_mid_turn(emu))
+                await run(provider, handler=Quiet(), prompt="go", journal=journal, journal_key="cancelled")
         [cancelled] = emu.session_ids
         assert emu.interrupts(cancelled) == []  # resume carries it on: the host keeps working
         assert emu.session(cancelled)["status"] == "running"
-        got = await run(
-            provider, handler=Quiet(), prompt="go", timeout=1.0, journal=journal, journal_key="timed_out"
-        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(deadline.fire_after, cma_mid_turn(emu, nth_session=2))
+            got = await run(
+                provider, handler=Quiet(), prompt="go", timeout=1.0, journal=journal, journal_key="timed_out"
+            )
         assert got.failure().remote_stop == "confirmed"  # type: ignore[attr-defined]
         timed_out = next(s for s in emu.session_ids if s != cancelled)
         assert len(emu.interrupts(timed_out)) == 1
 
 
-async def test_a_refused_interrupt_says_failed(made: list[Any]) -> None:
+async def test_a_refused_interrupt_says_failed(made: list[Any], deadline: RunDeadline) -> None:
     with CMAEmulator([CMA_WORKING], api_key=KEY) as emu:
         provider = claude(emu, made)
         outcome: list[Any] = []
@@ -214,10 +259,10 @@ async def test_a_refused_interrupt_says_failed(made: list[Any]) -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(go)
-            await anyio.to_thread.run_sync(until, lambda: bool(emu.session_ids))
+            await anyio.to_thread.run_sync(cma_mid_turn(emu))
             session_id = emu.session_ids[0]
-            await anyio.to_thread.run_sync(emu.wait_for_event, session_id, "agent.message")
             emu.inject(cma.status_once(403, method="POST", path=r"/events$"))  # past the kickoff
+            deadline.fire()
         [got] = outcome
         error = got.failure()
         assert isinstance(error, Timeout) and error.remote_stop == "failed"
@@ -228,18 +273,13 @@ async def test_a_refused_interrupt_says_failed(made: list[Any]) -> None:
 # ── Bedrock AgentCore: StopRuntimeSession ─────────────────────────────────────────────
 
 
-async def test_a_run_timing_out_mid_turn_stops_the_runtime_session(made: list[Any]) -> None:
+async def test_a_run_timing_out_mid_turn_stops_the_runtime_session(
+    made: list[Any], deadline: RunDeadline
+) -> None:
     stops = Stops()
     with AgentCoreEmulator([AC_WORKING]) as emu:
         with anyio.fail_after(30):
-            got = await run(
-                agentcore(emu, made),
-                handler=Quiet(),
-                prompt="go",
-                runtime_session_id=SID,
-                timeout=1.0,
-                telemetry=stops.telemetry,
-            )
+            got = await timing_out_mid_turn(deadline, emu, agentcore(emu, made), telemetry=stops.telemetry)
         error = got.failure()
         assert isinstance(error, Timeout) and error.remote_stop == "confirmed"
         [stop] = emu.stops
@@ -253,11 +293,9 @@ async def test_a_run_timing_out_mid_turn_stops_the_runtime_session(made: list[An
     )
 
 
-async def test_the_stop_request_is_the_one_botocore_builds(made: list[Any]) -> None:
+async def test_the_stop_request_is_the_one_botocore_builds(made: list[Any], deadline: RunDeadline) -> None:
     with AgentCoreEmulator([AC_WORKING]) as emu:
-        got = await run(
-            agentcore(emu, made), handler=Quiet(), prompt="go", runtime_session_id=SID, timeout=1.0
-        )
+        got = await timing_out_mid_turn(deadline, emu, agentcore(emu, made))
         assert got.failure().remote_stop == "confirmed"  # type: ignore[attr-defined]
         boto = _boto_client(emu)
         await anyio.to_thread.run_sync(
@@ -271,30 +309,23 @@ async def test_the_stop_request_is_the_one_botocore_builds(made: list[Any]) -> N
     assert ours.headers["content-type"] == "application/json"
 
 
-async def test_a_retryable_conflict_is_retried_with_the_same_client_token(made: list[Any]) -> None:
+async def test_a_retryable_conflict_is_retried_with_the_same_client_token(
+    made: list[Any], deadline: RunDeadline
+) -> None:
     conflict = ace.error_once(409, "RetryableConflictException", operation="StopRuntimeSession")
     with AgentCoreEmulator([AC_WORKING], faults=[conflict]) as emu:
-        got = await run(
-            agentcore(emu, made), handler=Quiet(), prompt="go", runtime_session_id=SID, timeout=1.0
-        )
+        got = await timing_out_mid_turn(deadline, emu, agentcore(emu, made))
         assert got.failure().remote_stop == "confirmed"  # type: ignore[attr-defined]
         first, second = stop_requests(emu)
         assert first.body["clientToken"] == second.body["clientToken"]
         assert len(emu.stops) == 1
 
 
-async def test_a_refused_stop_says_failed(made: list[Any]) -> None:
+async def test_a_refused_stop_says_failed(made: list[Any], deadline: RunDeadline) -> None:
     stops = Stops()
     denied = ace.error_once(403, "AccessDeniedException", operation="StopRuntimeSession")
     with AgentCoreEmulator([AC_WORKING], faults=[denied]) as emu:
-        got = await run(
-            agentcore(emu, made),
-            handler=Quiet(),
-            prompt="go",
-            runtime_session_id=SID,
-            timeout=1.0,
-            telemetry=stops.telemetry,
-        )
+        got = await timing_out_mid_turn(deadline, emu, agentcore(emu, made), telemetry=stops.telemetry)
         error = got.failure()
         assert isinstance(error, Timeout) and error.remote_stop == "failed"
         assert str(error).endswith("stopping the host's loop failed: it may still be running")

@@ -403,7 +403,7 @@ async def test_T14_a_blocking_sync_tool_does_not_block_the_trio_loop() -> None:
         where.append(threading.get_ident())
         started.set()
         time.sleep(0.01)  # a plain blocking call
-        return "ran" if release.wait(5) else "blocked the loop"
+        return "ran" if release.wait(30) else "blocked the loop"
 
     async def ticker() -> None:
         nonlocal ticks
@@ -413,10 +413,13 @@ async def test_T14_a_blocking_sync_tool_does_not_block_the_trio_loop() -> None:
 
     async def loop_side() -> None:
         # Runs on the trio thread: it can only release the tool if the loop is not blocked.
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):
             while not started.is_set():  # noqa: ASYNC110 - a threading.Event, set by the worker
                 await anyio.sleep(0.001)
-        await anyio.sleep(0.03)
+            # The ticker goes on while the tool holds its worker thread: count ticks, not time.
+            ticked = ticks
+            while ticks < ticked + 4:  # noqa: ASYNC110 - ticks are counted by the ticker task
+                await anyio.sleep(0.001)
         release.set()
 
     provider = ScriptedProvider([calls(tool("sync", "t1")), end()])
@@ -512,13 +515,15 @@ async def test_T1_max_concurrency_above_40_holds_for_sync_handlers() -> None:
         with lock:
             state["active"] += 1
             state["peak"] = max(state["peak"], state["active"])
-        release.wait(5)
+        release.wait(60)
         with lock:
             state["active"] -= 1
         return "ok"
 
     async def releaser() -> None:
-        with anyio.move_on_after(0.5):  # plenty for 45 threads to start when they may
+        # All 45 start at once when they may; capped at anyio's default 40 they never would,
+        # and the releaser lets them go after 30 s for the peak assertion to say so.
+        with anyio.move_on_after(30):
             while state["peak"] < n:  # noqa: ASYNC110 - polling state set by worker threads
                 await anyio.sleep(0.005)
         release.set()

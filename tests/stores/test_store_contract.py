@@ -442,38 +442,53 @@ async def test_a_waiter_takes_over_when_the_holder_crashed(store: BaseStore, clo
 async def test_a_long_build_keeps_its_claim_alive_by_renewing_it(
     store: BaseStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    renewals: list[float] = []
+    # What each renewal wrote: its expiry, computed from the store clock *as the renewal read
+    # it*. Not the clock after the renewal returns: a renewal that read the clock just before
+    # the competitor moved it would look fresh and still leave a lease that runs out too soon.
+    expiries: list[float | None] = []  # None: the renewal found the claim lost
     renew = store.renew
 
     def counting(claim: Claim, lease: float = 60.0) -> Claim | None:
         renewed = renew(claim, lease)
-        renewals.append(clock.now)
+        expiries.append(None if renewed is None else renewed.expires_at)
         return renewed
 
     monkeypatch.setattr(store, "renew", counting)
     finish = anyio.Event()
     observed: list[str] = []
 
-    async def slow_build() -> Result[Entry, str]:
-        await finish.wait()
-        return Success(entry(1))
+    def renewed_since_the_clock_last_moved() -> bool:
+        # Renewals run one at a time, so the newest expiry is the largest; one at least a lease
+        # past the store clock now was computed after the clock's last move.
+        assert None not in expiries, "the build lost its claim"
+        newest = expiries[-1] if expiries else None
+        return newest is not None and newest >= clock.now + 30
+
+    async def wait_for_a_renewal() -> None:
+        with anyio.fail_after(30):  # no renewal at all would hang here; 3 ms apart when alive
+            while not renewed_since_the_clock_last_moved():  # noqa: ASYNC110 - set from a worker thread
+                await anyio.sleep(0.001)
 
     async def competitor() -> None:
-        # Each round: move the store clock most of a lease, wait for a renewal to land after
-        # that, move it again — past where the lease would have ended without the renewal.
+        # Each round moves the store clock 40 s (past a 30 s lease) in two 20 s steps, each
+        # only after a renewal has landed since the previous step: the lease always has 10 s
+        # left when the competitor asks, and would have run out without the renewals.
         for _ in range(3):
-            clock.advance(20)
-            with anyio.fail_after(30):  # no renewal at all would hang here
-                while not renewals or renewals[-1] < clock.now:  # noqa: ASYNC110 - set from a worker thread
-                    await anyio.sleep(0.001)
-            clock.advance(20)
+            for _ in range(2):
+                await wait_for_a_renewal()
+                clock.advance(20)
             outcome = await anyio.to_thread.run_sync(store.claim, KEY, D[0], "competitor", 30)
             observed.append(type(outcome).__name__)
         finish.set()
 
+    async def slow_build() -> Result[Entry, str]:
+        await finish.wait()
+        return Success(entry(1))
+
     async with anyio.create_task_group() as nursery:
         nursery.start_soon(competitor)
-        # The lease is on the store's (fake) clock; renewals run on trio's: every 3 ms here.
+        # The lease is on the store's (fake) clock; renewals run on the event loop's: every
+        # 3 ms here. How far apart they land under load does not matter: the competitor waits.
         ensured = await ensure_record(store, KEY, D[0], slow_build, lease=30, renew_every=0.003)
     assert ensured.unwrap().built is True
     assert observed == ["Held", "Held", "Held"]  # 120 s on the store clock, on a 30 s lease
