@@ -27,6 +27,13 @@ from temporalio.client import Client
 from rma_shell.options import renamed_options
 
 START_TIMEOUT_S = 60.0
+START_ATTEMPTS = 3
+SETTLE_S = 0.3
+"""How long a server that began to listen must stay up to count as started."""
+
+
+class _ExitedEarly(RuntimeError):
+    """The server process ended while starting."""
 
 
 def temporal_cli() -> str:
@@ -60,6 +67,7 @@ class DevServer:
     def __init__(self, *, port: int | None = None, db_path: str | os.PathLike[str] | None = None) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
+        self._fixed_port = port is not None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if db_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="rma-temporal-")
@@ -73,6 +81,19 @@ class DevServer:
         return f"{self.host}:{self.port}"
 
     def start(self) -> DevServer:
+        """Start the server and wait until it serves. A server that exits soon after it began
+        to listen (one of the ports it picks for itself taken meanwhile by another process) is
+        started again on fresh ports, up to ``START_ATTEMPTS`` times, unless a port was given."""
+        for attempt in range(START_ATTEMPTS):
+            try:
+                return self._start_once()
+            except _ExitedEarly:
+                if attempt + 1 == START_ATTEMPTS or self._fixed_port:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> DevServer:
         log_path = self.db_path.with_suffix(".log")
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
@@ -101,17 +122,28 @@ class DevServer:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"temporal dev server exited at start; see {log_path}")
+                self._stop_process()
+                raise _ExitedEarly(f"temporal dev server exited at start; see {log_path}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return self
+                    pass
             except OSError:
                 time.sleep(0.1)
+                continue
+            # Listening; still there a moment later? (It exits if another of its ports is taken.)
+            time.sleep(SETTLE_S)
+            if self._process.poll() is None:
+                return self
         self.stop()
         raise TimeoutError(f"temporal dev server did not listen on {self.address} in {START_TIMEOUT_S:g} s")
 
     def stop(self) -> None:
+        self._stop_process()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _stop_process(self) -> None:
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -123,9 +155,6 @@ class DevServer:
         if self._log is not None:
             self._log.close()
             self._log = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
     def __enter__(self) -> DevServer:
         return self.start()
