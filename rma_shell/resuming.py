@@ -20,7 +20,6 @@ a key); every other option is the journaled run's.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Unpack
@@ -28,7 +27,7 @@ from typing import Any, Unpack
 import anyio
 from returns.result import Failure, Result, Success
 
-from rma.errors import Closed, Crashed, InvalidOpts, RemoteStop, SessionError, Timeout
+from rma.errors import Closed, InvalidOpts, RemoteStop, SessionError, Timeout
 from rma.journal import (
     Decision,
     JournalMismatch,
@@ -45,23 +44,23 @@ from rma.vocabulary import SessionResult
 from rma_shell.journal.setup import Held, check_key, hold, opened, request_from, resumable
 from rma_shell.journal.store import JournalStore, JournalStoreError
 from rma_shell.journal.writer import SessionJournal
-from rma_shell.machinery.driver import Driver, DriverOptions, Outcome_, crash_error
+from rma_shell.machinery.driver import Driver, DriverOptions, Outcome_
 from rma_shell.machinery.interrupt import keyboard_interrupt
 from rma_shell.machinery.remote_stop import (
     REMOTE_STOP_TIMEOUT_S,
     UNFINISHED,
     ask_host,
     stamp,
-    stop_host,
 )
 from rma_shell.providers.base import Provider
 from rma_shell.run_options import HANDLER_OPTIONS, HandlerOptions, spelled_out, split
 from rma_shell.session import (
     LiveSession,
-    _output_tool,
-    _serve_reporting,
-    _stop_grace,
-    _tool_limits,
+    check_stop_grace,
+    check_tool_limits,
+    drive_to_end,
+    output_tool_for,
+    serve_reporting,
 )
 from rma_shell.telemetry import default as default_telemetry
 
@@ -147,13 +146,13 @@ def _driver_holding(
         return Failure(InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too"))
     if not config.has_turn_guard and o["turn_guard"] is not None:
         return Failure(InvalidOpts("turn_guard", "the journaled run had no turn guard"))
-    limits = _tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
+    limits = check_tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
     if isinstance(limits, Failure):
         return Failure(limits.failure())
-    grace = _stop_grace(o["stop_grace"])
+    grace = check_stop_grace(o["stop_grace"])
     if isinstance(grace, Failure):
         return Failure(grace.failure())
-    output = _output_tool(o["output_type"], None)
+    output = output_tool_for(o["output_type"], None)
     if isinstance(output, Failure):
         return Failure(output.failure())
     output_tool = output.unwrap()
@@ -211,7 +210,7 @@ async def resume(
     try:
         if loaded.outcome is not None:  # it ended: the outcome, as it was returned
             return driver.typed(await _finish_stop(driver, loaded, loaded.outcome, timeout))
-        return await _carry_on(driver, loaded, timeout)
+        return await drive_to_end(driver, timeout, lambda: driver.reattach(loaded), what="resumed session")
     except BaseException as exc:
         interrupt = keyboard_interrupt(exc)
         if interrupt is not None and interrupt is not exc:
@@ -253,7 +252,7 @@ async def resume_session(
         if isinstance(in_flight, Failure):
             raise in_flight.failure().with_traceback(None)
         async with anyio.create_task_group() as nursery:
-            await nursery.start(_serve_reporting, driver, in_flight.unwrap())
+            await nursery.start(serve_reporting, driver, in_flight.unwrap())
             try:
                 yield LiveSession(driver)
             finally:
@@ -265,25 +264,6 @@ async def resume_session(
         raise
     finally:
         await driver.close()
-
-
-async def _carry_on(driver: Driver[Any], loaded: Loaded, timeout: float | None) -> Outcome_:
-    try:
-        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
-            in_flight = await driver.reattach(loaded)
-            if isinstance(in_flight, Failure):
-                return Failure(in_flight.failure())
-            if driver.final is None:
-                await driver.serve(in_flight=in_flight.unwrap())
-        if driver.final is not None:
-            return driver.final
-        if scope.cancelled_caught:
-            # Issue #15: the host's loop too, within the grace and journaled, as run's.
-            return await driver.past_deadline(timeout, await stop_host(driver, "timeout"))
-        return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
-    except Exception as exc:
-        log.exception("resumed session crashed", extra={"session_id": driver.info.session_id})
-        return Failure(crash_error(exc))
 
 
 async def _finish_stop(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Unpack
 
@@ -79,7 +79,7 @@ def on_next_driver(hook: Callable[[Driver[Any]], None]) -> Iterator[None]:
         _ON_DRIVER.reset(token)
 
 
-def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:
+def check_tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:
 
     if tool_timeout is not None:
         checked = check_seconds(tool_timeout, "tool_timeout")
@@ -96,7 +96,7 @@ def _tool_limits(tool_timeout: object, max_chars: object) -> Result[None, Sessio
     return Success(None)
 
 
-def _stop_grace(value: object) -> Result[float, SessionError]:
+def check_stop_grace(value: object) -> Result[float, SessionError]:
     """``stop_grace``: positive, finite seconds. Not zero — even a stop nobody waits for needs
     its request's round trip, so a zero grace would be a stop never asked — and not infinity: a
     stop with no bound would hold a run past its deadline for as long as the host likes (a
@@ -109,7 +109,7 @@ def _stop_grace(value: object) -> Result[float, SessionError]:
     return Success(grace)
 
 
-def _output_tool(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
+def output_tool_for(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
     """The terminal tool for ``output_type`` (None without one), or why it cannot be built."""
 
     if output_type is None:
@@ -167,13 +167,13 @@ def _prepare(
     names = check_run_options(provider, provider_opts, live=live, model_config=o["model_config"])
     if isinstance(names, Failure):
         return Failure(names.failure())  # a misspelled or misplaced name: before anything else
-    limits = _tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
+    limits = check_tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
     if isinstance(limits, Failure):
         return Failure(limits.failure())
-    grace = _stop_grace(o["stop_grace"])
+    grace = check_stop_grace(o["stop_grace"])
     if isinstance(grace, Failure):
         return Failure(grace.failure())
-    output = _output_tool(o["output_type"], o["terminal_tool"])
+    output = output_tool_for(o["output_type"], o["terminal_tool"])
     if isinstance(output, Failure):
         return Failure(output.failure())
     output_tool = output.unwrap()
@@ -319,7 +319,7 @@ async def run(
     ended: Outcome_ | None = None
     stopped: str | None = None
     try:
-        ended = await _run_to_end(driver, mine["timeout"])
+        ended = await drive_to_end(driver, mine["timeout"], lambda: _opened(driver))
         return ended
     except BaseException as exc:
         interrupt = keyboard_interrupt(exc)
@@ -340,13 +340,24 @@ def _run_deadline(timeout: float | None) -> anyio.CancelScope:
     return anyio.move_on_after(math.inf if timeout is None else timeout)
 
 
-async def _run_to_end(driver: Driver[Any], timeout: float | None) -> Outcome_:
+async def drive_to_end(
+    driver: Driver[Any],
+    timeout: float | None,
+    start: Callable[[], Awaitable[Result[InFlight | None, SessionError]]],
+    *,
+    what: str = "session",
+) -> Outcome_:
+    """Start ``driver`` (``start``: open it, or reattach a journaled one, saying what was in
+    flight) and serve it to its outcome within ``timeout``; past it, stop the host's loop and
+    feed the deadline. A crash is the outcome ``Crashed``, logged as ``what`` crashed. Shared by
+    ``run`` and ``resume``."""
     try:
         with _run_deadline(timeout) as scope:
-            opened = await driver.open()
-            if isinstance(opened, Failure):
-                return Failure(opened.failure())
-            await driver.serve()
+            started = await start()
+            if isinstance(started, Failure):
+                return Failure(started.failure())
+            if driver.final is None:  # a reattached session may have ended already
+                await driver.serve(in_flight=started.unwrap())
         if driver.final is not None:
             return driver.final
         if scope.cancelled_caught:
@@ -355,8 +366,13 @@ async def _run_to_end(driver: Driver[Any], timeout: float | None) -> Outcome_:
             return await driver.past_deadline(timeout, await stop_host(driver, "timeout"))
         return Failure(Crashed(error_type="SessionEnded", detail="the session ended without a result"))
     except Exception as exc:
-        log.exception("session crashed", extra={"session_id": driver.info.session_id})
+        log.exception("%s crashed", what, extra={"session_id": driver.info.session_id})
         return Failure(crash_error(exc))
+
+
+async def _opened(driver: Driver[Any]) -> Result[InFlight | None, SessionError]:
+    opened = await driver.open()
+    return Failure(opened.failure()) if isinstance(opened, Failure) else Success(None)
 
 
 class LiveSession:
@@ -456,7 +472,7 @@ async def open_session(
             ended = Failure(opened.failure())
             raise opened.failure().with_traceback(None)
         async with anyio.create_task_group() as nursery:
-            await nursery.start(_serve_reporting, driver)
+            await nursery.start(serve_reporting, driver)
             try:
                 yield LiveSession(driver)
             finally:
@@ -474,7 +490,7 @@ async def open_session(
         await driver.close()
 
 
-async def _serve_reporting(
+async def serve_reporting(
     driver: Driver[Any],
     in_flight: InFlight | None = None,
     *,
