@@ -2,9 +2,10 @@
 
 ``run``, ``open_session``, ``run_or_raise`` take ``**options: Unpack[RunOptions]``; ``resume`` and
 ``resume_session`` take ``**options: Unpack[HandlerOptions]``; an ``Agent`` holds
-``AgentOptions``. Each option is declared in exactly one of the three (each extends the one
-before), with its default in ``DEFAULTS``; ``HostRunOptions`` are the per-run options of the hosts
-(checked against the host the run uses). ``split`` sorts a call's keyword arguments into rma's
+``AgentOptions``. Each option is declared in exactly one of ``HandlerOptions`` <
+``AgentOptions`` < ``OneRunOptions`` (each extends the one before), with its default in
+``DEFAULTS``; ``RunOptions`` adds the hosts' per-run options (``HOST_RUN_OPTIONS``, derived,
+checked against the host the run uses). ``split`` sorts a call's keyword arguments into rma's
 own, with their defaults, and the host's. ``tests/test_run_options.py`` checks that no entry
 point's signature repeats an option and that ``RUN_OPTIONS`` (the core's names) agrees.
 
@@ -78,7 +79,7 @@ class AgentOptions(HandlerOptions, total=False):
     """A ``JournalStore`` or an SQLite path: the session is written durably as it goes."""
 
 
-class RunOptions(AgentOptions, total=False):
+class OneRunOptions(AgentOptions, total=False):
     """What one run adds: which session, its journal name, its recording."""
 
     session_id: str | None
@@ -87,7 +88,12 @@ class RunOptions(AgentOptions, total=False):
     """The session's name in the journal (required with ``journal``; new)."""
     record: Recordable
     """A path or text stream for a replayable JSON-lines log."""
-    # The hosts' own per-run options (``HostRunOptions``), checked against the run's host.
+
+
+class RunOptions(OneRunOptions, total=False):
+    """A run's options and the hosts' own per-run options (the union of the hosts'
+    ``run_options``; a test keeps them equal), passed to the run's host and checked against it."""
+
     agent: Any
     agent_id: str
     environment: Any
@@ -111,37 +117,12 @@ class RunOptions(AgentOptions, total=False):
     actor_id: str
 
 
-HOST_RUN_OPTIONS = frozenset(
-    {
-        "agent",
-        "agent_id",
-        "environment",
-        "environment_id",
-        "title",
-        "resources",
-        "history",
-        "runtime_session_id",
-        "harness_arn",
-        "harness",
-        "endpoint_name",
-        "user_id",
-        "invoke_timeout",
-        "max_iterations",
-        "max_tokens",
-        "model",
-        "system_prompt",
-        "tools",
-        "skills",
-        "allowed_tools",
-        "actor_id",
-    }
-)
-"""The names in ``RunOptions`` that belong to a host (the union of the hosts' ``run_options``;
-a test keeps them equal), passed to the run's host and checked against it."""
+HOST_RUN_OPTIONS = frozenset(RunOptions.__annotations__) - frozenset(OneRunOptions.__annotations__)
+"""The names in ``RunOptions`` that belong to a host."""
 
 HANDLER_OPTIONS = frozenset(HandlerOptions.__annotations__)
 AGENT_OPTIONS = frozenset(AgentOptions.__annotations__)
-OWN_RUN_OPTIONS = frozenset(RunOptions.__annotations__) - HOST_RUN_OPTIONS
+OWN_RUN_OPTIONS = frozenset(OneRunOptions.__annotations__)
 """rma's own run options (without the host's): ``run``'s, besides ``handler`` and ``prompt``."""
 
 DEFAULTS: Mapping[str, Any] = {
