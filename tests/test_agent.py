@@ -341,6 +341,14 @@ async def test_a_toolbox_given_as_a_tool_keeps_its_tools_and_approval_names() ->
     assert isinstance(outcome, Failure) and isinstance(outcome.failure(), AwaitingApproval)
 
 
+PLAN_OF = {
+    "name": "plan_of",
+    "description": "A customer's plan",
+    "input_schema": {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+}
+"""A hand-written declaration, answered by a raw handler."""
+
+
 async def test_a_raw_handler_answers_declared_tools() -> None:
     seen: list[tuple[str, Any]] = []
 
@@ -348,22 +356,13 @@ async def test_a_raw_handler_answers_declared_tools() -> None:
         seen.append((name, input))
         return "pro"
 
-    declared = {
-        "name": "plan_of",
-        "description": "A customer's plan",
-        "input_schema": {
-            "type": "object",
-            "properties": {"email": {"type": "string"}},
-            "required": ["email"],
-        },
-    }
     turns = [
         {"tool_calls": [{"id": "c1", "name": "plan_of", "arguments": {"email": "a@x"}}]},
         {"content": "pro"},
     ]
     with OpenAIEmulator(turns) as emu:
         host = Local(base_url=emu.base_url, model="qwen3:8b")
-        result = await Agent(tools=[declared], handler=handle, host=host).run_or_raise("plan?")
+        result = await Agent(tools=[PLAN_OF], handler=handle, host=host).run_or_raise("plan?")
         await host.close()
     assert seen == [("plan_of", {"email": "a@x"})] and result.text == "pro"
     assert [t["function"]["name"] for t in emu.requests[0].body["tools"]] == ["plan_of"]
@@ -376,15 +375,6 @@ async def test_a_raw_handler_and_typed_functions_answer_their_own_tools_in_one_r
         seen.append(name)
         return "pro"
 
-    declared = {
-        "name": "plan_of",
-        "description": "A customer's plan",
-        "input_schema": {
-            "type": "object",
-            "properties": {"email": {"type": "string"}},
-            "required": ["email"],
-        },
-    }
     turns = [
         {"tool_calls": [{"id": "c1", "name": "plan_of", "arguments": {"email": "a@x"}}]},
         {"tool_calls": [{"id": "c2", "name": "lookup_customer", "arguments": {"email": "a@x"}}]},
@@ -393,7 +383,7 @@ async def test_a_raw_handler_and_typed_functions_answer_their_own_tools_in_one_r
     ]
     with OpenAIEmulator(turns) as emu:
         host = Local(base_url=emu.base_url, model="qwen3:8b")
-        result = await Agent(tools=[lookup_customer, declared], handler=handle, host=host).run_or_raise(
+        result = await Agent(tools=[lookup_customer, PLAN_OF], handler=handle, host=host).run_or_raise(
             "plan?"
         )
         await host.close()
