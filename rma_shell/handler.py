@@ -56,7 +56,8 @@ def is_async(fn: Callable[..., Any]) -> bool:
 _NO_CONFIRM = "denied by rma: the handler has no confirm_tool_use, so {name} was not approved"
 
 
-def _accepts(fn: Callable[..., Any], n: int) -> bool:
+def accepts(fn: Callable[..., Any], n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments (an optional ``info``)."""
     try:
         inspect.signature(fn).bind(*([None] * n))
     except (TypeError, ValueError):
@@ -261,7 +262,7 @@ class HandlerAdapter:
             except RecursionError:
                 verdicts.append(ToolResult(use.id, _TOO_DEEP, True))
                 continue
-            if _accepts(fn, 4):
+            if accepts(fn, 4):
                 args = (*args, info)
             try:
                 value = fn(*args)

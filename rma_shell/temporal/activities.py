@@ -38,7 +38,7 @@ from rma.provider import Mode
 from rma.session.events import GuardVerdict
 from rma.session.options import DEFAULT_STOP_GRACE_S, SessionConfig, interpret_guard
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
-from rma_shell.handler import Capabilities, HandlerAdapter
+from rma_shell.handler import Capabilities, HandlerAdapter, accepts
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
@@ -374,7 +374,7 @@ class Activities:
             return False
         args: tuple[Any, ...] = (use.name, dict(use.input), None)
         try:
-            value = ask(*args, info) if _takes(ask, 4) else ask(*args)
+            value = ask(*args, info) if accepts(ask, 4) else ask(*args)
             if inspect.isawaitable(value):
                 value = await value
         except Exception:  # undecidable: a person decides, the call is not run unasked
@@ -464,11 +464,3 @@ def _at_most_once(handler: object) -> Collection[str]:
     """The tools a ``Toolbox(at_most_once=…)`` (or any handler's ``at_most_once``) names."""
     caps = Capabilities.of(handler)
     return caps.at_most_once if caps is not None else frozenset()
-
-
-def _takes(fn: Callable[..., Any], n: int) -> bool:
-    try:
-        inspect.signature(fn).bind(*([None] * n))
-    except (TypeError, ValueError):
-        return False
-    return True

@@ -27,7 +27,7 @@ import anyio
 import attrs
 
 from rma.session.options import event_hook_shape, update_hook_shape
-from rma_shell.handler import Capabilities, is_async
+from rma_shell.handler import Capabilities, accepts, is_async
 
 log = logging.getLogger("rma.handler")
 
@@ -227,7 +227,7 @@ class Router:
         ask = part.caps.requires_approval if part is not None else None
         if ask is None:
             return False
-        value = ask(name, input, ctx, info) if _binds(ask, 4) else ask(name, input, ctx)
+        value = ask(name, input, ctx, info) if accepts(ask, 4) else ask(name, input, ctx)
         return bool(await value) if inspect.isawaitable(value) else bool(value)
 
     async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object, info: Any) -> Any:
@@ -299,14 +299,6 @@ def _approval_names(handler: object) -> frozenset[str]:
     if callable(declared):
         return frozenset(str(n) for n in declared())
     return frozenset()
-
-
-def _binds(fn: Callable[..., Any], n: int) -> bool:
-    try:
-        inspect.signature(fn).bind(*([None] * n))
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _is_source(item: object) -> bool:
