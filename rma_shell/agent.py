@@ -386,8 +386,8 @@ class Agent:
     ) -> Result[dict[str, Any], SessionError]:
         """What tells ``host`` this agent's instructions, tools and model (see the module doc)."""
         from rma.provisioning import AgentSpec
-        from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
-        from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+        from rma_shell.providers.agentcore import BedrockAgentCore, new_runtime_session_id
+        from rma_shell.providers.claude import ClaudeManagedAgents
 
         if isinstance(host, BedrockAgentCore):
             extra: dict[str, Any] = {}

@@ -200,7 +200,7 @@ class Fixture:
 
 
 def _openai(stack: contextlib.ExitStack) -> Fixture:
-    from rma_shell.providers import local
+    from rma_shell.providers.local import provider as local
     from rma_shell.testing import OpenAIEmulator, Turn
 
     def model(body: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +228,7 @@ def _openai(stack: contextlib.ExitStack) -> Fixture:
 def _cma(stack: contextlib.ExitStack) -> Fixture:
     import httpx
 
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.claude import ClaudeManagedAgents
     from rma_shell.testing import CMAEmulator, cma
 
     def model(view: Any, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -271,8 +271,8 @@ def _cma(stack: contextlib.ExitStack) -> Fixture:
 
 
 def _agentcore(stack: contextlib.ExitStack) -> Fixture:
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-    from rma_shell.testing import agentcore_emulator as ace
+    from rma_shell.providers.agentcore import BedrockAgentCore
+    from rma_shell.testing import agentcore as ace
 
     def model(view: Any, body: dict[str, Any]) -> list[Any]:
         declared = [

@@ -261,9 +261,9 @@ def _known_codecs() -> None:
     """Make every bundled provider codec findable by name for ``codec_for``."""
     # Importing a provider module registers its codec (rma.provider.register_codec) and the
     # values it records (rma.codec_json.register).
-    import rma.providers.bedrock_agentcore
-    import rma.providers.claude_managed_agents
-    import rma.providers.local
+    import rma.providers.agentcore.codec
+    import rma.providers.claude.codec
+    import rma.providers.local.codec
     import rma.providers.scripted  # noqa: F401
 
 
