@@ -65,6 +65,7 @@ class FunctionTool:
         timeout: float | None = None,
         requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
         at_most_once: bool = False,
+        repeatable: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
@@ -82,6 +83,8 @@ class FunctionTool:
         self.at_most_once = bool(at_most_once)
         """A call that started and left no result (the process died) is never run again: the
         model is told it was interrupted. Otherwise it runs again with the same idempotency key."""
+        self.repeatable = bool(repeatable)
+        """Identical calls each run: Local's duplicate-call guard (L-16) leaves this tool alone."""
         self.timeout = None if timeout is None else float(timeout)
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - an async __call__ counts
@@ -97,6 +100,7 @@ class FunctionTool:
             description=description if description is not None else summary,
             input_schema=schema,
             strict=strict,
+            repeatable=self.repeatable,
         )
         functools.update_wrapper(self, fn)
 
@@ -153,6 +157,7 @@ def tool(
     timeout: float | None = None,
     requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
     at_most_once: bool = False,
+    repeatable: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -166,6 +171,7 @@ def tool(
     timeout: float | None = None,
     requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
     at_most_once: bool = False,
+    repeatable: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a typed function a tool: ``@tool`` or ``@tool(name=..., strict=True, timeout=5)``.
 
@@ -174,7 +180,9 @@ def tool(
     ones nullable, no additional properties). ``timeout`` (seconds) bounds each call: past it
     the call is cancelled and the model gets an error result. ``requires_approval`` (True, or
     a function of the arguments) makes a call wait for ``approve`` in the run's journal;
-    ``at_most_once`` keeps a call the process died in from running again (docs/durable.md).
+    ``at_most_once`` keeps a call the process died in from running again (docs/durable.md);
+    ``repeatable=True`` lets identical calls each run where Local would answer a repeat with
+    its duplicate directive (a clock, a status poll).
     """
     options: dict[str, Any] = {
         "name": name,
@@ -183,6 +191,7 @@ def tool(
         "timeout": timeout,
         "requires_approval": requires_approval,
         "at_most_once": at_most_once,
+        "repeatable": repeatable,
     }
     if fn is not None:
         return FunctionTool(fn, **options)

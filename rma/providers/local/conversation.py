@@ -159,6 +159,9 @@ class Conversation:
     poll_events: tuple[JSON, ...] = ()
     """Directive events of the poll being prepared; emitted first by ``apply_response``."""
     nudged: bool = False
+    repeatable: frozenset[str] = frozenset()
+    """Tools whose identical calls each run: the duplicate-call guard (L-16) skips them, as it
+    skips the terminal tool (a repeated answer is checked again, not refused as a repeat)."""
 
 
 def role_of(message: JSON) -> object:

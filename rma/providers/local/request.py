@@ -45,12 +45,19 @@ _CONFIG_ONLY_KEYS = frozenset({"model", "base_url", "api_key", "metadata"})
 """model_config keys that configure the transport, never sent as request params."""
 
 
+def _repeatable(tool: object) -> bool:
+    """Whether a tool opted out of the duplicate-call guard (``repeatable``: a mapping key or an
+    attribute, as ``ToolSpec`` and ``@tool`` carry it). Never part of the declaration."""
+    flag = tool.get("repeatable") if isinstance(tool, Mapping) else getattr(tool, "repeatable", None)
+    return flag is True
+
+
 def _tool_spec(tool: object) -> Result[JSON, SessionError]:
     """A declaration from a spec tool: a mapping or an object with name/description/input_schema
     (and ``strict``) (L-2, L-5 — both shapes accepted), or an already-declared
     ``{"type": "function", …}``, which is kept as declared — ``strict`` and any other field the
     API defines reach the wire unchanged; only a missing description or parameters is filled
-    in (L-5)."""
+    in (L-5). ``repeatable`` is rma's, read by ``_repeatable`` and never declared."""
     if isinstance(tool, Mapping):
         function = tool.get("function")
         if tool.get("type") == "function" and isinstance(function, Mapping):
@@ -65,7 +72,7 @@ def _tool_spec(tool: object) -> Result[JSON, SessionError]:
             declared = dict(function)
             declared["description"] = function.get("description") or ""
             declared["parameters"] = function.get("parameters") or {"type": "object"}
-            return Success({**tool, "function": declared})
+            return Success({**{k: v for k, v in tool.items() if k != "repeatable"}, "function": declared})
         name, description = tool.get("name"), tool.get("description")
         schema = tool.get("input_schema", tool.get("parameters"))
         strict = tool.get("strict")
@@ -179,6 +186,7 @@ def start(
         return invalid_option("tools", "must be a list of tools")
     declarations: list[JSON] = []
     names: list[str] = []
+    repeatable: set[str] = set()
     for tool in tools:
         declared = _tool_spec(tool)
         if isinstance(declared, Failure):
@@ -189,6 +197,8 @@ def start(
             return invalid_option("tools", f"tool {name!r} is declared twice")
         names.append(name)
         declarations.append(decl)
+        if _repeatable(tool):
+            repeatable.add(name)
     configured = _model_config(model_config)
     if isinstance(configured, Failure):
         return configured
@@ -230,6 +240,7 @@ def start(
             resumed=bool(history),
             max_history_messages=max_history_messages,
             pending_calls=_pending_in(seeded),
+            repeatable=frozenset(repeatable),
         )
     )
 

@@ -242,6 +242,9 @@ def apply_response(
             )
             continue
         assert call.input is not None
+        if call.name in conv.repeatable or call.name == conv.terminal_tool:
+            fresh.append(call)  # runs every time: not a loop the guard should break
+            continue
         key = (call.name, compact_json(call.input, sort_keys=True))
         if key in seen:
             answers.append({"role": "tool", "tool_call_id": call.id, "content": duplicate_content()})
