@@ -4,8 +4,8 @@ A ``ToolSpec`` is a declaration in the neutral form every provider's ``tools=`` 
 object with ``name``, ``description`` and ``input_schema``; ``strict`` where the host holds
 arguments to the schema; ``repeatable`` where identical calls are meant to run again). A
 ``ToolSource`` is started and stopped as an async context manager (an MCP source connects or
-spawns its server there), lists its tools once started, and runs a call. Not a toolbox: it does not validate, time out or truncate — the toolbox does that for
-every source alike.
+spawns its server there), lists its tools once started, and runs a call. Not a toolbox: it
+does not validate, time out or truncate — the toolbox does that for every source alike.
 """
 
 from __future__ import annotations
