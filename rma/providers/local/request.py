@@ -12,11 +12,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 from returns.result import Failure, Result, Success
 
 from rma._persistent import AppendLog, GrowOnlySet, JoinedBytes
 from rma.errors import ProviderError, SessionError
 from rma.provider import Input
+from rma.providers.local.context import (
+    CONTEXT_COMPACTED,
+    CONTEXT_WINDOW,
+    DEFAULT_SHORTEN_TO,
+    ContextState,
+    body_parts,
+    calibrated,
+    count,
+    messages_of,
+    new_state,
+    plan,
+    raw_count,
+    request_started,
+)
 from rma.providers.local.conversation import (
     DEFAULT_MAX_TURNS,
     DIRECTIVE,
@@ -160,6 +175,9 @@ def start(
     history: Sequence[JSON] | None = None,
     *,
     max_history_messages: int | None = None,
+    context_window: int | None = None,
+    window_source: str = "option",
+    shorten_to: int = DEFAULT_SHORTEN_TO,
 ) -> Result[Conversation, SessionError]:
     """A fresh conversation, or a reattached one when ``history`` is non-empty (L-4, L-28).
 
@@ -167,6 +185,11 @@ def start(
     carries the leading system message plus at most that many of the latest messages,
     moved so that a tool message is never sent without the assistant message that made
     its call (when the newest messages are one such group, the group is kept whole).
+
+    ``context_window`` (tokens) turns on the context policy instead
+    (``rma.providers.local.context``): each request is planned to fit the window, shortening old
+    tool results to ``shorten_to`` characters, then dropping the oldest turns whole.
+    ``window_source`` says where the number came from (reported with it).
     """
     if system_prompt is not None and not isinstance(system_prompt, str):
         return invalid_option("system_prompt", "must be a string")
@@ -181,6 +204,14 @@ def start(
     ):
         return invalid_option(
             "max_history_messages", f"must be a positive integer, got {max_history_messages!r}"
+        )
+    for option, value in (("context_window", context_window), ("shorten_to", shorten_to)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            return invalid_option(option, f"must be a positive integer (tokens), got {value!r}")
+    if context_window is not None and max_history_messages is not None:
+        return invalid_option(
+            "max_history_messages",
+            "cuts the history by message count; context_window fits it to the window: choose one",
         )
     if isinstance(tools, (str, bytes, Mapping)):
         return invalid_option("tools", "must be a list of tools")
@@ -225,6 +256,17 @@ def start(
         encoded = [encode_json(m) for m in seeded]
     except (TypeError, ValueError) as exc:
         return invalid_option("history", f"messages must be JSON: {exc}")
+    context = None
+    if context_window is not None:
+        context = new_state(
+            context_window,
+            seeded,
+            encoded,
+            params=params,
+            fixed_bytes=len(template.head) + len(template.tools) + len(template.params),
+            shorten_to=shorten_to,
+            source=window_source,
+        )
     return Success(
         Conversation(
             template=template,
@@ -241,6 +283,7 @@ def start(
             max_history_messages=max_history_messages,
             pending_calls=_pending_in(seeded),
             repeatable=frozenset(repeatable),
+            context=context,
         )
     )
 
@@ -315,6 +358,9 @@ def _apply_messages(conv: Conversation, messages: object) -> Result[Conversation
             return bad_input(f"input message is not JSON: {exc}", None)
         fresh.append(dict(message))
     closing = _answers_in_call_order(conv, ())
+    if conv.context is not None:
+        begin = len(conv.history) + len(closing)
+        conv = attrs.evolve(conv, context=request_started(conv.context, begin, begin + len(fresh)))
     # L-13: a user message starts a fresh request.
     return Success(
         appended(
@@ -429,13 +475,19 @@ def request_body_bytes(conv: Conversation, stream: bool) -> bytes:
     The messages are already held comma-joined, so this is one copy of their bytes.
     """
     template = conv.template
+    if conv.context is not None:
+        parts = body_parts(conv.context, conv.encoded)
+        return b"".join((template.head, b",".join(parts), _body_tail(template, stream)))
     return conv.encoded.splice(template.head, _window(conv), _body_tail(template, stream))
 
 
 def request_body(conv: Conversation, stream: bool = False) -> dict[str, JSON]:
     """The same body as a dict, for pluggable chat callables (``Local(chat=…)``)."""
     history = conv.history
-    messages = [history[i] for start, stop in _window(conv) for i in range(start, stop)]
+    if conv.context is not None:
+        messages = messages_of(conv.context, history)
+    else:
+        messages = [history[i] for start, stop in _window(conv) for i in range(start, stop)]
     return build_request_body(conv.model, messages, conv.tools, stream=stream, params=conv.params)
 
 
@@ -452,5 +504,106 @@ def prepare_request(conv: Conversation, stream: bool) -> tuple[Conversation, byt
         text = final_turn_text(conv.terminal_tool)
         directive.append({"role": "user", "content": text})
         events.append({"type": DIRECTIVE, "role": ROLE_FINAL_TURN, "text": text})
-    conv = appended(conv, directive, polls=conv.polls + 1, poll_events=tuple(events))
+    conv = appended(conv, directive, polls=conv.polls + 1)
+    if conv.context is not None:
+        conv, noted = _fitted(conv, "window")
+        events.extend(noted)
+    conv = attrs.evolve(conv, poll_events=tuple(events))
     return conv, request_body_bytes(conv, stream=stream), tuple(events)
+
+
+def _fitted(conv: Conversation, reason: str, budget: int | None = None) -> tuple[Conversation, list[JSON]]:
+    """The conversation with its request planned to fit the window, and the events saying so:
+    the window when first known, and a compaction when this plan shortened or dropped more."""
+    before = conv.context
+    assert before is not None
+    size = len(conv.history)
+    events: list[JSON] = []
+    if not before.announced:
+        events.append({"type": CONTEXT_WINDOW, "tokens": before.window, "source": before.source})
+    tokens_before = count(before, size)
+    after = plan(before, conv.history, conv.encoded, budget=budget)
+    if after.keep_from != before.keep_from or after.shortened != before.shortened:
+        events.append(
+            {
+                "type": CONTEXT_COMPACTED,
+                "reason": reason,
+                "dropped": after.dropped,
+                "shortened": after.shortened,
+                "tokens_before": tokens_before,
+                "tokens_after": count(after, size),
+                "window": after.window,
+            }
+        )
+    after = attrs.evolve(after, announced=True, planned=raw_count(after, size))
+    return attrs.evolve(conv, context=after), events
+
+
+def fits(conv: Conversation) -> bool:
+    """Whether the planned request fits the window by the policy's own count (always, without one)."""
+    ctx = conv.context
+    return ctx is None or count(ctx, len(conv.history)) + ctx.reserve <= ctx.window
+
+
+def measured(conv: Conversation, tokens: int) -> tuple[Conversation, tuple[JSON, ...]]:
+    """The conversation after the server's tokenizer counted the planned request's prompt as
+    ``tokens`` (``/tokenize``): the count calibrates the estimate, and the request is planned
+    again when it no longer fits. Returns the events of that second plan (a compaction)."""
+    ctx = conv.context
+    if ctx is None:
+        return conv, ()
+    conv = attrs.evolve(conv, context=calibrated(ctx, tokens))
+    conv, events = _fitted(conv, "window")
+    return attrs.evolve(conv, poll_events=(*conv.poll_events, *events)), tuple(events)
+
+
+def compacted_after_refusal(
+    conv: Conversation, window: int | None, tokens: int | None, *, source: str = "refusal"
+) -> tuple[Conversation, tuple[JSON, ...]] | None:
+    """The conversation planned again after the server refused its request for its length
+    (``window``/``tokens`` as the refusal said, when it did), and the compaction event; None when
+    nothing more can be left out — the window is then exceeded for good.
+
+    Without a window so far the refusal's own number becomes it. The second plan aims below
+    the server's count: the estimate is scaled by what the server counted, and the budget
+    shrinks by an eighth, so a near miss is not repeated.
+    """
+    ctx = conv.context
+    if ctx is None:
+        if window is None:
+            return None
+        ctx = new_state(
+            window,
+            conv.history.to_tuple(),
+            conv.encoded.to_tuple(),
+            params=conv.params,
+            fixed_bytes=len(conv.template.head) + len(conv.template.tools) + len(conv.template.params),
+            source=source,
+        )
+        ctx = attrs.evolve(ctx, announced=True, planned=raw_count(ctx, len(conv.history)))
+        start_at = _last_user(conv)
+        ctx = request_started(ctx, start_at, start_at + 1) if start_at is not None else ctx
+    elif window is not None and window < ctx.window:
+        ctx = attrs.evolve(ctx, window=window, reserve=min(ctx.reserve, window // 8))
+    if tokens is not None:
+        ctx = calibrated(ctx, tokens)
+    before = (ctx.keep_from, ctx.shortened)
+    conv = attrs.evolve(conv, context=ctx)
+    conv, events = _fitted(conv, "refused", budget=ctx.budget - ctx.budget // 8)
+    after = conv.context
+    assert after is not None
+    if (after.keep_from, after.shortened) == before:
+        return None
+    return attrs.evolve(conv, poll_events=(*conv.poll_events, *events)), tuple(events)
+
+
+def _last_user(conv: Conversation) -> int | None:
+    """Index of the current request's user message (the last one that is not Local's own)."""
+    for i in range(len(conv.history) - 1, -1, -1):
+        if role_of(conv.history[i]) == "user":
+            return i
+    return None
+
+
+def context_state(conv: Conversation) -> ContextState | None:
+    return conv.context

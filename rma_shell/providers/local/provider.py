@@ -43,6 +43,7 @@ from returns.result import Failure, Result, Success
 from rma._persistent import GrowOnlySet
 from rma.errors import (
     AuthenticationError,
+    ContextWindowExceeded,
     HttpError,
     InvalidOpts,
     MalformedResponse,
@@ -65,12 +66,15 @@ from rma.providers.local.codec import (
     start,
     transcript,
 )
+from rma.providers.local.context import DEFAULT_SHORTEN_TO, count, messages_of, refusal_of
+from rma.providers.local.request import compacted_after_refusal, measured, request_body_bytes
 from rma.providers.local.stream import StreamedReply
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.redact import redact_error, redact_text
 from rma.retry import is_transient_error, next_delay_s
 from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
+from rma.wire.openai_chat import encode_json
 from rma.wire.sse import SSEDecoder
 from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
@@ -81,6 +85,7 @@ from rma_shell.providers.local.pool import (
     SlotTimeout,
     check_max_connections,
 )
+from rma_shell.providers.local.window import ContextHook, Discovered, count_tokens, discover
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -123,6 +128,8 @@ class LocalConn:
     base_url: str = DEFAULT_BASE_URL
     api_key: str | None = attrs.field(default=None, repr=False)
     """Per session: ``run(model_config=...)`` may carry a gateway lane's URL and granted key."""
+    tokenize_url: str | None = None
+    """Where the server counts a request's tokens (vLLM's ``/tokenize``), when it said so."""
     target: httpx.URL | str = attrs.field(default="", eq=False, repr=False)
     """``url`` parsed once (httpx parses a string URL twice per request); ``url`` itself when
     it does not parse, so the request fails as it would have."""
@@ -186,7 +193,7 @@ class Local(Provider[LocalConn]):
     """
 
     codec: LocalCodec = CODEC
-    run_options = frozenset({"history", "model_config", "agent", "environment"})
+    run_options = frozenset({"history", "model_config", "agent", "environment", "context_window"})
 
     @refuses_unknown_options
     def __init__(
@@ -201,6 +208,9 @@ class Local(Provider[LocalConn]):
         model_config: Mapping[str, Any] | str | None = None,
         stream: bool = False,
         max_history_messages: int | None = None,
+        context_window: int | str | None = None,
+        shorten_to: int = DEFAULT_SHORTEN_TO,
+        context_hook: ContextHook | None = None,
         max_retries: int = 3,
         backoff_base: float = 1.0,
         backoff_cap: float = 30.0,
@@ -231,6 +241,12 @@ class Local(Provider[LocalConn]):
         self.terminal_tool = terminal_tool
         self.streaming = stream
         self.max_history_messages = max_history_messages
+        self.context_window = context_window
+        self.shorten_to = shorten_to
+        self.context_hook = context_hook
+        self._discovered: dict[tuple[str, str | None], Discovered] = {}
+        self._probes: httpx.AsyncClient | None = None
+        """Windows the servers said, by (base URL, model): asked once per provider."""
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -352,6 +368,24 @@ class Local(Provider[LocalConn]):
                     "history=<its transcript> (session_id= then names it)",
                 )
             )
+        window = request.extra.get("context_window", self.context_window)
+        found = Discovered()
+        if window == "auto":
+            if self._chat is not None:
+                return Failure(
+                    InvalidOpts(option="context_window", detail='"auto" asks the server: not with chat=')
+                )
+            model_name = model_config.get("model")
+            key = (base_url, model_name if isinstance(model_name, str) else None)
+            found = self._discovered.get(key) or await discover(
+                base_url, key[1], api_key, self._probe_client()
+            )
+            self._discovered[key] = found
+            window = found.window
+        elif window is not None and (not isinstance(window, int) or isinstance(window, bool)):
+            return Failure(
+                InvalidOpts(option="context_window", detail=f'tokens (an int) or "auto", got {window!r}')
+            )
         started = start(
             system_prompt,
             tools,
@@ -360,6 +394,9 @@ class Local(Provider[LocalConn]):
             request.max_turns,
             history,
             max_history_messages=self.max_history_messages,
+            context_window=window,
+            window_source=found.source or "option",
+            shorten_to=self.shorten_to,
         )
         if isinstance(started, Failure):
             return Failure(started.failure())
@@ -377,7 +414,9 @@ class Local(Provider[LocalConn]):
             if len(self._targets) >= 64:  # per-run gateway URLs: keep the memo bounded
                 self._targets.clear()
             target = self._targets[url] = _target(url)
-        return Success(LocalConn(session_id, started.unwrap(), client, base_url, api_key, target))
+        return Success(
+            LocalConn(session_id, started.unwrap(), client, base_url, api_key, found.tokenize_url, target)
+        )
 
     def session_id(self, conn: LocalConn) -> str | None:
         return conn.session_id
@@ -451,6 +490,15 @@ class Local(Provider[LocalConn]):
             out["server_port"] = url.port or (443 if url.scheme == "https" else 80)
         return out
 
+    def _probe_client(self) -> httpx.AsyncClient:
+        """The client window discovery and token counting use: the caller's, else one of the
+        provider's own, built on first use and closed by ``close()``."""
+        if self._http_client is not None:
+            return self._http_client
+        if self._probes is None or self._probes.is_closed:
+            self._probes = httpx.AsyncClient(trust_env=bool(env_proxies()))
+        return self._probes
+
     def _client(self) -> httpx.AsyncClient | LeanPool:
         """The provider's own connections, built on first use and shared by its sessions: a
         session then reuses a pooled connection instead of opening one (the CMA and AgentCore
@@ -473,6 +521,10 @@ class Local(Provider[LocalConn]):
 
     async def close(self) -> None:
         """Close the HTTP client this provider built (providers are reusable across runs)."""
+        probes, self._probes = self._probes, None
+        if probes is not None:
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                await probes.aclose()
         own, pool, self._own_client, self._pool = self._own_client, self._pool, None, None
         closing = pool if pool is not None else own if isinstance(own, LeanPool) else None
         if closing is not None:
@@ -493,16 +545,31 @@ class Local(Provider[LocalConn]):
             return PollOutcome(Failure(applied.failure()), conn)
         stream = self.streaming and self._chat is None
         conv, body, directives = prepare_request(applied.unwrap(), stream=stream)
+        if conn.tokenize_url is not None and conv.context is not None:
+            conv, body, directives = await self._counted(conn, conv, body, directives, stream)
         sink = _LiveAttempt(live, conv.polls) if stream and live is not None else None
         if sink is not None:
             for event in directives:  # this poll's directives lead its events (L-20)
                 await sink.live(event)
-        if self._chat is not None:
-            response = await self._with_retries(conn, lambda: self._call_chat(conv))
-        else:
-            response = await self._with_retries(
-                conn, lambda: self._post(conn, body, stream=stream, sink=sink), sink
-            )
+        response = await self._send_request(conn, conv, body, stream, sink)
+        refusal = _refusal(response)
+        if refusal is not None:
+            # The server refused the request for its length: compact harder and retry once.
+            window, tokens = refusal
+            again = compacted_after_refusal(conv, window, tokens)
+            if again is None:
+                return PollOutcome(Failure(_exceeded(window, tokens, "nothing more could be left out")), conn)
+            conv, more = again
+            directives = (*directives, *more)
+            if sink is not None:
+                for event in more:
+                    await sink.live(event)
+            body = request_body_bytes(conv, stream=stream)
+            response = await self._send_request(conn, conv, body, stream, sink)
+            refusal = _refusal(response)
+            if refusal is not None:
+                window, tokens = refusal
+                return PollOutcome(Failure(_exceeded(window, tokens, "refused again after compacting")), conn)
         if isinstance(response, Failure):
             return PollOutcome(Failure(conn.redact_error(response.failure())), conn)
         folded = apply_response(conv, response.unwrap(), streamed=sink is not None)
@@ -518,6 +585,43 @@ class Local(Provider[LocalConn]):
             for event in events[len(directives) :]:
                 await sink.live(event)
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
+
+    async def _counted(
+        self, conn: LocalConn, conv: Conversation, body: bytes, directives: tuple[JSON, ...], stream: bool
+    ) -> tuple[Conversation, bytes, tuple[JSON, ...]]:
+        """The planned request counted by the server's tokenizer when the estimate comes near the
+        window (past half of it): the count calibrates the policy, which may plan again."""
+        ctx = conv.context
+        assert ctx is not None and conn.tokenize_url is not None
+        if count(ctx, len(conv.history)) * 2 < ctx.window:
+            return conv, body, directives
+        tokens = await count_tokens(
+            conn.tokenize_url,
+            conv.model,
+            messages_of(ctx, conv.history),
+            conn.api_key,
+            self._probe_client(),
+        )
+        if tokens is None:
+            return conv, body, directives
+        conv, events = measured(conv, tokens)
+        if not events:
+            return conv, body, directives
+        return conv, request_body_bytes(conv, stream=stream), (*directives, *events)
+
+    async def _send_request(
+        self, conn: LocalConn, conv: Conversation, body: bytes, stream: bool, sink: _LiveAttempt | None
+    ) -> Result[JSON, SessionError]:
+        """One chat call with its retries: the body as planned, or as the user's hook rewrote it."""
+        hook = self.context_hook
+        if self._chat is not None:
+            return await self._with_retries(conn, lambda: self._call_chat(conv))
+        if hook is not None:
+            planned = request_body(conv, stream=stream)
+            messages = planned.get("messages")
+            rewritten = list(hook(list(messages) if isinstance(messages, list) else []))
+            body = encode_json({**planned, "messages": rewritten})
+        return await self._with_retries(conn, lambda: self._post(conn, body, stream=stream, sink=sink), sink)
 
     async def _with_retries(
         self,
@@ -613,7 +717,11 @@ class Local(Provider[LocalConn]):
 
     async def _call_chat(self, conv: Conversation) -> tuple[Result[JSON, SessionError], None]:
         assert self._chat is not None
-        produced = self._chat(request_body(conv, stream=False))
+        body = request_body(conv, stream=False)
+        if self.context_hook is not None:
+            messages = body.get("messages")
+            body["messages"] = list(self.context_hook(list(messages) if isinstance(messages, list) else []))
+        produced = self._chat(body)
         if inspect.isawaitable(produced):
             produced = await produced
         else:
@@ -783,6 +891,22 @@ class Local(Provider[LocalConn]):
                 )
             )
         return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
+
+
+def _refusal(response: Result[JSON, SessionError]) -> tuple[int | None, int | None] | None:
+    """(window, tokens) when the server refused the request for its length (a 400 or 413 whose
+    body says so: ``rma.providers.local.context.refusal_of``), else None."""
+    if not isinstance(response, Failure):
+        return None
+    error = response.failure()
+    if isinstance(error, HttpError) and error.status in (400, 413):
+        return refusal_of(error.body)
+    body = getattr(error, "payload", None)  # an error body in a 2xx answer, or a chat= Failure
+    return refusal_of(body) if body is not None else None
+
+
+def _exceeded(window: int | None, tokens: int | None, detail: str) -> ContextWindowExceeded:
+    return ContextWindowExceeded(window=window, tokens=tokens, host="local", detail=detail)
 
 
 async def _discarded(sink: _LiveAttempt | None, error: SessionError) -> None:
