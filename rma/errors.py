@@ -199,7 +199,7 @@ class ContextWindowExceeded(SessionError):
     window: int | None = None
     tokens: int | None = None
     host: str | None = None
-    """Which loop host: ``local`` or ``agentcore``."""
+    """Which loop host (its codec's name): ``local`` or ``bedrock_agentcore``."""
     detail: str = ""
 
     @property
