@@ -38,10 +38,13 @@ def tool_turns(n: int) -> list[dict[str, Any]]:
     return [{"tool_calls": [{"id": f"c{i}", "name": "lookup", "arguments": {"n": i}}]} for i in range(n)]
 
 
-async def test_a_200_turn_tool_session_finishes_inside_a_2k_window() -> None:
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_200_turn_tool_session_finishes_inside_a_2k_window(stream: bool) -> None:
     records = Records()
     with OpenAIEmulator([*tool_turns(200), {"content": "done"}], context_window=2048) as emu:
-        provider = Local(base_url=emu.base_url, model="m", tools=[LOOKUP], context_window="auto")
+        provider = Local(
+            base_url=emu.base_url, model="m", tools=[LOOKUP], context_window="auto", stream=stream
+        )
         try:
             outcome = await run(provider, handler=records, prompt="look them all up", max_turns=250)
         finally:
