@@ -29,6 +29,7 @@ from rma.providers.local.context import (
     messages_of,
     new_state,
     plan,
+    ranges,
     raw_count,
     request_started,
 )
@@ -476,6 +477,10 @@ def request_body_bytes(conv: Conversation, stream: bool) -> bytes:
     """
     template = conv.template
     if conv.context is not None:
+        pieces = ranges(conv.context, len(conv.history))
+        if all(kind == "full" for kind, _, _ in pieces):  # nothing shortened: one copy, as without
+            spans = [(start, stop) for _, start, stop in pieces]
+            return conv.encoded.splice(template.head, spans, _body_tail(template, stream))
         parts = body_parts(conv.context, conv.encoded)
         return b"".join((template.head, b",".join(parts), _body_tail(template, stream)))
     return conv.encoded.splice(template.head, _window(conv), _body_tail(template, stream))
