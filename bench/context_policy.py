@@ -91,7 +91,7 @@ def main() -> None:
     args = parser.parse_args()
     turns, repeat = (100, 1) if args.quick else (args.turns, args.repeat)
     print(f"Python {sys.version.split()[0]}, {turns} turns, best of {repeat}")
-    print("| Configuration | CPU per turn at 50 | at {0} | {0} / 50 | request at 50 | at {0} |".format(turns))
+    print(f"| Configuration | CPU per turn at 50 | at {turns} | {turns} / 50 | request at 50 | at {turns} |")
     print("|---|---|---|---|---|---|")
     for name, window in CONFIGS.items():
         best_50, best_last = float("inf"), float("inf")
