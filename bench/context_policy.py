@@ -42,7 +42,7 @@ RESULT = "record " + "x" * 600
 CONFIGS: dict[str, int | None] = {"plain": None, "policy, roomy": 10**9, "policy, 2k": 2048}
 
 
-def reply(n: int) -> dict[str, Any]:
+def reply(n: int, prompt_tokens: int) -> dict[str, Any]:
     call = {
         "id": f"c{n}",
         "type": "function",
@@ -51,7 +51,7 @@ def reply(n: int) -> dict[str, Any]:
     message = {"role": "assistant", "content": None, "tool_calls": [call]}
     return {
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 40 + 170 * min(n, 10), "completion_tokens": 12},
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 12},
     }
 
 
@@ -71,7 +71,8 @@ def session(turns: int, window: int | None) -> tuple[list[float], list[int]]:
                 conv, CODEC.resume_input([use], [ToolResult(use.id, f"{RESULT} #{n}")])
             ).unwrap()
         conv, body, _ = prepare_request(conv, stream=False)
-        conv, _ = apply_response(conv, reply(n)).unwrap()
+        # The server's count of what was sent: a token per four bytes, as the emulator counts.
+        conv, _ = apply_response(conv, reply(n, len(body) // 4)).unwrap()
         times.append(time.process_time() - t0)
         sizes.append(len(body))
     return times, sizes

@@ -88,8 +88,9 @@ class AttemptDiscarded:
 class ContextCompacted:
     """The context was compacted to fit the window. ``dropped``/``shortened``: messages left out
     or shortened so far (Local); ``tokens_before``/``tokens_after``: the request's count before
-    and after; ``window``: its size; ``reason``: ``"window"`` (planned) or ``"refused"`` (the
-    server refused the request for its length and it was compacted and retried). None where the
+    and after; ``window``: its size; ``reason``: ``"window"`` (planned), ``"refused"`` (the
+    server refused the request for its length and it was compacted and retried), ``"summary"``
+    (the model's summary of the dropped turns was placed) or ``"host"`` (the host compacted). None where the
     host does not say (Claude compacts server-side)."""
 
     dropped: int | None = None
@@ -98,6 +99,8 @@ class ContextCompacted:
     tokens_after: int | None = None
     window: int | None = None
     reason: str | None = None
+    summarized: bool = False
+    """The dropped part was condensed into a summary by the model (Local's ``summarize``)."""
 
 
 LiveUpdate = (
@@ -128,6 +131,7 @@ def context_compacted(event: Mapping[str, JSON]) -> ContextCompacted:
         tokens_after=_int_or_none(event.get("tokens_after")),
         window=_int_or_none(event.get("window")),
         reason=reason if isinstance(reason, str) else None,
+        summarized=event.get("summarized") is True,
     )
 
 

@@ -140,3 +140,42 @@ async def test_tokenize_counts_feed_the_policy(stream: bool) -> None:
     assert outcome.unwrap().text == "done"
     assert "/tokenize" in paths and emu.refused == 0
     assert json.dumps(paths).count("/v1/models") == 1  # discovered once
+
+
+async def test_summarize_condenses_the_dropped_turns_once_per_chunk_with_the_same_model() -> None:
+    from rma.providers.local.context import SUMMARY_INSTRUCTION, SUMMARY_PREFIX
+
+    state = {"turn": 0}
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        if body["messages"][0].get("content") == SUMMARY_INSTRUCTION:
+            assert "tools" not in body and body["max_tokens"] <= 512
+            return {"content": "looked up records 0 to n; all had x"}
+        n = state["turn"]
+        state["turn"] += 1
+        if n == 60:
+            return {"content": "done"}
+        return {"tool_calls": [{"id": f"c{n}", "name": "lookup", "arguments": {"n": n}}]}
+
+    records = Records()
+    with OpenAIEmulator([reply] * 200, context_window=2048) as emu:
+        provider = Local(
+            base_url=emu.base_url,
+            model="m",
+            tools=[LOOKUP],
+            context_window=2048,
+            summarize=True,
+            system_prompt="S",
+        )
+        outcome = await run(provider, handler=records, prompt="go", max_turns=100)
+        chats = [r.body for r in emu.requests]
+    assert outcome.unwrap().text == "done"
+    summaries = [b for b in chats if b["messages"][0]["content"] == SUMMARY_INSTRUCTION]
+    assert (
+        1 <= len(summaries) <= 60 // 3
+    )  # once per compaction chunk (a quarter of the budget), not every turn
+    last = chats[-1]["messages"]
+    assert last[0] == {"role": "system", "content": "S"}
+    assert last[1]["content"].startswith(SUMMARY_PREFIX) and "looked up records" in last[1]["content"]
+    assert any(isinstance(u, ContextCompacted) and u.summarized for u in records.updates)
+    assert emu.refused == 0

@@ -22,9 +22,16 @@ copies) as before. Everything is a function of the conversation, so a replay pla
 requests. The transport asks for a second, harder plan (``compacted_after_refusal``) when the
 server still refuses the request for its length; that is retried once.
 
+4. **Summarize (when asked).** With ``summarize`` the dropped turns are condensed by the same
+   model: ``summary_due`` says which messages no summary covers yet, ``summary_messages``
+   builds that request, the transport makes it and hands the text to ``with_summary``; the
+   summary then goes after the system prompt in every request.
+
+A compaction aims a quarter below the budget, so the requests after it only append and the
+prompt's prefix — and a server's prefix cache — hold for several turns.
+
 What this is not: the history itself is never rewritten (``transcript`` stays whole), and the
-optional summary of the dropped part is written by the model through the transport
-(``with_summary``): this module only places it.
+summary is written by the model through the transport: this module only asks for and places it.
 """
 
 from __future__ import annotations
@@ -50,6 +57,9 @@ CONTEXT_WINDOW = "local.context_window"
 """The event the first poll reports when a window is known: ``tokens`` and ``source``."""
 
 SUMMARY_PREFIX = "Summary of the earlier conversation, which no longer fits the context window:\n"
+
+LOW_WATER_DIVISOR = 4
+"""A compaction aims a quarter below the budget (see ``plan``)."""
 
 DEFAULT_SHORTEN_TO = 400
 """Characters a shortened tool result keeps."""
@@ -110,6 +120,10 @@ class ContextState:
     shortened: int = 0
     summary: bytes | None = attrs.field(default=None, repr=False)
     summary_tokens: int = 0
+    summarize: bool = False
+    """Whether dropped turns are condensed into a summary by the model (``summary_due``)."""
+    summarized_to: int = 0
+    """The summary covers the dropped messages before this index."""
     announced: bool = False
     """Whether the window was reported (``CONTEXT_WINDOW``) yet."""
 
@@ -138,6 +152,7 @@ def new_state(
     fixed_bytes: int,
     shorten_to: int = DEFAULT_SHORTEN_TO,
     source: str = "option",
+    summarize: bool = False,
 ) -> ContextState:
     """The policy's state for a conversation opening with ``history`` (already encoded)."""
     state = ContextState(
@@ -146,9 +161,10 @@ def new_state(
         fixed=-(-fixed_bytes // _BYTES_PER_TOKEN),
         shorten_to=shorten_to,
         source=source,
+        summarize=summarize,
     )
     first = 1 if history and _role(history[0]) in ("system", "developer") else 0
-    state = attrs.evolve(state, first=first, keep_from=first, shortened_before=0)
+    state = attrs.evolve(state, first=first, keep_from=first, shortened_before=0, summarized_to=first)
     state = grown(state, history, encoded, 0)
     return attrs.evolve(state, request_start=len(history), request_end=len(history))
 
@@ -249,6 +265,10 @@ def plan(
     protected = _protected_from(s, size)
     if count(s, size) - s.fixed <= limit:
         return s
+    # Once over, compact down to a low-water mark: the next requests then only append, so the
+    # prompt's prefix (and a server's prefix cache) holds for several turns, and a summary is
+    # written once per chunk rather than every turn.
+    limit -= limit // LOW_WATER_DIVISOR
     # 1. Shorten old tool results, oldest first, up to the protected tail.
     sb = s.shortened_before
     if sb < protected:
@@ -364,12 +384,65 @@ def body_parts(state: ContextState, encoded: JoinedBytes) -> list[bytes]:
     return parts
 
 
+SUMMARY_INSTRUCTION = (
+    "You condense a conversation between a user, an assistant and its tools so that the "
+    "assistant can continue the task without it. Write a short summary: the user's goal, what "
+    "was done and found (facts, numbers, names, results of tool calls), what is still open. "
+    "No preamble."
+)
+"""The system prompt of the summary request."""
+
+
+def summary_due(state: ContextState) -> tuple[int, int] | None:
+    """The dropped messages ``[start, stop)`` that no summary covers yet, when summaries are on."""
+    if not state.summarize or state.keep_from <= state.summarized_to:
+        return None
+    return state.summarized_to, state.keep_from
+
+
+def summary_messages(state: ContextState, history: AppendLog[JSON] | Sequence[JSON]) -> list[JSON]:
+    """The messages of the request that asks the model for a summary: the instruction, and the
+    earlier summary with the newly dropped messages as a transcript (tool results as sent:
+    shortened ones stay shortened)."""
+    due = summary_due(state)
+    assert due is not None
+    lines: list[str] = []
+    if state.summary is not None:
+        lines.append("Earlier summary:\n" + _summary_text(state).removeprefix(SUMMARY_PREFIX))
+    for i in range(*due):
+        if state.request_start <= i < state.request_end:
+            continue  # the current request is sent as itself
+        message = history[i]
+        if i < state.shortened_before:
+            message = shortened_message(message, state.shorten_to) or message
+        role = _role(message)
+        content = message.get("content") if isinstance(message, Mapping) else None
+        calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+        text = content if isinstance(content, str) else ""
+        if isinstance(calls, list):
+            text += "".join(
+                f" [calls {c['function'].get('name')}({c['function'].get('arguments')})]"
+                for c in calls
+                if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)
+            )
+        lines.append(f"{role}: {text}")
+    return [
+        {"role": "system", "content": SUMMARY_INSTRUCTION},
+        {"role": "user", "content": "\n".join(lines)},
+    ]
+
+
 def with_summary(state: ContextState, text: str) -> ContextState:
     """The state with the dropped part's summary (written by the model) sent after the system
-    prompt, in place of any earlier summary."""
+    prompt, in place of any earlier summary; it covers what was dropped so far."""
     message = {"role": "user", "content": SUMMARY_PREFIX + text}
     data = encode_json(message)
-    return attrs.evolve(state, summary=data, summary_tokens=estimate(data))
+    return attrs.evolve(
+        state,
+        summary=data,
+        summary_tokens=estimate(data),
+        summarized_to=max(state.keep_from, state.summarized_to),
+    )
 
 
 def calibrated(state: ContextState, prompt_tokens: int) -> ContextState:

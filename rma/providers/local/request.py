@@ -32,6 +32,9 @@ from rma.providers.local.context import (
     ranges,
     raw_count,
     request_started,
+    summary_due,
+    summary_messages,
+    with_summary,
 )
 from rma.providers.local.conversation import (
     DEFAULT_MAX_TURNS,
@@ -179,6 +182,7 @@ def start(
     context_window: int | None = None,
     window_source: str = "option",
     shorten_to: int = DEFAULT_SHORTEN_TO,
+    summarize: bool = False,
 ) -> Result[Conversation, SessionError]:
     """A fresh conversation, or a reattached one when ``history`` is non-empty (L-4, L-28).
 
@@ -190,7 +194,8 @@ def start(
     ``context_window`` (tokens) turns on the context policy instead
     (``rma.providers.local.context``): each request is planned to fit the window, shortening old
     tool results to ``shorten_to`` characters, then dropping the oldest turns whole.
-    ``window_source`` says where the number came from (reported with it).
+    ``window_source`` says where the number came from (reported with it); ``summarize`` has
+    the dropped turns condensed by the model (``summary_request`` / ``summarized``).
     """
     if system_prompt is not None and not isinstance(system_prompt, str):
         return invalid_option("system_prompt", "must be a string")
@@ -267,6 +272,7 @@ def start(
             fixed_bytes=len(template.head) + len(template.tools) + len(template.params),
             shorten_to=shorten_to,
             source=window_source,
+            summarize=summarize,
         )
     return Success(
         Conversation(
@@ -612,3 +618,47 @@ def _last_user(conv: Conversation) -> int | None:
 
 def context_state(conv: Conversation) -> ContextState | None:
     return conv.context
+
+
+SUMMARY_MAX_TOKENS = 512
+
+
+def summary_request(conv: Conversation) -> dict[str, JSON] | None:
+    """The request body asking the model to condense the turns the plan just dropped (and the
+    earlier summary), or None when no summary is due. No tools: the answer is text."""
+    ctx = conv.context
+    if ctx is None or summary_due(ctx) is None:
+        return None
+    params = {k: v for k, v in conv.params.items() if k not in ("max_tokens", "max_completion_tokens")}
+    params["max_tokens"] = min(SUMMARY_MAX_TOKENS, max(ctx.window // 8, 16))
+    return build_request_body(
+        conv.model, summary_messages(ctx, conv.history), (), stream=False, params=params
+    )
+
+
+def summarized(conv: Conversation, text: str | None) -> tuple[Conversation, tuple[JSON, ...]]:
+    """The conversation with the model's summary of the dropped turns placed after the system
+    prompt, planned again (the summary takes room too), and the event saying so. ``text`` None
+    (the summary call failed): the dropped turns are left unsummarized, and not asked again."""
+    ctx = conv.context
+    assert ctx is not None
+    if text is None or not text.strip():
+        return attrs.evolve(conv, context=attrs.evolve(ctx, summarized_to=ctx.keep_from)), ()
+    size = len(conv.history)
+    before = count(ctx, size)
+    conv = attrs.evolve(conv, context=with_summary(ctx, text.strip()))
+    conv, more = _fitted(conv, "window")
+    after = conv.context
+    assert after is not None
+    event: JSON = {
+        "type": CONTEXT_COMPACTED,
+        "reason": "summary",
+        "dropped": after.dropped,
+        "shortened": after.shortened,
+        "tokens_before": before,
+        "tokens_after": count(after, size),
+        "window": after.window,
+        "summarized": True,
+    }
+    events = (*more, event)
+    return attrs.evolve(conv, poll_events=(*conv.poll_events, *events)), events

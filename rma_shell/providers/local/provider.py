@@ -67,7 +67,13 @@ from rma.providers.local.codec import (
     transcript,
 )
 from rma.providers.local.context import DEFAULT_SHORTEN_TO, count, messages_of, refusal_of
-from rma.providers.local.request import compacted_after_refusal, measured, request_body_bytes
+from rma.providers.local.request import (
+    compacted_after_refusal,
+    measured,
+    request_body_bytes,
+    summarized,
+    summary_request,
+)
 from rma.providers.local.stream import StreamedReply
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.redact import redact_error, redact_text
@@ -211,6 +217,7 @@ class Local(Provider[LocalConn]):
         context_window: int | str | None = None,
         shorten_to: int = DEFAULT_SHORTEN_TO,
         context_hook: ContextHook | None = None,
+        summarize: bool = False,
         max_retries: int = 3,
         backoff_base: float = 1.0,
         backoff_cap: float = 30.0,
@@ -244,6 +251,7 @@ class Local(Provider[LocalConn]):
         self.context_window = context_window
         self.shorten_to = shorten_to
         self.context_hook = context_hook
+        self.summarize = summarize
         self._discovered: dict[tuple[str, str | None], Discovered] = {}
         self._probes: httpx.AsyncClient | None = None
         """Windows the servers said, by (base URL, model): asked once per provider."""
@@ -397,6 +405,7 @@ class Local(Provider[LocalConn]):
             context_window=window,
             window_source=found.source or "option",
             shorten_to=self.shorten_to,
+            summarize=self.summarize,
         )
         if isinstance(started, Failure):
             return Failure(started.failure())
@@ -547,6 +556,8 @@ class Local(Provider[LocalConn]):
         conv, body, directives = prepare_request(applied.unwrap(), stream=stream)
         if conn.tokenize_url is not None and conv.context is not None:
             conv, body, directives = await self._counted(conn, conv, body, directives, stream)
+        if self.summarize and conv.context is not None:
+            conv, body, directives = await self._summarized(conn, conv, body, directives, stream)
         sink = _LiveAttempt(live, conv.polls) if stream and live is not None else None
         if sink is not None:
             for event in directives:  # this poll's directives lead its events (L-20)
@@ -605,6 +616,31 @@ class Local(Provider[LocalConn]):
         if tokens is None:
             return conv, body, directives
         conv, events = measured(conv, tokens)
+        if not events:
+            return conv, body, directives
+        return conv, request_body_bytes(conv, stream=stream), (*directives, *events)
+
+    async def _summarized(
+        self, conn: LocalConn, conv: Conversation, body: bytes, directives: tuple[JSON, ...], stream: bool
+    ) -> tuple[Conversation, bytes, tuple[JSON, ...]]:
+        """When the plan dropped turns no summary covers yet, one more model call condenses them
+        (``summary_request``); the summary then rides after the system prompt. A failed call
+        leaves those turns unsummarized (logged), never fails the turn."""
+        request = summary_request(conv)
+        if request is None:
+            return conv, body, directives
+        if self._chat is not None:
+            response = await self._with_retries(conn, lambda: self._call_chat_body(request))
+        else:
+            encoded = encode_json(request)
+            response = await self._with_retries(conn, lambda: self._post(conn, encoded, stream=False))
+        text = _reply_text(response)
+        if text is None:
+            logger.warning(
+                "the summary of the dropped turns failed; they are left out unsummarized",
+                extra=log_fields(session_id=conn.session_id, provider="local"),
+            )
+        conv, events = summarized(conv, text)
         if not events:
             return conv, body, directives
         return conv, request_body_bytes(conv, stream=stream), (*directives, *events)
@@ -716,11 +752,14 @@ class Local(Provider[LocalConn]):
         }
 
     async def _call_chat(self, conv: Conversation) -> tuple[Result[JSON, SessionError], None]:
-        assert self._chat is not None
         body = request_body(conv, stream=False)
         if self.context_hook is not None:
             messages = body.get("messages")
             body["messages"] = list(self.context_hook(list(messages) if isinstance(messages, list) else []))
+        return await self._call_chat_body(body)
+
+    async def _call_chat_body(self, body: dict[str, JSON]) -> tuple[Result[JSON, SessionError], None]:
+        assert self._chat is not None
         produced = self._chat(body)
         if inspect.isawaitable(produced):
             produced = await produced
@@ -891,6 +930,18 @@ class Local(Provider[LocalConn]):
                 )
             )
         return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
+
+
+def _reply_text(response: Result[JSON, SessionError]) -> str | None:
+    """The text of a chat-completions reply (the summary), or None when there is none."""
+    if not isinstance(response, Success):
+        return None
+    body = response.unwrap()
+    choices = body.get("choices") if isinstance(body, Mapping) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, Mapping) else None
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) and content.strip() else None
 
 
 def _refusal(response: Result[JSON, SessionError]) -> tuple[int | None, int | None] | None:
