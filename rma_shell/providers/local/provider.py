@@ -177,7 +177,11 @@ class Local(Provider[LocalConn]):
     token; never shown in repr or logs), ``system_prompt``, ``tools`` (dicts or objects with
     ``name``, ``description``, ``input_schema``), ``terminal_tool``, ``model_config`` (model,
     base_url, api_key, metadata and extra request params such as temperature), ``stream``,
-    ``max_history_messages`` (request truncation, off by default),
+    ``max_history_messages`` (request truncation, off by default), ``context_window`` (tokens,
+    or ``"auto"`` to ask the server; every request is then planned to fit it by
+    ``rma.providers.local.context``; also per run), ``shorten_to`` (characters an old tool result
+    keeps when shortened), ``context_hook`` (``fn(messages) -> messages`` before each call),
+    ``summarize`` (the dropped turns condensed by the model),
     ``max_retries``/``backoff_base``/``backoff_cap`` (transient failures, L-31; seconds),
     ``timeout`` (seconds per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
