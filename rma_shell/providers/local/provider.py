@@ -18,9 +18,10 @@ and then failed — retried or not — is followed by an ``rma.attempt_discarded
 failed poll returns the conn it was given, unchanged, so nothing of a failed attempt leaks into
 the history. Cancelling the caller's cancel scope aborts an in-flight request.
 
-Over 800 lines (831) for now: the provider's open, snapshot/restore and its one request path
+Over 800 lines (954) for now: the provider's open, snapshot/restore and its one request path
 (retries, streamed and whole replies, the lean lanes or a caller's client) share ``LocalConn``
-and the provider's settings; the request path is the part that could become a module of its own.
+and the provider's settings; the request path is the part that could become a module of its own. The context window's I/O
+(discovery, token counts, summaries, refusals) is ``rma_shell.providers.local.window``'s.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from returns.result import Failure, Result, Success
 from rma._persistent import GrowOnlySet
 from rma.errors import (
     AuthenticationError,
-    ContextWindowExceeded,
     HttpError,
     InvalidOpts,
     MalformedResponse,
@@ -66,13 +66,10 @@ from rma.providers.local.codec import (
     start,
     transcript,
 )
-from rma.providers.local.context import DEFAULT_SHORTEN_TO, count, messages_of, refusal_of
+from rma.providers.local.context import DEFAULT_SHORTEN_TO
 from rma.providers.local.request import (
     compacted_after_refusal,
-    measured,
     request_body_bytes,
-    summarized,
-    summary_request,
 )
 from rma.providers.local.stream import StreamedReply
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
@@ -91,7 +88,16 @@ from rma_shell.providers.local.pool import (
     SlotTimeout,
     check_max_connections,
 )
-from rma_shell.providers.local.window import ContextHook, Discovered, count_tokens, discover
+from rma_shell.providers.local.window import (
+    ContextHook,
+    Discovered,
+    counted,
+    discover,
+    exceeded,
+    hooked,
+    refusal,
+    summarized_by_model,
+)
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
@@ -558,22 +564,20 @@ class Local(Provider[LocalConn]):
             return PollOutcome(Failure(applied.failure()), conn)
         stream = self.streaming and self._chat is None
         conv, body, directives = prepare_request(applied.unwrap(), stream=stream)
-        if conn.tokenize_url is not None and conv.context is not None:
-            conv, body, directives = await self._counted(conn, conv, body, directives, stream)
-        if self.summarize and conv.context is not None:
-            conv, body, directives = await self._summarized(conn, conv, body, directives, stream)
+        if conv.context is not None:
+            conv, body, directives = await self._fitted(conn, conv, body, directives, stream)
         sink = _LiveAttempt(live, conv.polls) if stream and live is not None else None
         if sink is not None:
             for event in directives:  # this poll's directives lead its events (L-20)
                 await sink.live(event)
         response = await self._send_request(conn, conv, body, stream, sink)
-        refusal = _refusal(response)
-        if refusal is not None:
+        refused_for_length = refusal(response)
+        if refused_for_length is not None:
             # The server refused the request for its length: compact harder and retry once.
-            window, tokens = refusal
+            window, tokens = refused_for_length
             again = compacted_after_refusal(conv, window, tokens)
             if again is None:
-                return PollOutcome(Failure(_exceeded(window, tokens, "nothing more could be left out")), conn)
+                return PollOutcome(Failure(exceeded(window, tokens, "nothing more could be left out")), conn)
             conv, more = again
             directives = (*directives, *more)
             if sink is not None:
@@ -581,10 +585,10 @@ class Local(Provider[LocalConn]):
                     await sink.live(event)
             body = request_body_bytes(conv, stream=stream)
             response = await self._send_request(conn, conv, body, stream, sink)
-            refusal = _refusal(response)
-            if refusal is not None:
-                window, tokens = refusal
-                return PollOutcome(Failure(_exceeded(window, tokens, "refused again after compacting")), conn)
+            refused_for_length = refusal(response)
+            if refused_for_length is not None:
+                window, tokens = refused_for_length
+                return PollOutcome(Failure(exceeded(window, tokens, "refused again after compacting")), conn)
         if isinstance(response, Failure):
             return PollOutcome(Failure(conn.redact_error(response.failure())), conn)
         folded = apply_response(conv, response.unwrap(), streamed=sink is not None)
@@ -601,53 +605,30 @@ class Local(Provider[LocalConn]):
                 await sink.live(event)
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
 
-    async def _counted(
+    async def _fitted(
         self, conn: LocalConn, conv: Conversation, body: bytes, directives: tuple[JSON, ...], stream: bool
     ) -> tuple[Conversation, bytes, tuple[JSON, ...]]:
-        """The planned request counted by the server's tokenizer when the estimate comes near the
-        window (past half of it): the count calibrates the policy, which may plan again."""
-        ctx = conv.context
-        assert ctx is not None and conn.tokenize_url is not None
-        if count(ctx, len(conv.history)) * 2 < ctx.window:
-            return conv, body, directives
-        tokens = await count_tokens(
-            conn.tokenize_url,
-            conv.model,
-            messages_of(ctx, conv.history),
-            conn.api_key,
-            self._probe_client(),
-        )
-        if tokens is None:
-            return conv, body, directives
-        conv, events = measured(conv, tokens)
+        """The planned request checked by the server's tokenizer where it has one, and the dropped
+        turns summarized when ``summarize`` is on (``rma_shell.providers.local.window``)."""
+        events: tuple[JSON, ...] = ()
+        if conn.tokenize_url is not None:
+            conv, counted_events = await counted(conv, conn.tokenize_url, conn.api_key, self._probe_client())
+            events += counted_events
+        if self.summarize:
+            conv, summary_events = await summarized_by_model(
+                conv, lambda request: self._send_body(conn, request), session_id=conn.session_id
+            )
+            events += summary_events
         if not events:
             return conv, body, directives
         return conv, request_body_bytes(conv, stream=stream), (*directives, *events)
 
-    async def _summarized(
-        self, conn: LocalConn, conv: Conversation, body: bytes, directives: tuple[JSON, ...], stream: bool
-    ) -> tuple[Conversation, bytes, tuple[JSON, ...]]:
-        """When the plan dropped turns no summary covers yet, one more model call condenses them
-        (``summary_request``); the summary then rides after the system prompt. A failed call
-        leaves those turns unsummarized (logged), never fails the turn."""
-        request = summary_request(conv)
-        if request is None:
-            return conv, body, directives
+    async def _send_body(self, conn: LocalConn, request: dict[str, JSON]) -> Result[JSON, SessionError]:
+        """A request of rma's own (the summary): not streamed, retried as any call."""
         if self._chat is not None:
-            response = await self._with_retries(conn, lambda: self._call_chat_body(request))
-        else:
-            encoded = encode_json(request)
-            response = await self._with_retries(conn, lambda: self._post(conn, encoded, stream=False))
-        text = _reply_text(response)
-        if text is None:
-            logger.warning(
-                "the summary of the dropped turns failed; they are left out unsummarized",
-                extra=log_fields(session_id=conn.session_id, provider="local"),
-            )
-        conv, events = summarized(conv, text)
-        if not events:
-            return conv, body, directives
-        return conv, request_body_bytes(conv, stream=stream), (*directives, *events)
+            return await self._with_retries(conn, lambda: self._call_chat_body(request))
+        encoded = encode_json(request)
+        return await self._with_retries(conn, lambda: self._post(conn, encoded, stream=False))
 
     async def _send_request(
         self, conn: LocalConn, conv: Conversation, body: bytes, stream: bool, sink: _LiveAttempt | None
@@ -657,10 +638,7 @@ class Local(Provider[LocalConn]):
         if self._chat is not None:
             return await self._with_retries(conn, lambda: self._call_chat(conv))
         if hook is not None:
-            planned = request_body(conv, stream=stream)
-            messages = planned.get("messages")
-            rewritten = list(hook(list(messages) if isinstance(messages, list) else []))
-            body = encode_json({**planned, "messages": rewritten})
+            body = encode_json(hooked(hook, request_body(conv, stream=stream)))
         return await self._with_retries(conn, lambda: self._post(conn, body, stream=stream, sink=sink), sink)
 
     async def _with_retries(
@@ -758,8 +736,7 @@ class Local(Provider[LocalConn]):
     async def _call_chat(self, conv: Conversation) -> tuple[Result[JSON, SessionError], None]:
         body = request_body(conv, stream=False)
         if self.context_hook is not None:
-            messages = body.get("messages")
-            body["messages"] = list(self.context_hook(list(messages) if isinstance(messages, list) else []))
+            body = hooked(self.context_hook, body)
         return await self._call_chat_body(body)
 
     async def _call_chat_body(self, body: dict[str, JSON]) -> tuple[Result[JSON, SessionError], None]:
@@ -934,34 +911,6 @@ class Local(Provider[LocalConn]):
                 )
             )
         return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
-
-
-def _reply_text(response: Result[JSON, SessionError]) -> str | None:
-    """The text of a chat-completions reply (the summary), or None when there is none."""
-    if not isinstance(response, Success):
-        return None
-    body = response.unwrap()
-    choices = body.get("choices") if isinstance(body, Mapping) else None
-    first = choices[0] if isinstance(choices, list) and choices else None
-    message = first.get("message") if isinstance(first, Mapping) else None
-    content = message.get("content") if isinstance(message, Mapping) else None
-    return content if isinstance(content, str) and content.strip() else None
-
-
-def _refusal(response: Result[JSON, SessionError]) -> tuple[int | None, int | None] | None:
-    """(window, tokens) when the server refused the request for its length (a 400 or 413 whose
-    body says so: ``rma.providers.local.context.refusal_of``), else None."""
-    if not isinstance(response, Failure):
-        return None
-    error = response.failure()
-    if isinstance(error, HttpError) and error.status in (400, 413):
-        return refusal_of(error.body)
-    body = getattr(error, "payload", None)  # an error body in a 2xx answer, or a chat= Failure
-    return refusal_of(body) if body is not None else None
-
-
-def _exceeded(window: int | None, tokens: int | None, detail: str) -> ContextWindowExceeded:
-    return ContextWindowExceeded(window=window, tokens=tokens, host="local", detail=detail)
 
 
 async def _discarded(sink: _LiveAttempt | None, error: SessionError) -> None:

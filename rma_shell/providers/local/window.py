@@ -1,4 +1,5 @@
-"""Asking an OpenAI-compatible server how large its context window is, and counting tokens.
+"""The context window's I/O for Local: asking the server how large it is, counting tokens,
+summaries by the model, and reading a refusal.
 
 ``discover`` tries, in order, what the common servers say about the model they serve:
 
@@ -11,25 +12,36 @@
 
 ``{root}`` is the base URL without a trailing ``/v1``. Each probe is one short request; the
 first that answers with a number wins, and none answering means no window (the policy stays
-off until a refusal says one). Not the policy (``rma.providers.local.context``) and not the
-chat request path (``rma_shell.providers.local.provider``).
+off until a refusal says one).
+
+``counted`` feeds a planned request's server count back to the policy, ``summarized_by_model``
+makes the summary call the policy asks for, ``refusal`` reads a length refusal and ``hooked``
+applies the user's hook. Not the policy (``rma.providers.local.context``, which decides) and
+not the chat request path (``rma_shell.providers.local.provider``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import httpx
+from returns.result import Failure, Result, Success
 
+from rma.errors import ContextWindowExceeded, HttpError, SessionError
+from rma.providers.local.context import count, messages_of, refusal_of
+from rma.providers.local.conversation import Conversation
+from rma.providers.local.request import measured, summarized, summary_request
 from rma.vocabulary import JSON
+from rma_shell.logging import log_fields
 
 logger = logging.getLogger("rma.providers.local")
 
 ContextHook = Callable[[list[JSON]], Sequence[JSON]]
+Send = Callable[[dict[str, JSON]], Awaitable[Result[JSON, SessionError]]]
 """``hook(messages) -> messages``: rewrites the messages of each request just before it is sent
 (after the context policy planned it). Its result goes out as is; the history keeps the original."""
 
@@ -156,3 +168,69 @@ async def count_tokens(
         if own:
             await http.aclose()
     return _positive(answer.get("count")) if isinstance(answer, Mapping) else None
+
+
+async def counted(
+    conv: Conversation, tokenize_url: str, api_key: str | None, client: httpx.AsyncClient | None
+) -> tuple[Conversation, tuple[JSON, ...]]:
+    """The planned request counted by the server's tokenizer when the estimate comes near the
+    window (past half of it): the count calibrates the policy, which may plan again (its events)."""
+    ctx = conv.context
+    if ctx is None or count(ctx, len(conv.history)) * 2 < ctx.window:
+        return conv, ()
+    tokens = await count_tokens(tokenize_url, conv.model, messages_of(ctx, conv.history), api_key, client)
+    if tokens is None:
+        return conv, ()
+    return measured(conv, tokens)
+
+
+async def summarized_by_model(
+    conv: Conversation, send: Send, *, session_id: str | None = None
+) -> tuple[Conversation, tuple[JSON, ...]]:
+    """When the plan dropped turns no summary covers yet, one more model call condenses them
+    (``summary_request``); the summary then rides after the system prompt. A failed call leaves
+    those turns unsummarized (logged) and never fails the turn."""
+    request = summary_request(conv)
+    if request is None:
+        return conv, ()
+    text = reply_text(await send(request))
+    if text is None:
+        logger.warning(
+            "the summary of the dropped turns failed; they are left out unsummarized",
+            extra=log_fields(session_id=session_id, provider="local"),
+        )
+    return summarized(conv, text)
+
+
+def hooked(hook: ContextHook, body: dict[str, JSON]) -> dict[str, JSON]:
+    """The request body with its messages as the user's hook rewrote them."""
+    messages = body.get("messages")
+    return {**body, "messages": list(hook(list(messages) if isinstance(messages, list) else []))}
+
+
+def reply_text(response: Result[JSON, SessionError]) -> str | None:
+    """The text of a chat-completions reply (the summary), or None when there is none."""
+    if not isinstance(response, Success):
+        return None
+    body = response.unwrap()
+    choices = body.get("choices") if isinstance(body, Mapping) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, Mapping) else None
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) and content.strip() else None
+
+
+def refusal(response: Result[JSON, SessionError]) -> tuple[int | None, int | None] | None:
+    """(window, tokens) when the server refused the request for its length (a 400 or 413 whose
+    body says so: ``rma.providers.local.context.refusal_of``), else None."""
+    if not isinstance(response, Failure):
+        return None
+    error = response.failure()
+    if isinstance(error, HttpError) and error.status in (400, 413):
+        return refusal_of(error.body)
+    body = getattr(error, "payload", None)  # an error body in a 2xx answer, or a chat= Failure
+    return refusal_of(body) if body is not None else None
+
+
+def exceeded(window: int | None, tokens: int | None, detail: str) -> ContextWindowExceeded:
+    return ContextWindowExceeded(window=window, tokens=tokens, host="local", detail=detail)
