@@ -20,8 +20,9 @@ the history. Cancelling the caller's cancel scope aborts an in-flight request.
 
 Over 800 lines (954) for now: the provider's open, snapshot/restore and its one request path
 (retries, streamed and whole replies, the lean lanes or a caller's client) share ``LocalConn``
-and the provider's settings; the request path is the part that could become a module of its own. The context window's I/O
-(discovery, token counts, summaries, refusals) is ``rma_shell.providers.local.window``'s.
+and the provider's settings; the request path is the part that could become a module of its
+own. The context window's I/O (discovery, token counts, summaries, refusals) is
+``rma_shell.providers.local.window``'s.
 """
 
 from __future__ import annotations
