@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from rma.errors import ContextWindowExceeded
@@ -179,3 +180,49 @@ async def test_summarize_condenses_the_dropped_turns_once_per_chunk_with_the_sam
     assert last[1]["content"].startswith(SUMMARY_PREFIX) and "looked up records" in last[1]["content"]
     assert any(isinstance(u, ContextCompacted) and u.summarized for u in records.updates)
     assert emu.refused == 0
+
+
+def test_a_snapshot_of_the_policy_restores_the_same_requests() -> None:
+    from rma.providers.local.codec import CODEC, apply_input, apply_response, prepare_request, start
+    from rma.providers.local.context import restored, saved, with_summary
+    from rma.providers.local.request import request_body_bytes
+    from rma.vocabulary import ToolResult, ToolUse
+
+    conv = start("S", [LOOKUP], None, {"model": "m"}, 100, context_window=1500).unwrap()
+    conv = apply_input(conv, CODEC.user_input("go")).unwrap()
+    for n in range(12):
+        conv, _, _ = prepare_request(conv, stream=False)
+        reply = {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": tool_turns(n + 1)[n]["tool_calls"],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        }
+        reply["choices"][0]["message"]["tool_calls"] = [
+            {"id": f"c{n}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        ]
+        conv, _ = apply_response(conv, reply).unwrap()
+        conv = apply_input(
+            conv, CODEC.resume_input([ToolUse(f"c{n}", "lookup", {})], [ToolResult(f"c{n}", RECORD)])
+        ).unwrap()
+    assert conv.context is not None
+    conv = attrs.evolve(conv, context=with_summary(conv.context, "the gist"))
+    again = start(
+        "S", [LOOKUP], None, {"model": "m"}, 100, conv.history.to_tuple(), context_window=1500
+    ).unwrap()
+    assert again.context is not None
+    again = attrs.evolve(
+        again,
+        context=restored(
+            again.context, again.history, again.encoded, json.loads(json.dumps(saved(conv.context)))
+        ),
+    )
+    assert request_body_bytes(again, stream=False) == request_body_bytes(conv, stream=False)
+    assert again.context == conv.context

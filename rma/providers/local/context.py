@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -485,3 +486,71 @@ def refusal_of(body: JSON) -> tuple[int | None, int | None] | None:
     if code == "context_length_exceeded" or kind == "context_length_exceeded":
         return None, None
     return None
+
+
+_SAVED = (
+    "keep_from",
+    "shortened_before",
+    "request_start",
+    "request_end",
+    "dropped",
+    "shortened",
+    "summarized_to",
+)
+
+
+def saved(state: ContextState) -> dict[str, JSON]:
+    """What a snapshot keeps of the policy's state: where requests start, the scale, the summary
+    (the prefix sums and shortened copies are rebuilt from the history)."""
+    out: dict[str, JSON] = {name: getattr(state, name) for name in _SAVED}
+    out["scale"] = list(state.scale)
+    out["window"] = state.window
+    out["announced"] = state.announced
+    out["planned"] = state.planned
+    out["summary"] = _summary_text(state) if state.summary is not None else None
+    return out
+
+
+def restored(
+    state: ContextState,
+    history: AppendLog[JSON] | Sequence[JSON],
+    encoded: JoinedBytes,
+    data: Mapping[str, JSON],
+) -> ContextState:
+    """``state`` (fresh for the same history) as a snapshot left it: the shortened copies are
+    rebuilt for the messages before ``shortened_before``, once. Raises ValueError on a snapshot
+    that does not fit the history."""
+    fields: dict[str, Any] = {}
+    for name in _SAVED:
+        value = data.get(name, getattr(state, name))
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= len(history):
+            raise ValueError(f"context {name} {value!r} does not fit a history of {len(history)}")
+        fields[name] = value
+    scale = data.get("scale")
+    if isinstance(scale, list) and len(scale) == 2 and all(isinstance(v, int) and v > 0 for v in scale):
+        fields["scale"] = (scale[0], scale[1])
+    window = data.get("window")
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        fields["window"] = window
+    fields["announced"] = data.get("announced") is True
+    planned = data.get("planned")
+    if isinstance(planned, int) and not isinstance(planned, bool) and planned >= 0:
+        fields["planned"] = planned
+    total = 0
+    short_sums: list[int] = [0]
+    short_bytes: list[bytes] = []
+    for i in range(fields["shortened_before"]):
+        short = shortened_message(history[i], state.shorten_to)
+        item = encoded[i] if short is None else encode_json(short)
+        total += estimate(item)
+        short_sums.append(total)
+        short_bytes.append(item)
+    out = attrs.evolve(
+        state, short_sums=AppendLog.of(short_sums), short_encoded=JoinedBytes.of(short_bytes), **fields
+    )
+    summary = data.get("summary")
+    if isinstance(summary, str):
+        out = attrs.evolve(
+            with_summary(out, summary.removeprefix(SUMMARY_PREFIX)), summarized_to=out.summarized_to
+        )
+    return out

@@ -67,7 +67,7 @@ from rma.providers.local.codec import (
     start,
     transcript,
 )
-from rma.providers.local.context import DEFAULT_SHORTEN_TO
+from rma.providers.local.context import DEFAULT_SHORTEN_TO, restored, saved
 from rma.providers.local.request import (
     compacted_after_refusal,
     request_body_bytes,
@@ -462,6 +462,7 @@ class Local(Provider[LocalConn]):
             "held_answers": list(c.held_answers),
             "call_order": list(c.call_order),
             "nudged": c.nudged,
+            "context": saved(c.context) if c.context is not None else None,
         }
 
     async def restore(
@@ -492,6 +493,14 @@ class Local(Provider[LocalConn]):
                 call_order=tuple(snapshot.get("call_order") or ()),
                 nudged=bool(snapshot.get("nudged")),
             )
+            context = snapshot.get("context")
+            if conversation.context is not None and isinstance(context, Mapping):
+                conversation = attrs.evolve(
+                    conversation,
+                    context=restored(
+                        conversation.context, conversation.history, conversation.encoded, context
+                    ),
+                )
         except (TypeError, ValueError) as exc:
             return Failure(InvalidOpts("journal", f"the journaled Local snapshot does not fit: {exc}"))
         return Success(attrs.evolve(conn, session_id=session_id, conversation=conversation))
