@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, overload
@@ -90,7 +91,7 @@ class FunctionTool:
             getattr(fn, "__call__", None)  # noqa: B004 - an async __call__ counts
         )
         doc = docstring_parser.parse(inspect.getdoc(fn) or "")
-        self.model, self.injected = _arguments_model(fn, self.name, doc)
+        self.model, self.injected = _arguments_model(fn, self.name, doc, _decorating_locals())
         schema = _clean_schema(self.model.model_json_schema())
         if strict:
             schema = strict_schema(schema)
@@ -225,14 +226,50 @@ def format_validation_error(tool_name: str, exc: pydantic.ValidationError) -> st
     return "\n".join(lines)
 
 
+def _decorating_locals() -> dict[str, Any]:
+    """The local names where ``@tool`` (or ``FunctionTool(...)``) was applied: the first frame
+    outside this module. Under ``from __future__ import annotations`` a parameter's annotation
+    is a string, and a type defined in the enclosing function is found only there."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # type: ignore[assignment]
+    return dict(frame.f_locals) if frame is not None else {}
+
+
+def _type_hints(fn: Callable[..., Any], name: str, local_names: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters' type hints, string annotations resolved in the function's module and,
+    failing that, where the decorator was applied; else a ``TypeError`` saying how to fix it."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except NameError:
+        pass
+    except (TypeError, ValueError, AttributeError, SyntaxError) as exc:
+        raise TypeError(f"tool {name}: cannot read its signature and type hints ({exc})") from exc
+    try:
+        return typing.get_type_hints(fn, localns=dict(local_names), include_extras=True)
+    except (TypeError, ValueError, AttributeError, SyntaxError) as exc:
+        raise TypeError(f"tool {name}: cannot read its signature and type hints ({exc})") from exc
+    except NameError as exc:
+        missing = getattr(exc, "name", None) or str(exc)
+        raise TypeError(
+            f"tool {name}: the annotation {missing!r} names a type that is neither in its module nor "
+            "where @tool was applied (under `from __future__ import annotations` annotations are "
+            "strings, resolved when the tool is built). Define the type at module level, or before "
+            "the @tool line in the same function, or apply @tool where the type is visible"
+        ) from exc
+
+
 def _arguments_model(
-    fn: Callable[..., Any], name: str, doc: docstring_parser.Docstring
+    fn: Callable[..., Any],
+    name: str,
+    doc: docstring_parser.Docstring,
+    local_names: Mapping[str, Any] | None = None,
 ) -> tuple[type[pydantic.BaseModel], dict[str, str]]:
     try:
         signature = inspect.signature(fn)
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except (TypeError, ValueError, NameError) as exc:
+    except (TypeError, ValueError) as exc:
         raise TypeError(f"tool {name}: cannot read its signature and type hints ({exc})") from exc
+    hints = _type_hints(fn, name, local_names or {})
     described = {p.arg_name: p.description for p in doc.params if p.description}
     fields: dict[str, Any] = {}
     injected: dict[str, str] = {}
