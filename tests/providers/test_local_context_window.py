@@ -226,3 +226,73 @@ def test_a_snapshot_of_the_policy_restores_the_same_requests() -> None:
     )
     assert request_body_bytes(again, stream=False) == request_body_bytes(conv, stream=False)
     assert again.context == conv.context
+
+
+def test_discovery_reads_each_server_s_own_shape() -> None:
+    from rma_shell.providers.local.window import (
+        root_of,
+        window_from_models,
+        window_from_props,
+        window_from_show,
+    )
+
+    # vLLM's /v1/models (ModelCard): max_model_len per served model.
+    vllm = {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model", "max_model_len": 32768}]}
+    assert window_from_models(vllm, "Qwen/Qwen3-8B") == 32768
+    assert window_from_models(vllm, None) == 32768  # the only model served
+    assert window_from_models({"data": [{"id": "a", "max_model_len": 1}, {"id": "b"}]}, "c") is None
+    # llama.cpp's /v1/models has no max_model_len (its meta says n_ctx_train): /props says n_ctx.
+    assert window_from_models({"data": [{"id": "m.gguf", "meta": {"n_ctx_train": 32768}}]}, "m.gguf") is None
+    assert (
+        window_from_props({"default_generation_settings": {"n_ctx": 8192, "params": {}}, "total_slots": 1})
+        == 8192
+    )
+    assert window_from_props({"n_ctx": 4096}) == 4096
+    assert window_from_props({"default_generation_settings": {}}) is None
+    # Ollama's /api/show: model_info's "<architecture>.context_length".
+    show = {"model_info": {"general.architecture": "qwen3", "qwen3.context_length": 40960}}
+    assert window_from_show(show) == 40960
+    assert root_of("http://localhost:11434/v1") == "http://localhost:11434"
+    assert root_of("http://gw.example/openai/") == "http://gw.example/openai"
+
+
+def test_length_refusals_of_each_server_are_read_for_their_numbers() -> None:
+    from rma.providers.local.context import refusal_of
+
+    vllm = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your request has 9000 "
+            "input tokens. Please reduce the length of the input messages.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    }
+    assert refusal_of(vllm) == (8192, 9000)
+    old_vllm = {
+        "object": "error",
+        "message": vllm["error"]["message"],
+        "type": "BadRequestError",
+        "code": 400,
+    }
+    assert refusal_of(old_vllm) == (8192, 9000)
+    openai = {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, you requested "
+            "130000 tokens (130000 in the messages, 0 in the completion).",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    }
+    assert refusal_of(openai) == (128000, 130000)
+    llama_cpp = {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 5000,
+            "n_ctx": 4096,
+        }
+    }
+    assert refusal_of(llama_cpp) == (4096, 5000)
+    assert refusal_of({"error": {"message": "model not found", "type": "invalid_request_error"}}) is None
