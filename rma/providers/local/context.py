@@ -36,6 +36,7 @@ summary is written by the model through the transport: this module only asks for
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -362,8 +363,6 @@ def messages_of(state: ContextState, history: AppendLog[JSON] | Sequence[JSON]) 
 
 
 def _summary_text(state: ContextState) -> str:
-    import json
-
     assert state.summary is not None
     decoded = json.loads(state.summary)
     text = decoded.get("content") if isinstance(decoded, Mapping) else None

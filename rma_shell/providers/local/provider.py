@@ -510,6 +510,10 @@ class Local(Provider[LocalConn]):
             "model": conn.conversation.model,
             "gen_ai_provider": self.gen_ai_provider_name,
         }
+        context = conn.conversation.context
+        if context is not None:  # the window the run plans against, and who said it
+            out["context_window"] = context.window
+            out["context_window_source"] = context.source
         if self._chat is None:
             try:
                 url = httpx.URL(conn.base_url)
