@@ -20,6 +20,7 @@ a key); every other option is the journaled run's.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Unpack
@@ -331,7 +332,7 @@ def approve(
     if isinstance(held, Failure):
         return Failure(held.failure())
     try:
-        held.unwrap().store.append(key, [approval_record(tool_use_id, decision, reason)])
+        held.unwrap().store.append(key, [approval_record(tool_use_id, decision, reason, at=time.time())])
     except JournalStoreError as exc:
         return Failure(InvalidOpts("journal", str(exc)))
     finally:
