@@ -179,9 +179,9 @@ def _turn(t: Turn, provider: str, price: Price | None) -> str:
     facts = []
     if t.duration is not None:
         facts.append(_seconds(t.duration))
-    if t.terminal is not None:
-        facts.append(t.terminal)
     stop = t.stop_reason.get("type") if isinstance(t.stop_reason, dict) else t.stop_reason
+    if t.terminal is not None and t.terminal != stop:
+        facts.append(t.terminal)
     if stop:
         facts.append(f"stop: {stop}")
     if not t.finished:

@@ -133,7 +133,7 @@ class JournalSource:
         if isinstance(loaded, Failure):
             return _damaged(key, self.redactor.text(str(loaded.failure())))
         got = loaded.unwrap()
-        events: list[tuple[ev.Event, float | None]] = []
+        events: list[tuple[ev.Event, float | None, float | None]] = []
         starts: dict[str, tuple[int, float | None]] = {}
         results: dict[str, tuple[str, bool, float | None]] = {}
         first: float | None = None
@@ -142,12 +142,13 @@ class JournalSource:
             record = json.loads(text)
             at = record.get("at")
             at = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+            before = last
             if at is not None:
                 first = at if first is None else first
                 last = at
             kind = record["kind"]
             if kind == "event":
-                events.append((from_jsonable(record["event"]), at))
+                events.append((from_jsonable(record["event"]), at, before))
             elif kind == "tool_start":
                 starts[str(record["id"])] = (int(record["attempt"]), at)
             elif kind == "tool_result" and not record.get("confirm"):
@@ -216,13 +217,13 @@ class RecordingSource:
             return _damaged(key, self.redactor.text(str(replayed.failure())), read_only=True)
         done = replayed.unwrap()
         config: SessionConfig | None = None
-        events: list[tuple[ev.Event, float | None]] = []
+        events: list[tuple[ev.Event, float | None, float | None]] = []
         for line in lines:
             record = json.loads(line)
             if record.get("kind") == "header":
                 config = load_config(record, codec_for)
             elif record.get("kind") == "event":
-                events.append((from_jsonable(record["event"]), None))
+                events.append((from_jsonable(record["event"]), None, None))
         if config is None:  # replay_lines refuses a log without a header: never here
             return _damaged(key, "no header line", read_only=True)
         timeline = build(config, events, self.redactor)

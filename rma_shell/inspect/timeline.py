@@ -187,17 +187,18 @@ def outcome_of(outcome: Result[SessionResult, SessionError], redactor: Redactor)
 
 def build(
     config: SessionConfig,
-    events: Iterable[tuple[ev.Event, float | None]],
+    events: Iterable[tuple[ev.Event, float | None, float | None]],
     redactor: Redactor,
     extras: Extras | None = None,
 ) -> Timeline:
-    """The timeline of ``events`` (each with when it was written, if known)."""
+    """The timeline of ``events``, each with when it was written and when the record before it
+    was (None where unknown): a turn lasted from the record before its first event — the open,
+    the tools' results, a decision — to the event that ended it."""
     extras = extras or Extras()
     state = initial_state(attrs.evolve(config, deliver_updates=True))
     line = Timeline()
     current: Turn | None = None
     by_id: dict[str, Call] = {}
-    last_at: float | None = None
 
     def open_turn(at: float | None) -> Turn:
         nonlocal current
@@ -215,15 +216,13 @@ def build(
             by_id[use_id] = made
         return made
 
-    for event, at in events:
+    for event, at, started in events:
         if isinstance(event, ev.UserMessage):
             line.messages.append(redactor.text(event.text))
         elif isinstance(event, ev.TurnFailed):
             line.errors.append(redactor.text(str(event.error)))
         elif isinstance(event, ev.StreamFailed):
             line.errors.append(redactor.text(f"stream dropped: {event.error}"))
-        # A turn began when the last thing before it was written (the open, the tools' results).
-        started = last_at
         state, out = step(state, event)
         for c in out:
             if isinstance(c, cmd.DeliverUpdate):
@@ -266,8 +265,6 @@ def build(
                     answered.is_error = result.is_error
                     if answered.finished_at is None:
                         answered.finished_at = at
-        if at is not None:
-            last_at = at
     _add_journal(line, by_id, extras, redactor)
     return line
 
