@@ -148,8 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
             "on 127.0.0.1 only unless --host says otherwise. Credentials in the environment "
             "(RMA_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY, AWS_*) are masked wherever they appear. "
             "Needs the 'inspect' extra: pip install 'rma-agents[inspect]'.\n\n"
-            "Exit codes: 0 stopped (Ctrl-C), 1 the address is in use or cannot be bound, 2 bad usage, "
-            "a missing file, or the extra not installed."
+            "It serves until Ctrl-C. Exit codes: 130 stopped (Ctrl-C), 1 the address is in use or "
+            "cannot be bound, 2 bad usage, a missing file, or the extra not installed."
         ),
         formatter_class=_Paragraphs,
     )

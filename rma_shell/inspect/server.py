@@ -210,6 +210,20 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def announce(name: str, host: str, port: int) -> list[str]:
+    """What ``serve`` says on start: where, and whether other machines can reach it."""
+    shown = f"[{host}]" if ":" in host else host
+    lines = [f"rma inspect: {name} on http://{shown}:{port}/"]
+    if is_loopback(host):
+        lines.append("rma inspect: listening on loopback only (this machine); --host to change")
+    else:
+        lines.append(
+            f"rma inspect: WARNING: listening on {host}, reachable from other machines: anyone who "
+            "reaches it can read these sessions and decide their approvals"
+        )
+    return lines
+
+
 def serve(
     journal: str | os.PathLike[str] | JournalStore,
     *,
@@ -231,16 +245,8 @@ def serve(
     served = app(journal, secrets=secrets, allowed_hosts=hosts, on_decision=on_decision, price=price)
     sock = bind(host, port)
     bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
-    print(f"rma inspect: {served.state.source.name} on http://{shown}:{bound}/", file=out)
-    if is_loopback(host):
-        print("rma inspect: listening on loopback only (this machine); --host to change", file=out)
-    else:
-        print(
-            f"rma inspect: WARNING: listening on {host}, reachable from other machines: anyone who "
-            "reaches it can read these sessions and decide their approvals",
-            file=out,
-        )
+    for line in announce(served.state.source.name, host, bound):
+        print(line, file=out)
     out.flush()
     config = uvicorn.Config(served, log_level="warning", lifespan="on", **uvicorn_options)
     try:
