@@ -29,10 +29,10 @@ def _e(value: object) -> str:
     return escape(str(value), quote=True)
 
 
-def _when(at: float | None) -> str:
+def _when(at: float | None, *, zone: bool = True) -> str:
     if at is None:
         return "—"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S" + (" UTC" if zone else ""))
 
 
 def _seconds(duration: float | None) -> str:
@@ -104,14 +104,15 @@ def sessions_page(name: str, summaries: Sequence[Summary], *, read_only: bool, v
             f"<td>{_e(s.provider)}</td>"
             f'<td class="num">{s.turns}</td>'
             f'<td class="num">{s.input_tokens:,} / {s.output_tokens:,}</td>'
-            f"<td>{_e(_when(s.started_at))}</td>"
-            f"<td>{_e(_when(s.updated_at))}</td>"
-            f'<td class="detail">{_e(detail)}</td>'
+            f"<td>{_e(_when(s.started_at, zone=False))}</td>"
+            f"<td>{_e(_when(s.updated_at, zone=False))}</td>"
             "</tr>"
         )
+        if detail:
+            rows.append(f'<tr class="detail"><td></td><td colspan="6">{_e(detail)}</td></tr>')
     table = (
         '<table class="sessions"><thead><tr><th>session</th><th>state</th><th>provider</th>'
-        "<th>turns</th><th>tokens in / out</th><th>started</th><th>last record</th><th></th></tr>"
+        "<th>turns</th><th>tokens in / out</th><th>started (UTC)</th><th>last record (UTC)</th></tr>"
         "</thead><tbody>" + "".join(rows) + "</tbody></table>"
         if rows
         else "<p>No sessions yet: this page follows the journal and lists them as they start.</p>"

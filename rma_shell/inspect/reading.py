@@ -250,7 +250,7 @@ def _summary(
     state = _state(timeline.outcomes, final, waiting)
     detail = ""
     if timeline.outcomes and not timeline.outcomes[-1].ok:
-        detail = f"{timeline.outcomes[-1].kind}: {timeline.outcomes[-1].message}"
+        detail = timeline.outcomes[-1].message
     return Summary(
         key,
         state,
