@@ -58,7 +58,7 @@ def test_the_sessions_page_lists_every_session_with_its_state(journal: Path, any
         for m in re.findall(r'key=(\w+)">\w+</a></td><td><span class="state \w+">([^<]+)<', page.text)
     }
     assert rows == {"ended": "ended", "failed": "failed", "waiting": "waiting for approval"}
-    assert "provider_error" in page.text  # a failed session says why, in the list already
+    assert "the host is down (503)" in page.text  # a failed session says why, in the list already
 
 
 def test_a_session_still_running_is_listed_as_running(anyio_backend: Any) -> None:
