@@ -232,8 +232,9 @@ def build(
                 elif isinstance(update, ToolCallStarted):
                     call(update.id, update.name, open_turn(started))
                 elif isinstance(update, ToolCallFinished):
-                    done = call(update.id, update.name, open_turn(started))
-                    done.is_error = update.is_error
+                    # Answered after its turn ended: it belongs to the turn that asked for it.
+                    asked = line.turns[-1] if line.turns else open_turn(started)
+                    call(update.id, update.name, asked).is_error = update.is_error
                 elif isinstance(update, TurnFinished):
                     turn = open_turn(started)
                     turn.usage = update.usage
