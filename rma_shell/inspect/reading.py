@@ -219,7 +219,10 @@ class RecordingSource:
         config: SessionConfig | None = None
         events: list[tuple[ev.Event, float | None, float | None]] = []
         for line in lines:
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except ValueError:  # the last line of a recording still being written: checked above
+                continue
             if record.get("kind") == "header":
                 config = load_config(record, codec_for)
             elif record.get("kind") == "event":

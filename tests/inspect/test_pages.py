@@ -243,3 +243,18 @@ def test_a_failed_approve_is_shown_not_raised(journal: Path, anyio_backend: Any)
     assert page.status_code == 200 and "not recorded" in _text(page.text)
     assert isinstance(pending_approvals(journal, "ended"), Success)
     assert not isinstance(pending_approvals(journal, "ended"), Failure)
+
+
+def test_a_recording_still_being_written_shows_as_running(tmp_path: Path, anyio_backend: Any) -> None:
+    whole, live = tmp_path / "whole.jsonl", tmp_path / "live.jsonl"
+    outcome = s.run_sync(
+        anyio_backend, s.run, s.host(s.ENDED), handler=s.PLAIN_TOOLS, prompt="recorded", record=str(whole)
+    )
+    assert isinstance(outcome, Success)
+    lines = whole.read_text(encoding="utf-8").splitlines(keepends=True)
+    live.write_text("".join(lines[:4]) + lines[4][:20], encoding="utf-8")  # mid-line, as a writer leaves it
+    with _client(anyio_backend, live) as client:
+        listed = client.get("/").text
+        page = client.get("/session", params={"key": "live.jsonl"})
+    assert 'class="state running">running<' in listed
+    assert page.status_code == 200 and "Checking." in _text(page.text)
