@@ -25,16 +25,16 @@ SECRET = "sk-inspect-7f3a9c2e5b1d"
 APPROVAL = [
     [
         text("Let me look the order up."),
-        *calls(use("lookup", "t1", q="A-17"), use("refund", "t2", amount=120), i=120, o=30),
+        *calls(use("lookup", "t1", q="4417"), use("refund", "t2", amount=120), i=120, o=30),
     ],
-    end("Refunded 120 for order A-17.", i=210, o=14),
+    end("Refunded 120 for order 4417.", i=210, o=14),
 ]
 ENDED = [
-    [text("Checking."), *calls(use("lookup", "u1", q="B-2", api_key=SECRET), i=50, o=9)],
+    [text("Checking."), *calls(use("lookup", "u1", q="5302", api_key=SECRET), i=50, o=9)],
     end("All good.", i=80, o=5),
 ]
 FAILED = [
-    calls(use("lookup", "f1", q="C-3"), i=10, o=2),
+    calls(use("lookup", "f1", q="6203"), i=10, o=2),
     ProviderError(detail="the host is down (503)"),
 ]
 refunds: list[int] = []

@@ -78,7 +78,7 @@ def test_clicking_allow_in_chromium_resumes_the_session_to_its_end(tmp_path: Pat
             assert isinstance(done, Success) and s.refunds == [120]
             page.wait_for("document.querySelector('h1 .state').textContent === 'ended'", "the session ended")
             text = page.evaluate("document.body.innerText")
-            assert "Refunded 120 for order A-17." in text and "Turn 2" in text
+            assert "Refunded 120 for order 4417." in text and "Turn 2" in text
             assert page.evaluate("document.querySelector('section.pending')") is None
             shot = page.screenshot(tmp_path / "timeline.png")
     finally:

@@ -83,7 +83,7 @@ def test_the_timeline_shows_turns_text_calls_results_usage_and_durations(
     assert "help with ended" in text  # the prompt
     assert re.search(r"Turn 1 .*\d+ ms.*50 in · 9 out", text) and re.search(r"Turn 2 .*80 in · 5 out", text)
     assert "Checking." in text and "All good." in text
-    assert '"q": "B-2"' in text and "order B-2 (token" in text  # the call's input and its result
+    assert '"q": "5302"' in text and "order 5302 (token" in text  # the call's input and its result
     assert re.search(r"lookup\s+done · \d+ ms", text)  # the call's duration, from the journal's times
     assert "130 in · 14 out" in text  # the session's total
     assert "Result: end_turn" in text
@@ -115,7 +115,7 @@ def test_a_pending_approval_shows_the_call_its_input_and_the_two_buttons(
     section = page[page.index('<section class="pending"') :]
     assert "Waiting for approval" in section and "refund" in section and "&quot;amount&quot;: 120" in section
     assert 'value="allow"' in section and 'value="deny"' in section
-    assert "order A-17: paid 120" in page  # the call that ran before the pause
+    assert "order 4417: paid 120" in page  # the call that ran before the pause
 
 
 def test_allow_records_the_decision_as_approve_does_and_the_session_resumes(
@@ -141,7 +141,7 @@ def test_allow_records_the_decision_as_approve_does_and_the_session_resumes(
     assert isinstance(done, Success) and s.refunds == [120]
     with _client(anyio_backend, journal) as client:
         text = _text(client.get("/session", params={"key": "waiting"}).text)
-    assert "ended" in text and "Refunded 120 for order A-17." in text and "allowed" in text
+    assert "ended" in text and "Refunded 120 for order 4417." in text and "allowed" in text
 
 
 def test_deny_with_a_reason_answers_the_model_with_it(journal: Path, anyio_backend: Any) -> None:
@@ -200,7 +200,7 @@ def test_a_recording_opens_read_only(tmp_path: Path, anyio_backend: Any) -> None
     assert "recording (read-only)" in listed and 'class="state ended">ended<' in listed
     text = _text(page)
     assert "read-only" in text and "<form" not in page
-    assert "Turn 1" in text and "50 in · 9 out" in text and '"q": "B-2"' in text
+    assert "Turn 1" in text and "50 in · 9 out" in text and '"q": "5302"' in text
     assert refused.status_code == 405
 
 
