@@ -20,6 +20,7 @@ a key); every other option is the journaled run's.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Unpack
@@ -305,7 +306,7 @@ def _approve(journal: Any, key: str, tool_use_id: str, decision: Decision, reaso
         )
     held = ok(opened(journal))
     try:
-        held.store.append(key, [approval_record(tool_use_id, decision, reason)])
+        held.store.append(key, [approval_record(tool_use_id, decision, reason, at=time.time())])
     except JournalStoreError as exc:
         raise InvalidOpts("journal", str(exc)) from None
     finally:
