@@ -120,7 +120,8 @@ def test_a_block_runs_as_a_reader_would_unless_visibly_marked_as_a_fragment(tmp_
         "```python\nprint(MyTools)\n```\n\n"  # a stand-in, unmarked: NameError
         "```python\nimport os\nprint(os.environ.get('ANTHROPIC_BASE_URL'))\n```\n\n"
         "<!-- docs-test: setup=cma -->\n"
-        "```python\n# Fragment: needs a key\nclient_seen = (await client.list_agents()).unwrap() is not None\n"
+        "```python\n# Fragment: needs a key\n"
+        "client_seen = (await client.list_agents()).unwrap() is not None\n"
         "import os\nbase = os.environ['ANTHROPIC_BASE_URL']\n```\n\n"
         "```python\nimport os\nprint(client_seen, os.environ.get('ANTHROPIC_BASE_URL'))\n```\n"
     )

@@ -79,9 +79,9 @@ class View:
 
 def codec_for(name: str) -> ProviderCodec:
     # Importing a provider codec module registers it by name (rma.provider.register_codec).
-    import rma.providers.bedrock_agentcore
-    import rma.providers.claude_managed_agents
-    import rma.providers.local
+    import rma.providers.agentcore.codec
+    import rma.providers.claude.codec
+    import rma.providers.local.codec
     import rma.providers.scripted  # noqa: F401
     from rma.provider import codec_for as registered
 
