@@ -469,6 +469,8 @@ def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
         call_id = call_id if isinstance(call_id, str) else None
         name = name if isinstance(name, str) else ""
         given, told = event.get("input"), event.get("message")
+        if not isinstance(told, str):
+            told = duplicate_content() if kind == DUPLICATE_TOOL_CALL else None
         finished = ToolCallFinished(
             call_id,
             name,
