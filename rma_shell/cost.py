@@ -2,7 +2,7 @@
 
     from rma_shell.cost import price, spending_cap
     price(result.usage, "gpt-4o")                  # Price(amount=Decimal('0.0035'), ...) or None
-    agent.run(prompt, turn_guard=spending_cap("0.50", model="gpt-4o"))
+    Agent(..., turn_guard=spending_cap("0.50", model="gpt-4o"))   # or run(..., turn_guard=)
 
 Prices come from a maintained table — the ``genai-prices`` package (``pip install
 "rma-agents[cost]"``; its bundled snapshot, never fetched at run time) — or from ``rates=``,
