@@ -10,7 +10,8 @@ adapters need no dependency of their own. Not a protocol: the events' shapes are
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -71,15 +72,17 @@ class SseEndpoint:
                 group.cancel_scope.cancel()
 
             group.start_soon(watch)
-            async for chunk in self.events(plan):
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            # aclosing: a send that raises (the socket is gone) still ends the run at once.
+            async with aclosing(self.events(plan)) as chunks:
+                async for chunk in chunks:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             group.cancel_scope.cancel()
 
     def prepare(self, body: Any) -> Any:
         raise NotImplementedError
 
-    def events(self, plan: Any) -> AsyncIterator[bytes]:
+    def events(self, plan: Any) -> AsyncGenerator[bytes, None]:
         raise NotImplementedError
 
 

@@ -14,7 +14,7 @@ second session loop: a run is ``Agent.stream``, a resumed one ``Agent.stream_res
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import attrs
@@ -345,7 +345,7 @@ class AguiEndpoint(SseEndpoint):
         resume_key = decide(self.agent, run.decisions) if run.decisions else None
         return run, resume_key
 
-    async def events(self, plan: tuple[AguiRun, str | None]) -> AsyncIterator[bytes]:
+    async def events(self, plan: tuple[AguiRun, str | None]) -> AsyncGenerator[bytes, None]:
         run, resume_key = plan
         host = self.agent.host
         model = self.agent.model if isinstance(self.agent.model, str) else getattr(host, "model", None)

@@ -18,7 +18,7 @@ tabled in docs/streaming.md. Not a client, and not a second session loop.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import attrs
@@ -308,7 +308,7 @@ class VercelEndpoint(SseEndpoint):
         resume_key = decide(self.agent, request.decisions) if request.decisions else None
         return request, resume_key
 
-    async def events(self, plan: tuple[VercelRequest, str | None]) -> AsyncIterator[bytes]:
+    async def events(self, plan: tuple[VercelRequest, str | None]) -> AsyncGenerator[bytes, None]:
         request, resume_key = plan
         codec = getattr(self.agent.host, "codec", None)
         parts = VercelParts(
