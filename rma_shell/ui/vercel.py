@@ -6,8 +6,8 @@ reads): an agent's run as its parts, and an ASGI endpoint that takes ``useChat``
 
 ``VercelParts`` maps rma's live updates (``rma.live``) and the run's end to the stream's parts
 (SSE ``data:`` JSON objects, then ``data: [DONE]``): ``start``, ``start-step``/``finish-step``
-per model turn, ``text-start``/``text-delta``/``text-end``, ``tool-input-start``,
-``tool-input-available``, ``tool-output-available`` (or ``tool-output-error``,
+around each model turn and its calls' answers, ``text-start``/``text-delta``/``text-end``,
+``tool-input-start``, ``tool-input-available``, ``tool-output-available`` (or ``tool-output-error``,
 ``tool-output-denied``), ``tool-approval-request`` for a call that waits for approval (the
 answer comes back as the tool part's ``approval-responded`` state in the next request),
 ``error`` and ``finish``. The shapes follow the SDK's own schema (``uiMessageChunkSchema``,
@@ -79,6 +79,7 @@ class VercelParts:
         self._n = 0
         self._text: str | None = None
         self._step = False
+        self._turn = False
         self._calls: dict[str, _Call] = {}
         self._attempt_calls: list[str] = []
         self._attempt_texts: list[str] = []
@@ -91,7 +92,7 @@ class VercelParts:
         out: list[Part] = []
         match update:
             case TextDelta(text=text):
-                self._open_step(out)
+                self._open_turn(out)
                 if self._text is None:
                     self._n += 1
                     self._text = f"{self.message_id}-t{self._n}"
@@ -99,14 +100,13 @@ class VercelParts:
                     out.append({"type": "text-start", "id": self._text})
                 out.append({"type": "text-delta", "id": self._text, "delta": text})
             case ToolCallStarted(id=call_id, name=name):
-                self._open_step(out)
+                self._open_turn(out)
                 self._close_text(out)
                 call = _Call(self._call_id(call_id), name)
                 self._calls[call.id] = call
                 self._attempt_calls.append(call.id)
                 out.append({"type": "tool-input-start", "toolCallId": call.id, "toolName": name})
             case ToolCallFinished():
-                self._open_step(out)
                 self._close_text(out)
                 call_id = self._finished_id(update)
                 shown = self._calls.get(call_id)
@@ -122,9 +122,9 @@ class VercelParts:
                         {"type": "tool-output-available", "toolCallId": call_id, "output": update.output}
                     )
             case TurnFinished():
-                self._open_step(out)  # a turn with nothing to show still is a step
+                self._open_turn(out)  # a turn with nothing to show still is a step
                 self._close_text(out)
-                self._close_step(out)
+                self._turn = False  # its step stays open for its calls' results
                 self._attempt_calls, self._attempt_texts = [], []
             case AttemptDiscarded(attempt=attempt, error=error):
                 self._close_text(out)
@@ -213,8 +213,13 @@ class VercelParts:
                 return call.id
         return self._call_id(None)
 
-    def _open_step(self, out: list[Part]) -> None:
-        if not self._step:
+    def _open_turn(self, out: list[Part]) -> None:
+        # A step is a model turn and its calls' answers, as the SDK's own steps are: the
+        # reader looks a call's part up within the current step, so the step of a turn ends
+        # only when the next turn begins (or the response ends).
+        if not self._turn:
+            self._turn = True
+            self._close_step(out)
             self._step = True
             out.append({"type": "start-step"})
 
