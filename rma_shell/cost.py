@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from rma.providers.claude_managed_agents import usage_snapshot
+from rma.providers.claude.codec import usage_snapshot
 from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import SessionResult, Usage
 

@@ -15,7 +15,7 @@ from rma_shell import Agent
 from rma_shell.cost import Price, Rates, price, reported, spending_cap
 from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator
-from rma_shell.testing.openai_emulator import Turn
+from rma_shell.testing.local import Turn
 from tests.ui.common import lookup_customer
 
 pytest.importorskip("genai_prices", reason="the price table: pip install 'rma-agents[cost]'")

@@ -19,7 +19,7 @@ from rma.vocabulary import SessionResult, Terminal, Usage
 from rma_shell import Agent, MemoryJournal, RunFinished
 from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator
-from rma_shell.testing.openai_emulator import status
+from rma_shell.testing.local import status
 from rma_shell.ui import AguiEvents, agui_endpoint
 from tests.ui.common import LOOKUP_SCRIPT, REFUND_SCRIPT, app_of, events, lookup_customer, post, refund
 

@@ -19,7 +19,7 @@ import pytest
 from rma_shell import Agent
 from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator
-from rma_shell.testing.openai_emulator import hold
+from rma_shell.testing.local import hold
 from rma_shell.tools import tool
 from rma_shell.ui import agui_endpoint, vercel_endpoint
 from tests.ui.common import LOOKUP_SCRIPT, app_of, lookup_customer
