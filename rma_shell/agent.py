@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Unpack
 
@@ -231,42 +231,19 @@ class Agent:
 
         Leaving the block early cancels the run (its host is stopped, as for a cancelled run).
         """
-        finished = anyio.Event()
-        subscribed = anyio.Event()
-        box: dict[str, Any] = {}
+        async with _streamed(lambda: self.run(prompt, **overrides)) as updates:
+            yield updates
 
-        def attach(driver: Any) -> None:
-            box["updates"] = driver.updates.subscribe()
-            subscribed.set()
-
-        async def go() -> None:
-            try:
-                with on_next_driver(attach):
-                    box["result"] = await self.run(prompt, **overrides)
-            finally:
-                subscribed.set()
-                finished.set()
-
-        async def relay() -> AsyncIterator[LiveUpdate | RunFinished]:
-            await subscribed.wait()
-            updates = box.get("updates")
-            if updates is not None:
-                async with updates:
-                    async for update in updates:
-                        yield update
-            await finished.wait()
-            if "result" in box:
-                yield RunFinished(box["result"])
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(go)
-            iterator = relay()
-            try:
-                yield iterator
-            finally:
-                await iterator.aclose()  # type: ignore[attr-defined]
-                if not finished.is_set():
-                    group.cancel_scope.cancel()
+    @asynccontextmanager
+    async def stream_resume(
+        self, journal_key: str, *, host: Provider[Any] | None = None, timeout: float | None = _UNSET
+    ) -> AsyncIterator[AsyncIterator[LiveUpdate | RunFinished]]:
+        """``resume``, read as ``stream`` reads ``run``: the resumed run's live updates (the
+        calls approved or carried on, then the turns that follow), then a ``RunFinished``.
+        The stream adapters (``rma_shell.ui``) carry a run on this way once a person has
+        decided its approvals."""
+        async with _streamed(lambda: self.resume(journal_key, host=host, timeout=timeout)) as updates:
+            yield updates
 
     @asynccontextmanager
     async def session(self, prompt: str | None = None, **overrides: Any) -> AsyncIterator[LiveSession]:
@@ -430,6 +407,50 @@ class Agent:
         if store is None:
             store = self._stores[host] = MemoryStore()
         return store
+
+
+@asynccontextmanager
+async def _streamed(
+    start: Callable[[], Awaitable[Result[SessionResult, SessionError]]],
+) -> AsyncIterator[AsyncIterator[LiveUpdate | RunFinished]]:
+    """The live updates of the run ``start`` begins (its driver is announced through
+    ``on_next_driver``), then its ``RunFinished``; leaving early cancels the run."""
+    finished = anyio.Event()
+    subscribed = anyio.Event()
+    box: dict[str, Any] = {}
+
+    def attach(driver: Any) -> None:
+        box["updates"] = driver.updates.subscribe()
+        subscribed.set()
+
+    async def go() -> None:
+        try:
+            with on_next_driver(attach):
+                box["result"] = await start()
+        finally:
+            subscribed.set()
+            finished.set()
+
+    async def relay() -> AsyncIterator[LiveUpdate | RunFinished]:
+        await subscribed.wait()
+        updates = box.get("updates")
+        if updates is not None:
+            async with updates:
+                async for update in updates:
+                    yield update
+        await finished.wait()
+        if "result" in box:
+            yield RunFinished(box["result"])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(go)
+        iterator = relay()
+        try:
+            yield iterator
+        finally:
+            await iterator.aclose()  # type: ignore[attr-defined]
+            if not finished.is_set():
+                group.cancel_scope.cancel()
 
 
 def _invalid(option: str, detail: str) -> Exception:

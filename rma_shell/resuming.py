@@ -58,6 +58,7 @@ from rma_shell.results import ok
 from rma_shell.run_options import HANDLER_OPTIONS, HandlerOptions, spelled_out, split
 from rma_shell.session import (
     LiveSession,
+    announce_driver,
     check_stop_grace,
     check_tool_limits,
     drive_to_end,
@@ -185,6 +186,7 @@ async def resume(
     except SessionError as error:  # the one place a resume's preparation becomes a value
         return Failure(error.with_traceback(None))
     timeout = mine["timeout"]
+    announce_driver(driver)
     try:
         if loaded.outcome is not None:  # it ended: the outcome, as it was returned
             return driver.typed(await _finish_stop(driver, loaded, loaded.outcome, timeout))

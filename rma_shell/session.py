@@ -70,14 +70,22 @@ _ON_DRIVER: contextvars.ContextVar[Callable[[Driver[Any]], None] | None] = conte
 
 @contextmanager
 def on_next_driver(hook: Callable[[Driver[Any]], None]) -> Iterator[None]:
-    """Within the block, the next ``run`` started in this context calls ``hook`` with its driver
-    before the session opens (``Agent.stream`` subscribes to its updates there). Taken once:
-    a run started by a tool of that run does not see it."""
+    """Within the block, the next ``run`` (or ``resume``) started in this context calls ``hook``
+    with its driver before the session opens (``Agent.stream`` subscribes to its updates there).
+    Taken once: a run started by a tool of that run does not see it."""
     token = _ON_DRIVER.set(hook)
     try:
         yield
     finally:
         _ON_DRIVER.reset(token)
+
+
+def announce_driver(driver: Driver[Any]) -> None:
+    """Hand ``driver`` to the hook of ``on_next_driver``, if one waits, and take the hook away."""
+    hook = _ON_DRIVER.get()
+    if hook is not None:
+        _ON_DRIVER.set(None)  # this run's own: the tasks it spawns copy the context from here
+        hook(driver)
 
 
 def check_tool_limits(tool_timeout: object, max_chars: object) -> None:
@@ -287,10 +295,7 @@ async def run(
         )
     except SessionError as error:  # the one place a run's preparation becomes a value
         return Failure(error.with_traceback(None))
-    hook = _ON_DRIVER.get()
-    if hook is not None:
-        _ON_DRIVER.set(None)  # this run's own: the tasks it spawns copy the context from here
-        hook(driver)
+    announce_driver(driver)
     ended: Outcome_ | None = None
     stopped: str | None = None
     try:

@@ -20,6 +20,7 @@ A block may be preceded by a directive, an HTML comment the rendered page does n
     <!-- docs-test: setup=openai -->              start the OpenAI emulator for this block
     <!-- docs-test: setup=cma,otlp expect="end_turn" -->   stdout must contain the text
     <!-- docs-test: skip reason="a class outline, not code to run" -->
+    <!-- docs-test: needs=fastapi -->             skipped (saying so) where the module is not installed
 
 ``setup`` names fixtures (``FIXTURES``), started once per page and kept until its end; each
 sets environment variables, rewrites the placeholders a user would replace (the Ollama URL,
@@ -59,7 +60,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DIRECTIVE = re.compile(r"<!--\s*docs-test:(?P<body>.*?)-->", re.S)
-KNOWN_KEYS = {"setup", "skip", "reason", "expect"}
+KNOWN_KEYS = {"setup", "skip", "reason", "expect", "needs"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,6 +84,12 @@ class Block:
         """Visibly marked as needing what the reader supplies: its first line is ``# Fragment:``."""
         first = self.code.lstrip().split("\n", 1)[0]
         return first.lower().startswith("# fragment")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def parse_directive(body: str) -> dict[str, str]:
@@ -436,6 +443,11 @@ def run_page(path: Path) -> Iterator[dict[str, Any]]:
                     "status": "fail",
                     "detail": f"unknown directive keys {unknown} or setups {bad_setup}",
                 }
+                yield report
+                continue
+            missing = [m for m in block.directive.get("needs", "").split(",") if m and not _importable(m)]
+            if missing:
+                report |= {"status": "skip", "detail": f"needs {', '.join(missing)} (not installed)"}
                 yield report
                 continue
             if "skip" in block.directive:
