@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 from returns.result import Failure, Result
 
-from rma.vocabulary import JSON, SessionResult
+from rma.vocabulary import JSON, SessionResult, Usage
 
 
 def _field_values(error: SessionError) -> tuple[object, ...]:
@@ -186,6 +186,39 @@ class OutputInvalid(SessionError):
     @property
     def message(self) -> str:
         return f"the final answer ({self.tool}) never validated: {self.detail}"
+
+
+@attrs.frozen
+class ContextWindowExceeded(SessionError):
+    """The conversation no longer fits the model's context window and could not be made to:
+    Local's request was refused for its length again after it was compacted and retried once,
+    or AgentCore's harness stopped with ``model_context_window_exceeded``. ``window`` and
+    ``tokens`` as the host said (None where it did not); ``usage`` is the request's so far."""
+
+    kind: ClassVar[str] = "context_window_exceeded"
+    window: int | None = None
+    tokens: int | None = None
+    host: str | None = None
+    """Which loop host (its codec's name): ``local`` or ``bedrock_agentcore``."""
+    detail: str = ""
+
+    @property
+    def usage(self) -> Usage | None:
+        """The tokens the request's completed turns used (its partial result's usage)."""
+        return self.result.usage if self.result is not None else None
+
+    @property
+    def message(self) -> str:
+        text = "the conversation exceeds the model's context window"
+        if self.window is not None:
+            text += f" of {self.window} tokens"
+        if self.tokens is not None:
+            text += f" (the request has {self.tokens})"
+        return text + (f": {self.detail}" if self.detail else "")
+
+
+WINDOW_EXCEEDED_STOP = "model_context_window_exceeded"
+"""The stop reason a host ends a turn with when the window is full (AgentCore's harness)."""
 
 
 @attrs.frozen

@@ -15,7 +15,10 @@ same few facts whichever host runs the loop. These frozen values are those facts
   not the running sum);
 - ``AttemptDiscarded(attempt, error)`` — the turn's attempt in flight failed and is being
   re-sent (a dropped stream, a 5xx): the text deltas and tool-call starts since the last
-  ``TurnFinished`` belong to no turn and a UI should clear them.
+  ``TurnFinished`` belong to no turn and a UI should clear them;
+- ``ContextCompacted(...)`` — the conversation's context was compacted to fit the model's
+  window: by Local's policy (what it dropped and shortened, and the token counts), or by the
+  host itself (Claude's ``agent.thread_context_compacted``: the numbers are then unknown).
 
 Codecs produce the first two (and ``AttemptDiscarded``) from raw events
 (``ProviderCodec.live_updates``); the session machine adds ``ToolCallFinished`` and
@@ -90,7 +93,28 @@ class AttemptDiscarded:
     error: str | None = None
 
 
-LiveUpdate = TextDelta | ToolCallStarted | ToolCallFinished | TurnFinished | AttemptDiscarded
+@attrs.frozen
+class ContextCompacted:
+    """The context was compacted to fit the window. ``dropped``/``shortened``: messages left out
+    or shortened so far (Local); ``tokens_before``/``tokens_after``: the request's count before
+    and after; ``window``: its size; ``reason``: ``"window"`` (planned), ``"refused"`` (the
+    server refused the request for its length and it was compacted and retried), ``"summary"``
+    (the model's summary of the dropped turns was placed) or ``"host"`` (the host compacted). None where the
+    host does not say (Claude compacts server-side)."""
+
+    dropped: int | None = None
+    shortened: int | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    window: int | None = None
+    reason: str | None = None
+    summarized: bool = False
+    """The dropped part was condensed into a summary by the model (Local's ``summarize``)."""
+
+
+LiveUpdate = (
+    TextDelta | ToolCallStarted | ToolCallFinished | TurnFinished | AttemptDiscarded | ContextCompacted
+)
 
 UPDATE_TYPES: tuple[type, ...] = (
     TextDelta,
@@ -98,7 +122,26 @@ UPDATE_TYPES: tuple[type, ...] = (
     ToolCallFinished,
     TurnFinished,
     AttemptDiscarded,
+    ContextCompacted,
 )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def context_compacted(event: Mapping[str, JSON]) -> ContextCompacted:
+    """The update of a host's compaction event (the numbers it carries, None for the rest)."""
+    reason = event.get("reason")
+    return ContextCompacted(
+        dropped=_int_or_none(event.get("dropped")),
+        shortened=_int_or_none(event.get("shortened")),
+        tokens_before=_int_or_none(event.get("tokens_before")),
+        tokens_after=_int_or_none(event.get("tokens_after")),
+        window=_int_or_none(event.get("window")),
+        reason=reason if isinstance(reason, str) else None,
+        summarized=event.get("summarized") is True,
+    )
 
 
 def attempt_discarded_event(attempt: int, error: str | None) -> dict[str, JSON]:

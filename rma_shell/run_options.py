@@ -101,6 +101,7 @@ class RunOptions(OneRunOptions, total=False):
     title: str
     resources: Any
     history: Any
+    context_window: int
     runtime_session_id: str
     harness_arn: str
     harness: Any

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from rma._persistent import AppendLog
 from rma.errors import (
+    WINDOW_EXCEEDED_STOP,
+    ContextWindowExceeded,
     GuardFailed,
     Halted,
     MalformedResponse,
@@ -87,6 +89,10 @@ def continue_turn(s: State, tr: TurnResult) -> Step:
     cfg = s.config
     if tr.terminal is Terminal.REQUIRES_ACTION:
         return requires_action(s, tr)
+    if tr.terminal is Terminal.TERMINATED and tr.stop_reason == WINDOW_EXCEEDED_STOP:
+        # The host stopped because the window is full: one typed error on every host.
+        result = terminated(s, tr, WINDOW_EXCEEDED_STOP)
+        return fail(s, ContextWindowExceeded(host=cfg.codec.name, detail="the host stopped", result=result))
     if (
         tr.terminal is Terminal.END_TURN
         and cfg.terminal_tool is not None

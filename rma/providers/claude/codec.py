@@ -64,7 +64,7 @@ from typing import Final, Literal
 
 import attrs
 
-from rma.live import LiveUpdate, TextDelta, ToolCallStarted
+from rma.live import ContextCompacted, LiveUpdate, TextDelta, ToolCallStarted
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.session.events import Reconnected
 from rma.vocabulary import (
@@ -253,8 +253,11 @@ def message_text(event: JSON) -> str | None:
 def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
     """``rma.live`` updates of one event: an ``agent.message``'s text (one delta per message,
     E-10) and an ``agent.custom_tool_use``'s start. Host-run tools (``agent.tool_use``,
-    ``agent.mcp_tool_use``) are not custom calls: they have no update."""
+    ``agent.mcp_tool_use``) are not custom calls: they have no update. The host's own
+    compaction (``agent.thread_context_compacted``) is a ``ContextCompacted`` without numbers."""
     kind = event_type(event)
+    if kind == "agent.thread_context_compacted":
+        return (ContextCompacted(reason="host"),)
     if kind == AGENT_MESSAGE:
         text = message_text(event)
         return (TextDelta(text),) if text else ()
