@@ -48,6 +48,7 @@ from rma.providers.claude.codec import (
     consolidate,
     event_type,
 )
+from rma.providers.claude.previews import DELTA_TYPES
 from rma.session.events import Reconnected
 from rma.session.option_checks import check_count, check_seconds
 from rma.session.options import lift_handles
@@ -128,6 +129,9 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     ``files_beta``, ``read_timeout`` (seconds; the older ``receive_timeout`` in milliseconds is
     still read, as an option or an ``app_config`` key). ``agent_id``/``environment_id`` (or
     ``agent=``/``environment=`` handles, S-13) may be given here or per run (a run's wins).
+    ``event_deltas`` (``("agent.message",)``) asks every event stream for previews of those
+    types: an ``agent.message`` then reaches live updates token by token (``TextDelta``s), its
+    final event still the source of truth (``()``: one delta per message).
     ``stream_idle_timeout`` (1800 s) bounds silence on the event stream;
     ``cleanup_timeout`` (5 s) bounds, in total, deleting a session whose budget the API did
     not confirm (S-73). The client's ``max_retries`` (default 2) and ``http_client`` are
@@ -174,6 +178,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         model: str | Mapping[str, Any] | None = None,
         stream_idle_timeout: float = 1800.0,
         cleanup_timeout: float = 5.0,
+        event_deltas: Sequence[str] = ("agent.message",),
         client: CMAClient | None = None,
         telemetry: Telemetry | None = None,
         max_retries: int = 2,
@@ -219,6 +224,11 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         (a run on an existing agent uses that agent's model)."""
         self.stream_idle_timeout = stream_idle_timeout
         self.cleanup_timeout = cleanup_timeout
+        self.event_deltas: tuple[str, ...] = (
+            (event_deltas,) if isinstance(event_deltas, str) else tuple(event_deltas)
+        )
+        """The event types every stream asks previews of (``event_deltas``): token-sized
+        ``TextDelta``s for ``agent.message``; ``agent.thinking`` previews are start-only."""
 
     def __repr__(self) -> str:
         return f"ClaudeManagedAgents(agent_id={self.agent_id!r}, environment_id={self.environment_id!r})"
@@ -229,6 +239,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             check_count(self._client_options["max_retries"], "max_retries"),
             check_seconds(self.stream_idle_timeout, "stream_idle_timeout", allow_inf=True),
             check_seconds(self.cleanup_timeout, "cleanup_timeout", allow_zero=True, allow_inf=True),
+            _check_deltas(self.event_deltas),
         ):
             if isinstance(checked, Failure):
                 return Failure(checked.failure())
@@ -509,7 +520,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         if isinstance(built, Failure):
             return Failure(built.failure())
         client = built.unwrap()
-        async with client.stream_events(conn.session_id) as opened:
+        async with client.stream_events(conn.session_id, event_deltas=self.event_deltas) as opened:
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
             response = opened.unwrap()
@@ -612,6 +623,17 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             if status in _STOPPED_STATUSES:
                 return Success(StopReport("confirmed"))
             await anyio.sleep(STOP_POLL_INTERVAL_S)
+
+
+def _check_deltas(event_deltas: tuple[str, ...]) -> Result[None, InvalidOpts]:
+    for kind in event_deltas:
+        if kind not in DELTA_TYPES:
+            return Failure(
+                InvalidOpts(
+                    "event_deltas", f"{kind!r} is not previewed; the API previews {', '.join(DELTA_TYPES)}"
+                )
+            )
+    return Success(None)
 
 
 def _receiver(response: StreamResponse) -> Callable[[], Awaitable[bytes]]:
