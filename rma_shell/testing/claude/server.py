@@ -325,6 +325,11 @@ class CMAEmulator(_Resources):
                 raise _Rejected(404, f"Not found: {method} {path}")
             self._stream(h, parts[2], query, request_id)
             return None
+        if len(parts) == 6 and parts[1] == "sessions" and parts[3] == "threads" and parts[5] == "stream":
+            if method != "GET":
+                raise _Rejected(404, f"Not found: {method} {path}")
+            self._stream(h, parts[2], query, request_id, thread_id=parts[4])
+            return None
         params = _Query(query)
         with self._lock:
             if parts[1] == "agents":
