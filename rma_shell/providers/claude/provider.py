@@ -516,15 +516,25 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         on_connected: Callable[[], Awaitable[None]],
         on_event: Callable[[JSON], Awaitable[None]],
     ) -> Result[None, SessionError]:
+        return await self._stream(conn, on_connected, on_event, None)
+
+    async def _stream(
+        self,
+        conn: CMAConn,
+        on_connected: Callable[[], Awaitable[None]],
+        on_event: Callable[[JSON], Awaitable[None]],
+        thread_id: str | None,
+    ) -> Result[None, SessionError]:
         built = self._client_of(conn)
         if isinstance(built, Failure):
             return Failure(built.failure())
         client = built.unwrap()
-        async with client.stream_events(conn.session_id, event_deltas=self.event_deltas) as opened:
+        opening = client.stream_events(conn.session_id, event_deltas=self.event_deltas, thread_id=thread_id)
+        async with opening as opened:
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
             response = opened.unwrap()
-            url, rid = client.stream_url(conn.session_id), request_id(response.headers)
+            url, rid = client.stream_url(conn.session_id, thread_id), request_id(response.headers)
             await on_connected()
             idle_s = self.stream_idle_timeout
             with anyio.CancelScope() as idle:
@@ -599,6 +609,26 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         return Success((conn, found.reconnected(conn.session_id)))
 
     # ── live-session extras ──
+
+    async def threads(self, conn: CMAConn) -> Result[list[JSON], SessionError]:
+        """The session's threads: the primary one and each sub-agent's (multi-agent sessions)."""
+        built = self._client_of(conn)
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        return await built.unwrap().list_threads(conn.session_id)
+
+    async def thread_events(self, conn: CMAConn, thread_id: str) -> Result[list[JSON], SessionError]:
+        built = self._client_of(conn)
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        return await built.unwrap().list_thread_events(conn.session_id, thread_id)
+
+    async def thread_stream(
+        self, conn: CMAConn, thread_id: str, on_event: Callable[[JSON], Awaitable[None]]
+    ) -> Result[None, SessionError]:
+        """One thread's stream (with the provider's ``event_deltas``), read as the session's
+        own is; the session machine never sees it: it is for watching a sub-agent."""
+        return await self._stream(conn, anyio.lowlevel.checkpoint, on_event, thread_id)
 
     async def interrupt(self, conn: CMAConn) -> Result[None, SessionError]:
         return await self.push_input(conn, self.codec.interrupt_input())
