@@ -152,7 +152,18 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     model_config_keys = frozenset({"metadata", "api_key", "base_url"})
     """What a run's ``model_config`` may carry here: its metadata and, for this session only,
     credentials and a base URL (C-5). The model is the agent's."""
-    run_options = frozenset({"agent", "agent_id", "environment", "environment_id", "title", "resources"})
+    run_options = frozenset(
+        {
+            "agent",
+            "agent_id",
+            "environment",
+            "environment_id",
+            "title",
+            "resources",
+            "vault_ids",
+            "initial_events",
+        }
+    )
 
     @refuses_unknown_options
     def __init__(
@@ -175,6 +186,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         title: str | None = None,
         metadata: Mapping[str, str] | None = None,
         resources: Sequence[Mapping[str, Any]] | None = None,
+        vault_ids: Sequence[str] | None = None,
+        initial_events: Sequence[Mapping[str, Any]] | None = None,
         model: str | Mapping[str, Any] | None = None,
         stream_idle_timeout: float = 1800.0,
         cleanup_timeout: float = 5.0,
@@ -219,6 +232,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self.title = title
         self.metadata = dict(metadata or {})
         self.resources = list(resources or [])
+        self.vault_ids = list(vault_ids or [])
+        self.initial_events = list(initial_events or [])
         self.model = model
         """The model an ``Agent`` provisions its Claude agent with when it names none itself
         (a run on an existing agent uses that agent's model)."""
@@ -323,9 +338,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(InvalidOpts("journal", "the journaled Claude snapshot has no session id"))
         # A reattach: what only a fresh session takes (its title, metadata, resources, budget)
         # was applied when it was created.
-        extra = {
-            k: v for k, v in request.extra.items() if k not in ("title", "session_metadata", "resources")
-        }
+        extra = {k: v for k, v in request.extra.items() if k not in _FRESH_ONLY}
         opened = await self.open(attrs.evolve(request, session_id=session_id, extra=extra, budget=None))
         if isinstance(opened, Success):
             # The journal knows what the stopped process took of the history (the machine's seen
@@ -343,7 +356,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(built.failure())
         client = built.unwrap()
         if request.session_id is not None:
-            for option in ("title", "session_metadata", "resources"):
+            for option in _FRESH_ONLY:
                 if request.extra.get(option) is not None:
                     return Failure(
                         InvalidOpts(option, "applies to a fresh session; it cannot be set on reattach")
@@ -379,6 +392,16 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         resources = list(request.extra.get("resources") or self.resources)
         if resources:
             body["resources"] = resources
+        vaults = _vault_ids(request.extra.get("vault_ids") or self.vault_ids)
+        if isinstance(vaults, Failure):
+            return Failure(vaults.failure())
+        if vaults.unwrap():
+            body["vault_ids"] = list(vaults.unwrap())
+        initial = _initial_events(request.extra.get("initial_events") or self.initial_events, request)
+        if isinstance(initial, Failure):
+            return Failure(initial.failure())
+        if initial.unwrap():
+            body["initial_events"] = list(initial.unwrap())
         wanted = request.budget.to_wire() if request.budget is not None else None
         if wanted is not None:
             body["budget"] = wanted
@@ -403,7 +426,19 @@ class ClaudeManagedAgents(Provider[CMAConn]):
                     cleanup_error=cleanup_error,
                 )
             )
-        return Success(CMAConn(session_id, session=_agent_summary(session), client=run_client))
+        # A session created with initial events is already at work: the run follows that
+        # turn the way it follows a reattached session's (no kickoff; its prompt comes after),
+        # all of it — nothing of its history is settled (``attached``: not a first attach).
+        started = bool(initial.unwrap())
+        return Success(
+            CMAConn(
+                session_id,
+                resumed=started,
+                attached=started,
+                session=_agent_summary(session),
+                client=run_client,
+            )
+        )
 
     async def _discard(self, client: CMAClient, session_id: str) -> tuple[str, SessionError | None]:
         """Delete a session no prompt may reach, within ``cleanup_timeout`` in total —
@@ -653,6 +688,46 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             if status in _STOPPED_STATUSES:
                 return Success(StopReport("confirmed"))
             await anyio.sleep(STOP_POLL_INTERVAL_S)
+
+
+_FRESH_ONLY = ("title", "session_metadata", "resources", "vault_ids", "initial_events")
+"""Run options only a session being created takes: refused on a reattach."""
+
+_INITIAL_TYPES = frozenset({"user.message", "user.define_outcome"})
+
+
+def _vault_ids(value: object) -> Result[tuple[str, ...], InvalidOpts]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        return Failure(InvalidOpts("vault_ids", f"expected a list of vault ids, got {type(value).__name__}"))
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            return Failure(InvalidOpts(f"vault_ids[{i}]", f"expected a non-empty string, got {item!r}"))
+    return Success(tuple(value))
+
+
+def _initial_events(value: object, request: OpenRequest) -> Result[tuple[JSON, ...], InvalidOpts]:
+    """``initial_events``: ``user.message`` / ``user.define_outcome`` events (what the API
+    starts a session on), never with a run's ``outcome`` (that is a kickoff of its own)."""
+    if isinstance(value, str | Mapping) or not isinstance(value, Sequence):
+        return Failure(
+            InvalidOpts("initial_events", f"expected a list of events, got {type(value).__name__}")
+        )
+    for i, event in enumerate(value):
+        kind = event.get("type") if isinstance(event, Mapping) else None
+        if kind not in _INITIAL_TYPES:
+            return Failure(
+                InvalidOpts(
+                    f"initial_events[{i}].type", f"only user.message and user.define_outcome, got {kind!r}"
+                )
+            )
+    if value and request.outcome is not None:
+        return Failure(
+            InvalidOpts(
+                "initial_events",
+                "a run's outcome is its kickoff: put a user.define_outcome in initial_events",
+            )
+        )
+    return Success(tuple(dict(e) for e in value))
 
 
 def _check_deltas(event_deltas: tuple[str, ...]) -> Result[None, InvalidOpts]:
