@@ -132,16 +132,6 @@ def requires_action(s: State, tr: TurnResult) -> Step:
         error = MalformedResponse(detail=f"could not read the pending tool uses: {type(exc).__name__}: {exc}")
         return fail(s, error)
     if not uses and recovered:
-        # Exactly once: a call this request already answered is not answered again when the
-        # host repeats its requires_action before it has read the answer (a multi-agent
-        # session's cross-posted calls); then the host is still at work, so keep waiting.
-        answered = {u.id for u in s.acc.custom_tool_uses}
-        fresh = tuple(u for u in recovered if u.id not in answered)
-        if not fresh and not confirms:
-            out.append(Log("info", "requires_action repeats calls already answered; waiting", {}))
-            return s, tuple(out)
-        recovered = fresh
-    if not uses and recovered:
         out.extend(tool_uses(s, recovered))
         s = evolve(s, acc=s.acc.add_new_tool_uses(recovered))
         uses = recovered
