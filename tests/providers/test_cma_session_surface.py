@@ -119,8 +119,10 @@ def stop_turn(*events: dict[str, Any]) -> list[dict[str, Any]]:
         ((idle_budget_reached(),), StopKind.BUDGET_REACHED, None),
         ((idle_refusal("cyber", "declined"),), StopKind.REFUSAL, None),
         (
-            (error_event("Overloaded", error_type="model_overloaded_error", retry_status="exhausted"),)
-            + (idle_retries_exhausted(),),
+            (
+                error_event("Overloaded", error_type="model_overloaded_error", retry_status="exhausted"),
+                idle_retries_exhausted(),
+            ),
             StopKind.RETRIES_EXHAUSTED,
             SessionErrorKind.MODEL_OVERLOADED,
         ),
