@@ -48,7 +48,6 @@ from rma.providers.claude.codec import (
     consolidate,
     event_type,
 )
-from rma.providers.claude.previews import DELTA_TYPES
 from rma.session.events import Reconnected
 from rma.session.option_checks import check_count, check_seconds
 from rma.session.options import lift_handles
@@ -58,6 +57,7 @@ from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider, StopReport
 from rma_shell.providers.claude.client import STALE_OR_CUT, CMAClient, StreamResponse
+from rma_shell.providers.claude.session_options import FRESH_ONLY, check_deltas, initial_events, vault_ids
 from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 from rma_shell.transport import deadline as silence
@@ -254,7 +254,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             check_count(self._client_options["max_retries"], "max_retries"),
             check_seconds(self.stream_idle_timeout, "stream_idle_timeout", allow_inf=True),
             check_seconds(self.cleanup_timeout, "cleanup_timeout", allow_zero=True, allow_inf=True),
-            _check_deltas(self.event_deltas),
+            check_deltas(self.event_deltas),
         ):
             if isinstance(checked, Failure):
                 return Failure(checked.failure())
@@ -338,7 +338,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(InvalidOpts("journal", "the journaled Claude snapshot has no session id"))
         # A reattach: what only a fresh session takes (its title, metadata, resources, budget)
         # was applied when it was created.
-        extra = {k: v for k, v in request.extra.items() if k not in _FRESH_ONLY}
+        extra = {k: v for k, v in request.extra.items() if k not in FRESH_ONLY}
         opened = await self.open(attrs.evolve(request, session_id=session_id, extra=extra, budget=None))
         if isinstance(opened, Success):
             # The journal knows what the stopped process took of the history (the machine's seen
@@ -356,7 +356,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(built.failure())
         client = built.unwrap()
         if request.session_id is not None:
-            for option in _FRESH_ONLY:
+            for option in FRESH_ONLY:
                 if request.extra.get(option) is not None:
                     return Failure(
                         InvalidOpts(option, "applies to a fresh session; it cannot be set on reattach")
@@ -392,12 +392,12 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         resources = list(request.extra.get("resources") or self.resources)
         if resources:
             body["resources"] = resources
-        vaults = _vault_ids(request.extra.get("vault_ids") or self.vault_ids)
+        vaults = vault_ids(request.extra.get("vault_ids") or self.vault_ids)
         if isinstance(vaults, Failure):
             return Failure(vaults.failure())
         if vaults.unwrap():
             body["vault_ids"] = list(vaults.unwrap())
-        initial = _initial_events(request.extra.get("initial_events") or self.initial_events, request)
+        initial = initial_events(request.extra.get("initial_events") or self.initial_events, request)
         if isinstance(initial, Failure):
             return Failure(initial.failure())
         if initial.unwrap():
@@ -688,57 +688,6 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             if status in _STOPPED_STATUSES:
                 return Success(StopReport("confirmed"))
             await anyio.sleep(STOP_POLL_INTERVAL_S)
-
-
-_FRESH_ONLY = ("title", "session_metadata", "resources", "vault_ids", "initial_events")
-"""Run options only a session being created takes: refused on a reattach."""
-
-_INITIAL_TYPES = frozenset({"user.message", "user.define_outcome"})
-
-
-def _vault_ids(value: object) -> Result[tuple[str, ...], InvalidOpts]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        return Failure(InvalidOpts("vault_ids", f"expected a list of vault ids, got {type(value).__name__}"))
-    for i, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            return Failure(InvalidOpts(f"vault_ids[{i}]", f"expected a non-empty string, got {item!r}"))
-    return Success(tuple(value))
-
-
-def _initial_events(value: object, request: OpenRequest) -> Result[tuple[JSON, ...], InvalidOpts]:
-    """``initial_events``: ``user.message`` / ``user.define_outcome`` events (what the API
-    starts a session on), never with a run's ``outcome`` (that is a kickoff of its own)."""
-    if isinstance(value, str | Mapping) or not isinstance(value, Sequence):
-        return Failure(
-            InvalidOpts("initial_events", f"expected a list of events, got {type(value).__name__}")
-        )
-    for i, event in enumerate(value):
-        kind = event.get("type") if isinstance(event, Mapping) else None
-        if kind not in _INITIAL_TYPES:
-            return Failure(
-                InvalidOpts(
-                    f"initial_events[{i}].type", f"only user.message and user.define_outcome, got {kind!r}"
-                )
-            )
-    if value and request.outcome is not None:
-        return Failure(
-            InvalidOpts(
-                "initial_events",
-                "a run's outcome is its kickoff: put a user.define_outcome in initial_events",
-            )
-        )
-    return Success(tuple(dict(e) for e in value))
-
-
-def _check_deltas(event_deltas: tuple[str, ...]) -> Result[None, InvalidOpts]:
-    for kind in event_deltas:
-        if kind not in DELTA_TYPES:
-            return Failure(
-                InvalidOpts(
-                    "event_deltas", f"{kind!r} is not previewed; the API previews {', '.join(DELTA_TYPES)}"
-                )
-            )
-    return Success(None)
 
 
 def _receiver(response: StreamResponse) -> Callable[[], Awaitable[bytes]]:
