@@ -21,6 +21,7 @@ identity), picklable, and ``str(err)`` is one line: ``kind: message``.
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -640,6 +641,47 @@ class TurnLost(SessionError):
         )
 
 
+class SessionErrorKind(enum.StrEnum):
+    """What a Claude Managed Agents ``session.error`` says went wrong (its ``error.type``, SDK
+    2.10.0); ``UNKNOWN`` for ``unknown_error`` and any type a newer host invents."""
+
+    UNKNOWN = "unknown_error"
+    MODEL_OVERLOADED = "model_overloaded_error"
+    MODEL_RATE_LIMITED = "model_rate_limited_error"
+    MODEL_REQUEST_FAILED = "model_request_failed_error"
+    MCP_CONNECTION_FAILED = "mcp_connection_failed_error"
+    MCP_AUTHENTICATION_FAILED = "mcp_authentication_failed_error"
+    BILLING = "billing_error"
+    CREDENTIAL_HOST_UNREACHABLE = "credential_host_unreachable_error"
+    TOOL_USE_LIMIT_REACHED = "tool_use_limit_reached_error"
+    COMPACTION_LIMIT_REACHED = "compaction_limit_reached_error"
+    REPOSITORY_AUTHENTICATION = "repository_authentication_error"
+    REPOSITORY_FORBIDDEN = "repository_forbidden_error"
+    REPOSITORY_NOT_FOUND = "repository_not_found_error"
+    REPOSITORY_CHECKOUT = "repository_checkout_error"
+    REPOSITORY_CLONE = "repository_clone_error"
+
+
+@attrs.frozen
+class HostSessionError(ProviderError):
+    """A ``session.error`` the host reported (Claude Managed Agents): ``error_kind`` types it
+    (``SessionErrorKind`` values; ``error_type`` keeps the raw type, which a newer host may
+    extend), ``retry_status`` says what follows — ``retrying`` (the host goes on),
+    ``exhausted`` (a ``retries_exhausted`` idle) or ``terminal`` (the session ends) — and
+    ``mcp_server_name`` / ``repository_url`` name what failed where the kind has one."""
+
+    kind: ClassVar[str] = "host_session_error"
+    error_kind: str = SessionErrorKind.UNKNOWN.value
+    retry_status: str | None = None
+    mcp_server_name: str | None = None
+    repository_url: str | None = None
+
+    @property
+    def message(self) -> str:
+        then = f" (retry_status: {self.retry_status})" if self.retry_status else ""
+        return f"host session error: {self.error_type or self.error_kind}: {self.detail}{then}"
+
+
 ERROR_TYPES: tuple[type[SessionError], ...] = (
     Timeout,
     MaxTurnsExceeded,
@@ -666,6 +708,7 @@ ERROR_TYPES: tuple[type[SessionError], ...] = (
     EarlyTermination,
     MalformedFrame,
     TurnLost,
+    HostSessionError,
 )
 """Every concrete error, for decoders and exhaustive tests."""
 

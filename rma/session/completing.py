@@ -21,7 +21,7 @@ from rma.errors import (
     OutputInvalid,
     UnresolvedRequiresAction,
 )
-from rma.live import ToolCallFinished, TurnFinished
+from rma.live import NO_LIVE_TURN, ToolCallFinished, TurnFinished
 from rma.session.commands import CallGuard, Command, DeliverUpdate, Log, RunTools
 from rma.session.driving import drive
 from rma.session.endings import fail, finish, terminated
@@ -45,7 +45,9 @@ def handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
         tr = s.config.codec.normalize(events)
     except Exception as exc:  # a codec must be total; if it is not, fail typed, never escape
         return fail(s, MalformedResponse(detail=f"could not normalize the turn: {type(exc).__name__}: {exc}"))
-    s = evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
+    s = evolve(
+        s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog(), live=NO_LIVE_TURN
+    )
     out: list[Command] = [*turn_stop(s, tr)]
     if s.updates:
         out.append(DeliverUpdate(TurnFinished(s.turns, tr.terminal, tr.stop_reason, tr.usage)))
