@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma import errors, live, vocabulary
+from rma import content, errors, live, vocabulary
 from rma.session import commands, events, options
 
 _REGISTRY: dict[str, type] = {}
@@ -29,7 +29,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _module in (vocabulary, errors, events, commands, options, live):
+for _module in (vocabulary, content, errors, events, commands, options, live):
     for _value in vars(_module).values():
         if isinstance(_value, type) and attrs.has(_value) and _value.__module__ == _module.__name__:
             register(_value)

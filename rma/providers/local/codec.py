@@ -69,6 +69,8 @@ from collections.abc import Sequence
 
 from rma.live import LiveUpdate
 from rma.provider import Input, Mode, ProviderCodec, register_codec
+from rma.providers.local.content import LIMITS as CONTENT_LIMITS
+from rma.providers.local.content import tool_text_and_images
 from rma.providers.local.conversation import (
     CORRECTIVE_TEMPLATE,
     CUT_OFF_TEMPLATE,
@@ -175,6 +177,7 @@ class LocalCodec(ProviderCodec):
     # the next model call.
     empty_resume_safe = True
     has_text_delta = True
+    content_limits = CONTENT_LIMITS
 
     def user_input(self, text: str) -> Input:
         return messages_input([{"role": "user", "content": text}])
@@ -195,9 +198,17 @@ class LocalCodec(ProviderCodec):
             if found is None:
                 missing.append(use.id)
                 continue
-            entries.append(
-                {"tool_use_id": use.id, "name": use.name, "text": found.text, "is_error": found.is_error}
-            )
+            entry: dict[str, JSON] = {
+                "tool_use_id": use.id,
+                "name": use.name,
+                "text": found.text,
+                "is_error": found.is_error,
+            }
+            if found.content:
+                entry["text"], images = tool_text_and_images(found.content)
+                if images:
+                    entry["images"] = images
+            entries.append(entry)
         out: dict[str, JSON] = {"kind": "resume", "results": entries}
         if missing:
             out["missing"] = missing
