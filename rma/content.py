@@ -154,7 +154,12 @@ class Document:
 
     @classmethod
     def from_bytes(
-        cls, data: bytes, media_type: str | None = None, *, title: str | None = None, context: str | None = None
+        cls,
+        data: bytes,
+        media_type: str | None = None,
+        *,
+        title: str | None = None,
+        context: str | None = None,
     ) -> Document:
         if not isinstance(data, bytes | bytearray) or not data:
             raise ValueError("Document.from_bytes needs non-empty bytes")
@@ -192,11 +197,12 @@ Part = str | Image | Document
 
 def content_parts(items: Iterable[object]) -> tuple[Part, ...]:
     """``items`` as a tuple of parts; anything but text, ``Image`` or ``Document`` is refused."""
-    parts = tuple(items)
-    for i, part in enumerate(parts):
+    parts: list[Part] = []
+    for i, part in enumerate(items):
         if not isinstance(part, str | Image | Document):
             raise TypeError(f"content[{i}] must be str, Image or Document, got {type(part).__name__}")
-    return parts
+        parts.append(part)
+    return tuple(parts)
 
 
 def is_rich(value: object) -> bool:
@@ -246,7 +252,9 @@ class ContentLimits:
 TEXT_ONLY: Final = ContentLimits("this host")
 """A codec that declares no ``content_limits`` takes text only."""
 
-OVERSIZE_NOTE: Final = "[{what} not shown: {size} bytes, over this host's limit of {limit} bytes for one {kind}]"
+OVERSIZE_NOTE: Final = (
+    "[{what} not shown: {size} bytes, over this host's limit of {limit} bytes for one {kind}]"
+)
 
 
 def fit_parts(limits: ContentLimits, parts: tuple[Part, ...]) -> tuple[Part, ...] | str:
@@ -266,9 +274,12 @@ def fit_parts(limits: ContentLimits, parts: tuple[Part, ...]) -> tuple[Part, ...
             return kind
         if part.file_id is not None and not limits.file_ids:
             return f"{kind} given by file id"
-        if isinstance(part, Document) and part.data is not None:
-            if part.media_type not in limits.document_media_types:
-                return f"document of type {part.media_type}"
+        if (
+            isinstance(part, Document)
+            and part.data is not None
+            and part.media_type not in limits.document_media_types
+        ):
+            return f"document of type {part.media_type}"
         limit = limits.max_image_bytes if kind == "image" else limits.max_document_bytes
         if part.size > limit:
             out.append(OVERSIZE_NOTE.format(what=describe(part), size=part.size, limit=limit, kind=kind))

@@ -13,8 +13,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from rma.live import LiveUpdate, common_updates
 from rma.content import TEXT_ONLY, ContentLimits
+from rma.live import LiveUpdate, common_updates
 from rma.vocabulary import JSON, Outcome, ToolResult, ToolUse, TurnResult
 
 DEFAULT_PROMPT = "Begin."

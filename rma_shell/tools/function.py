@@ -199,8 +199,10 @@ def serialise(value: object) -> ToolOutput:
         return value
     if isinstance(value, Success | Failure):
         return value
-    if is_rich(value):  # an Image, a Document, or a list of parts: the handler renders it
-        return [value] if isinstance(value, Image | Document) else list(value)
+    if isinstance(value, Image | Document):  # a rich result: the handler renders it
+        return [value]
+    if isinstance(value, list | tuple) and is_rich(value):
+        return list(value)
     try:
         return pydantic_core.to_json(value).decode()
     except pydantic_core.PydanticSerializationError:

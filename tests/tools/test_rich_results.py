@@ -20,11 +20,11 @@ from rma.content import OVERSIZE_NOTE, ContentLimits, Document, Image, fit_parts
 from rma.errors import ToolContentUnsupported
 from rma.journal import load
 from rma.provider import codec_for
+from rma.providers.claude.content import MAX_IMAGE_BYTES as CLAUDE_MAX_IMAGE
 from rma.vocabulary import ToolResult
 from rma_shell import Agent, SQLiteJournal
 from rma_shell.providers.agentcore import BedrockAgentCore
 from rma_shell.providers.claude import ClaudeManagedAgents
-from rma.providers.claude.content import MAX_IMAGE_BYTES as CLAUDE_MAX_IMAGE
 from rma_shell.providers.local import Local
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore as ace
@@ -61,7 +61,9 @@ def huge() -> Image:
 
 
 def claude_host(emu: CMAEmulator) -> ClaudeManagedAgents:
-    return ClaudeManagedAgents(api_key="sk-ant-test", base_url=emu.base_url, env={}, model="claude-sonnet-4-6")
+    return ClaudeManagedAgents(
+        api_key="sk-ant-test", base_url=emu.base_url, env={}, model="claude-sonnet-4-6"
+    )
 
 
 def agentcore_host(emu: AgentCoreEmulator) -> BedrockAgentCore:
@@ -115,10 +117,18 @@ async def test_claude_gets_text_image_and_documents_as_content_blocks_the_sdk_ty
         {"type": "text", "text": "The report:"},
         {
             "type": "document",
-            "source": {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(PDF).decode()},
+            "source": {
+                "type": "base64",
+                "media_type": "application/pdf",
+                "data": base64.b64encode(PDF).decode(),
+            },
             "title": "Q3",
         },
-        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}, "title": "n"},
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "notes"},
+            "title": "n",
+        },
     ]
 
 
@@ -148,7 +158,10 @@ async def test_an_image_over_the_hosts_byte_limit_is_replaced_by_a_note_the_mode
     sdk_checked(event)
     (block,) = event["content"]
     size = len(PNG) + CLAUDE_MAX_IMAGE
-    assert block["type"] == "text" and f"{size} bytes, over this host's limit of {CLAUDE_MAX_IMAGE}" in block["text"]
+    assert (
+        block["type"] == "text"
+        and f"{size} bytes, over this host's limit of {CLAUDE_MAX_IMAGE}" in block["text"]
+    )
 
 
 async def test_the_text_cap_counts_text_parts_only_and_cuts_once() -> None:
@@ -247,7 +260,9 @@ async def test_agentcore_takes_a_rich_result_whose_media_were_noted_as_text() ->
 # ── the journal and the recording codec ──
 
 
-async def test_a_rich_result_is_journaled_whole_and_a_resume_of_the_ended_run_replays_it(tmp_path: Path) -> None:
+async def test_a_rich_result_is_journaled_whole_and_a_resume_of_the_ended_run_replays_it(
+    tmp_path: Path,
+) -> None:
     turns = [{"tool_calls": [{"id": "c1", "name": "chart", "arguments": {}}]}, {"content": "Seen."}]
     path = str(tmp_path / "j.db")
     with OpenAIEmulator(turns) as emu:
@@ -271,7 +286,9 @@ def test_rich_results_round_trip_through_the_recording_codec() -> None:
         "t1", ["a", CHART, Document.from_text("x", title="t", context="c"), Image.from_file_id("f")], True
     )
     assert from_jsonable(to_jsonable(result)) == result
-    assert result.text == f"a\n[image {CHART.ref}: {len(PNG)} bytes]\n[document text/plain: 1 bytes]\n[image f]"
+    assert (
+        result.text == f"a\n[image {CHART.ref}: {len(PNG)} bytes]\n[document text/plain: 1 bytes]\n[image f]"
+    )
 
 
 # ── the values ──
@@ -296,7 +313,9 @@ def test_fit_parts_notes_oversize_items_and_names_what_a_host_cannot_take() -> N
     limits = ContentLimits("h", kinds=frozenset({"image"}), max_image_bytes=10)
     assert fit_parts(limits, ("t", CHART)) == (
         "t",
-        OVERSIZE_NOTE.format(what=f"[image {CHART.ref}: {len(PNG)} bytes]", size=len(PNG), limit=10, kind="image"),
+        OVERSIZE_NOTE.format(
+            what=f"[image {CHART.ref}: {len(PNG)} bytes]", size=len(PNG), limit=10, kind="image"
+        ),
     )
     assert fit_parts(limits, (Document.from_text("x"),)) == "document"
     assert fit_parts(ContentLimits("h"), ("only text",)) == ("only text",)
