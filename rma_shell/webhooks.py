@@ -125,8 +125,7 @@ class WebhookReceiver:
         self._keys: dict[str, str] = {}
         self._running: dict[str, bool] = {}  # key -> another resume asked for meanwhile
         self._group: anyio.abc.TaskGroup | None = None
-        self._idle = anyio.Event()
-        self._idle.set()
+        self._idle: anyio.Event | None = None  # made in the lifespan: built outside a loop is fine
 
     # ── the lifespan: the task group the resumes run in ──
 
@@ -137,6 +136,8 @@ class WebhookReceiver:
         is journaled, so the next delivery (or a ``resume``) carries it on."""
         async with anyio.create_task_group() as group:
             self._group = group
+            self._idle = anyio.Event()
+            self._idle.set()
             try:
                 yield self
             finally:
@@ -145,7 +146,7 @@ class WebhookReceiver:
 
     async def settled(self) -> None:
         """Wait until no resume is running or asked for (tests, graceful shutdowns)."""
-        while not self._idle.is_set():
+        while self._idle is not None and not self._idle.is_set():
             await self._idle.wait()
 
     # ── one delivery ──
@@ -175,7 +176,7 @@ class WebhookReceiver:
             self._running[key] = True  # one more resume once the current one ends
             return 202, {"status": "resuming", "journal_key": key}
         self._running[key] = False
-        if self._idle.is_set():
+        if self._idle is None or self._idle.is_set():
             self._idle = anyio.Event()
         self._group.start_soon(self._resume, key, event)
         return 202, {"status": "resuming", "journal_key": key}
@@ -206,7 +207,7 @@ class WebhookReceiver:
                 self._running[key] = False
         finally:
             self._running.pop(key, None)
-            if not self._running:
+            if not self._running and self._idle is not None:
                 self._idle.set()
 
     async def _report(self, key: str, event: WebhookEvent, outcome: Outcome) -> None:
