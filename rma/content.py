@@ -253,7 +253,7 @@ TEXT_ONLY: Final = ContentLimits("this host")
 """A codec that declares no ``content_limits`` takes text only."""
 
 OVERSIZE_NOTE: Final = (
-    "[{what} not shown: {size} bytes, over this host's limit of {limit} bytes for one {kind}]"
+    "[{kind} {name} not shown: {size} bytes, over this host's limit of {limit} for one {kind}]"
 )
 
 
@@ -282,7 +282,8 @@ def fit_parts(limits: ContentLimits, parts: tuple[Part, ...]) -> tuple[Part, ...
             return f"document of type {part.media_type}"
         limit = limits.max_image_bytes if kind == "image" else limits.max_document_bytes
         if part.size > limit:
-            out.append(OVERSIZE_NOTE.format(what=describe(part), size=part.size, limit=limit, kind=kind))
+            name = part.ref if isinstance(part, Image) else part.title or str(part.media_type)
+            out.append(OVERSIZE_NOTE.format(kind=kind, name=name, size=part.size, limit=limit))
             continue
         out.append(part)
     return tuple(out)

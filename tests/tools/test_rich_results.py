@@ -160,7 +160,7 @@ async def test_an_image_over_the_hosts_byte_limit_is_replaced_by_a_note_the_mode
     size = len(PNG) + CLAUDE_MAX_IMAGE
     assert (
         block["type"] == "text"
-        and f"{size} bytes, over this host's limit of {CLAUDE_MAX_IMAGE}" in block["text"]
+        and f"not shown: {size} bytes, over this host's limit of {CLAUDE_MAX_IMAGE} for" in block["text"]
     )
 
 
@@ -313,9 +313,7 @@ def test_fit_parts_notes_oversize_items_and_names_what_a_host_cannot_take() -> N
     limits = ContentLimits("h", kinds=frozenset({"image"}), max_image_bytes=10)
     assert fit_parts(limits, ("t", CHART)) == (
         "t",
-        OVERSIZE_NOTE.format(
-            what=f"[image {CHART.ref}: {len(PNG)} bytes]", size=len(PNG), limit=10, kind="image"
-        ),
+        OVERSIZE_NOTE.format(kind="image", name=CHART.ref, size=len(PNG), limit=10),
     )
     assert fit_parts(limits, (Document.from_text("x"),)) == "document"
     assert fit_parts(ContentLimits("h"), ("only text",)) == ("only text",)
