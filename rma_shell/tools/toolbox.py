@@ -230,7 +230,10 @@ class Toolbox:
             if isinstance(inner, list):
                 return Success(list(truncate_parts(tuple(inner), limit)))
             return Success(truncate(str(inner), limit))
-        return Failure(truncate(str(output.failure()), limit))
+        failed = output.failure()
+        if isinstance(failed, list):
+            return Failure(list(truncate_parts(tuple(failed), limit)))
+        return Failure(truncate(str(failed), limit))
 
     def __repr__(self) -> str:
         sources = ", ".join(repr(s) for s in self._sources)

@@ -29,7 +29,7 @@ from rma_shell.providers.local import Local
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
 from rma_shell.testing import agentcore as ace
 from rma_shell.testing.agentcore import AgentCoreEmulator
-from rma_shell.tools import document_from_path, image_from_path, tool
+from rma_shell.tools import Toolbox, document_from_path, image_from_path, tool
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 PDF = b"%PDF-1.4\n%rma\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
@@ -58,6 +58,12 @@ def long_caption() -> list[Any]:
 def huge() -> Image:
     """An image over Claude's per-image limit."""
     return Image.from_bytes(PNG + bytes(CLAUDE_MAX_IMAGE))
+
+
+@tool
+def partial_chart() -> Any:
+    """A chart drawn in part."""
+    return Failure(["x" * 150, CHART])
 
 
 def claude_host(emu: CMAEmulator) -> ClaudeManagedAgents:
@@ -175,6 +181,20 @@ async def test_the_text_cap_counts_text_parts_only_and_cuts_once() -> None:
     assert first == {"type": "text", "text": "y" * 80}
     assert image["type"] == "image" and image["source"]["data"] == CHART.data
     assert last["text"] == "z" * 20 + "\n[truncated: 60 of 80 characters not shown]"
+
+
+async def test_a_failure_may_carry_media_and_the_toolbox_cap_cuts_its_text() -> None:
+    turns = [cma.tool_turn(("partial_chart", {})), cma.text_turn("ok")]
+    with CMAEmulator(turns, api_key="sk-ant-test") as emu:
+        host = claude_host(emu)
+        await Agent(tools=[Toolbox(partial_chart, max_result_chars=100)], host=host).run_or_raise("go")
+        await host.close()
+        (event,) = posted_results(emu)
+    sdk_checked(event)
+    assert event["is_error"] is True
+    text, image = event["content"]
+    assert text["text"] == "x" * 100 + "\n[truncated: 50 of 150 characters not shown]"
+    assert image["source"]["data"] == CHART.data
 
 
 # ── OpenAI-compatible servers: images in a following user message ──
