@@ -265,6 +265,17 @@ async def test_agentcore_refuses_an_image_the_harness_cannot_take_and_sends_noth
     assert len(invokes) == 1
 
 
+def test_the_agentcore_emulator_refuses_an_image_in_a_tool_result_as_botocores_model_does() -> None:
+    """Why rma refuses images there: the service model's toolResult content is text or json.
+    If a botocore upgrade adds image blocks, this fails and the AgentCore limits can grow."""
+    from rma_shell.testing.agentcore.validation import _validate
+
+    block = {"toolResult": {"toolUseId": "t1", "content": [{"image": {"format": "png", "source": {}}}]}}
+    params = {"runtimeSessionId": "s" * 40, "messages": [{"role": "user", "content": [block]}]}
+    with pytest.raises(Exception, match=r'Unknown parameter .*"image", must be one of: text, json'):
+        _validate("InvokeHarness", params)
+
+
 async def test_agentcore_takes_a_rich_result_whose_media_were_noted_as_text() -> None:
     def handle(name: str, input: dict[str, Any], ctx: object) -> Any:
         return ["only words", "and more"]  # a list of text: JSON, as before
