@@ -153,7 +153,8 @@ class Handler(Protocol):
     """The handler contract: what runs the session's tools in your process.
 
     ``handle_tool_call(name, input, ctx[, info])``, sync (run in a worker thread) or async,
-    returns a ``str``, a JSON ``dict``/``list``, or ``Success``/``Failure`` of one. A plain
+    returns a ``str``, a JSON ``dict``/``list``, a rich result (an ``rma.content.Image`` or
+    ``Document``, or a list of them with text), or ``Success``/``Failure`` of one. A plain
     callable of 3 or 4 arguments is a handler too; a ``Toolbox`` is one. Optional members,
     each found once (``Capabilities.of``): ``handle_event(event, ctx[, info])`` (raw events),
     ``handle_update(update, ctx[, info])`` (``rma.live`` updates), ``confirm_tool_use(name,

@@ -59,6 +59,9 @@ Decisions where the reference was silent, weak or crash-prone:
 - **Unanswered calls never reach the wire**: a user message or a resume that leaves a
   surfaced call without a result first answers it with an error tool message, since
   OpenAI-compatible servers reject a history with an unanswered tool call.
+- **Images in tool results** (``rma.content``) cannot go in a ``tool`` message (text only):
+  the message names each (``See file <ref>.``) and one user message after the batch's tool
+  messages shows them as ``image_url`` data URLs (``rma.providers.local.content``).
 - **Missing results** in a resume (L-14 crashes) come back as a ``ProviderError`` with
   ``error_type="missing_tool_result"`` naming the tool uses.
 """
