@@ -180,7 +180,9 @@ class ToolResult:
     tool_use_id: str | None
     text: str = ""
     is_error: bool = False
-    content: tuple[Part, ...] = attrs.field(default=(), converter=content_parts)
+    content: tuple[Part, ...] = attrs.field(
+        default=(), converter=content_parts, metadata={"rma.codec_json.omit_empty": True}
+    )
 
     @classmethod
     def of(cls, tool_use_id: str | None, parts: Iterable[Part], is_error: bool = False) -> ToolResult:
