@@ -248,9 +248,11 @@ def _attrs_text(value: Any) -> str:
     opening, fields = shape
     if cls not in _OMITTING:  # the hot path: every field written
         return opening + "".join([key + dumps(getattr(value, name)) for name, key, _ in fields]) + "}"
-    parts = [
-        key + dumps(field) for name, key, omit in fields if not (omit and not (field := getattr(value, name)))
-    ]
+    parts: list[str] = []
+    for name, key, omit in fields:
+        field = getattr(value, name)
+        if not (omit and not field):
+            parts.append(key + dumps(field))
     return opening + "".join(parts) + "}"
 
 
