@@ -42,6 +42,7 @@ from rma_shell.handler import Capabilities, HandlerAdapter, accepts
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
+from rma_shell.temporal.carry import snapshot_delta
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
 from rma_shell.temporal.spec import SessionSpec
 
@@ -227,12 +228,14 @@ class Activities:
         return Success((p, conn.unwrap()))
 
     async def _changed(self, inp: Mapping[str, Any], p: _Prepared, conn: Any) -> JSON:
-        """The conn's new snapshot when an activity changed it (cached under the next version)."""
+        """What changed in the conn's snapshot when an activity changed it (``carry.snapshot_delta``:
+        a Local turn records the messages it added, not the whole conversation again), the conn
+        cached under the next version; None when nothing changed."""
         snap = snapshot(p.provider, conn)
         if snap == inp["snap"]:
             return None
         await self.conns.put(inp["key"], inp["version"] + 1, p.provider, conn)
-        return snap
+        return snapshot_delta(inp["snap"], snap)
 
     # ── activities ──
 
@@ -274,7 +277,7 @@ class Activities:
             polled = await p.provider.poll_turn(conn, from_jsonable(inp["input"]), None)
         except Exception as exc:  # S-22: a raising poll is a provider error
             return {"result": _encode(Failure(_error(exc))), "snap": None}
-        return {"result": _encode(polled.result), "snap": await self._changed(inp, p, polled.conn)}
+        return {"result": _encode(polled.result), "snap_delta": await self._changed(inp, p, polled.conn)}
 
     @activity.defn(name="rma.exchange")
     @_beating
@@ -301,7 +304,7 @@ class Activities:
             "push": _encode(pushed),
             "events": _encode(list(read.events)),
             "end": None if read.end is None else _encode(read.end),
-            "snap": await self._changed(inp, p, conn),
+            "snap_delta": await self._changed(inp, p, conn),
         }
 
     @activity.defn(name="rma.push")
@@ -338,7 +341,7 @@ class Activities:
             "outcome": _encode(found),
             "events": _encode(list(read.events)),
             "end": None if read.end is None else _encode(read.end),
-            "snap": await self._changed(inp, p, conn),
+            "snap_delta": await self._changed(inp, p, conn),
         }
 
     @activity.defn(name="rma.tool")

@@ -124,13 +124,20 @@ class SessionSpec:
     A spec recorded before the option existed reads as the default."""
     provider_opts: Mapping[str, JSON] = attrs.field(factory=dict)
     timeouts: Timeouts = attrs.field(factory=Timeouts)
+    max_history_events: int | None = None
+    """Continue as new once the run's history holds this many events (None: when Temporal
+    suggests it, ``is_continue_as_new_suggested``; either way at the first moment nothing is
+    in flight). The session, its pending approvals and its recorded tool results carry on."""
+    max_history_bytes: int | None = None
+    """Likewise, once the run's history holds this many bytes."""
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
         out["timeouts"] = self.timeouts.to_json()
         out["provider_opts"] = dict(self.provider_opts)
-        if out["metadata"] is None:
-            del out["metadata"]  # what a worker deployed before issue #22 reads, when it can
+        for late in ("metadata", "max_history_events", "max_history_bytes"):
+            if out[late] is None:
+                del out[late]  # what a worker deployed before issue #22 (#28) reads, when it can
         return out
 
     @staticmethod
@@ -182,6 +189,10 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
                 f"{where}.{secret}",
                 "a workflow's input is kept in its history: credentials stay in the worker's provider",
             )
+    for name in ("max_history_events", "max_history_bytes"):
+        limit = getattr(spec, name)
+        if limit is not None and (type(limit) is not int or limit < 1):
+            return InvalidOpts(name, f"a positive int or None, got {limit!r}")
     for field in attrs.fields(SessionSpec):
         if field.name == "timeouts":
             continue
