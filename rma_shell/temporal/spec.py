@@ -130,13 +130,18 @@ class SessionSpec:
     in flight). The session, its pending approvals and its recorded tool results carry on."""
     max_history_bytes: int | None = None
     """Likewise, once the run's history holds this many bytes."""
+    local_activities: bool = False
+    """Run the session's activities as Temporal *local* activities, on the worker that runs
+    the workflow task, recorded with that task's completion: a turn costs no round trips
+    through the server's task queues. At-most-once tools and the host's stop stay regular
+    activities. What it costs in recovery is in docs/temporal.md ("Local activities")."""
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
         out["timeouts"] = self.timeouts.to_json()
         out["provider_opts"] = dict(self.provider_opts)
-        for late in ("metadata", "max_history_events", "max_history_bytes"):
-            if out[late] is None:
+        for late in ("metadata", "max_history_events", "max_history_bytes", "local_activities"):
+            if out[late] is None or out[late] is False:
                 del out[late]  # what a worker deployed before issue #22 (#28) reads, when it can
         return out
 

@@ -80,6 +80,14 @@ host replaying a recent call after a reconnect still finds its recorded result."
 
 _NEED_CONN = frozenset({"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.stop"})
 
+INLINE_SNAP_BYTES = 64 * 1024
+"""A snapshot larger than this (a Local conversation) goes to a turn by reference: the worker
+that made it holds it; one that does not answers ``need_snap`` and is sent it inline."""
+
+_REMOTE_ALWAYS = frozenset({"rma.stop"})
+"""Run as a regular activity even under ``SessionSpec(local_activities=True)``: the stop's
+bound (its schedule-to-close) must hold while the workflow task that asked for it is gone."""
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 Outcome = Result[Any, SessionError]
@@ -127,7 +135,10 @@ class SessionWorkflow:
         self._batches: dict[int, dict[str, Any]] = {}  # tool batches in flight, by batch number
         self._confirmed: dict[str, ToolResult] = {}  # host confirmations decided, by tool-use id
         self._key: str | None = None  # the conn cache's key: the first run's, kept when continued
-        self._continuing: bool | None = None  # None: not asked yet; False: an older history
+        self._continuing = False  # whether this run may continue as new (not an older history)
+        self._at_most_once: frozenset[str] = frozenset()  # tools never run as local activities
+        self._snap_bytes = 0  # about how large the snapshot is (0: unknown, sent inline)
+        self._fed = 0  # events fed in this run: a run continues only once it has made progress
 
     # ── the run ──
 
@@ -168,7 +179,7 @@ class SessionWorkflow:
         # Histories recorded before issue #28 replay as they ran: a timer per wait, and never
         # continuing as new. Later ones: one deadline timer per run, and continuing as new.
         patched = self._carried is not None or workflow.patched(CONTINUE_AS_NEW_PATCH)
-        self._continuing = None if patched else False
+        self._continuing = patched
         if self._carried is not None:
             deadline = self._resume(self._carried)
         else:
@@ -181,6 +192,8 @@ class SessionWorkflow:
             body = opened["opened"]  # not decoded: the config's codec is found by name below
             config = load_config({"config": body["config"]}, codec_for)
             self._snap, self._has_transcript = body["snap"], body["has_transcript"]
+            self._snap_bytes = int(body.get("snap_bytes") or 0)
+            self._at_most_once = frozenset(body.get("at_most_once") or ())
             self._state = initial_state(config)
             self._post(Opened(body["session_id"], body["resumed"]))
             if body["streaming"] and not body["resumed"]:
@@ -247,7 +260,7 @@ class SessionWorkflow:
         """Whether the history is long enough to continue as new, and this is a moment to:
         nothing in flight (no activity, timer or report, no update being handled, no approval
         given and not yet taken) — only inputs not yet fed and calls waiting for a person."""
-        if self._continuing is False or self._state is None or self._done():
+        if not self._continuing or self._state is None or self._done() or not self._fed:
             return False
         if self._busy or self._reporting or self._approvals or not workflow.all_handlers_finished():
             return False
@@ -273,6 +286,7 @@ class SessionWorkflow:
             "state": encode_state(s),
             "inbox": to_jsonable(self._inbox),
             "snap": self._snap,
+            "snap_bytes": self._snap_bytes,
             "version": self._version,
             "gen": self._gen,
             "last_boundary": self._last_boundary,
@@ -294,6 +308,7 @@ class SessionWorkflow:
             ],
             "deadline": None if deadline is None else deadline.timestamp(),
             "key": self._key,
+            "at_most_once": sorted(self._at_most_once),
             "runs": int((self._carried or {}).get("runs", 1)) + 1,
         }
         await self._stop_tasks()  # only calls waiting for a person: the next run waits on
@@ -305,12 +320,14 @@ class SessionWorkflow:
         self._state = decode_state(c["state"], config)
         self._inbox = list(from_jsonable(c["inbox"]))
         self._snap, self._version, self._gen = c["snap"], int(c["version"]), int(c["gen"])
+        self._snap_bytes = int(c.get("snap_bytes") or 0)
         self._last_boundary, self._has_transcript = c["last_boundary"], bool(c["has_transcript"])
         self._results, self._first, self._expected = list(c["results"]), int(c["first"]), int(c["expected"])
         self._recorded = dict(from_jsonable(c["recorded"]))
         self._awaiting = {a["tool_use_id"]: a for a in c["awaiting"]}
         self._confirmed = dict(from_jsonable(c["confirmed"]))
         self._key = c["key"]
+        self._at_most_once = frozenset(c.get("at_most_once") or ())
         for b in c["batches"]:
             verdicts = b["verdicts"]
             self._spawn(
@@ -335,6 +352,7 @@ class SessionWorkflow:
 
     def _feed(self, ev: Event) -> None:
         assert self._state is not None
+        self._fed += 1
         try:
             self._state, commands = step(self._state, ev)
         except Exception as exc:  # a bug in the core or a codec: surface it, never hang
@@ -413,13 +431,21 @@ class SessionWorkflow:
             "session_id": None if self._state is None else self._state.session_id,
             **fields,
         }
+        by_reference = self._snap_bytes > INLINE_SNAP_BYTES and name != "rma.stop"
         if name in _NEED_CONN:  # the snapshot (Local: the conversation) only where a conn is used
-            arg["snap"], arg["version"] = self._snap, self._version
+            arg["snap"], arg["version"] = (None, self._version) if by_reference else (self._snap, self._version)
+            if by_reference:
+                arg["snap_ref"] = True
         self._busy += 1
         try:
             out: dict[str, Any] = await self._execute_activity(name, arg, timeout_s, attempts, schedule_to_close_s)
+            if out.get("need_snap"):  # that worker does not hold it: once more, inline
+                arg = {**arg, "snap": self._snap, "snap_ref": False, "after_attempt": out.get("attempt", 1)}
+                out = await self._execute_activity(name, arg, timeout_s, attempts, schedule_to_close_s)
         finally:
             self._busy -= 1
+        if out.get("snap_bytes") is not None:
+            self._snap_bytes = int(out["snap_bytes"])
         if out.get("snap") is not None:  # the whole snapshot (histories before issue #28)
             self._snap = out["snap"]
             self._version += 1
@@ -432,6 +458,23 @@ class SessionWorkflow:
         self, name: str, arg: dict[str, Any], timeout_s: float, attempts: int, schedule_to_close_s: float | None
     ) -> dict[str, Any]:
         t = self._timeouts
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=t.retry_initial),
+            maximum_interval=timedelta(seconds=t.retry_max),
+            maximum_attempts=attempts,
+        )
+        if self._spec.local_activities and name not in _REMOTE_ALWAYS and not (
+            name == "rma.tool" and arg["use"].get("name") in self._at_most_once
+        ):
+            # On the worker running this workflow task, recorded with the task's completion:
+            # no round trip through the server's queues (see docs/temporal.md for what it costs).
+            local: dict[str, Any] = await workflow.execute_local_activity(
+                name,
+                arg,
+                start_to_close_timeout=timedelta(seconds=timeout_s),
+                retry_policy=retry,
+            )
+            return local
         out: dict[str, Any] = await workflow.execute_activity(
             name,
             arg,
@@ -443,11 +486,7 @@ class SessionWorkflow:
             # Every activity heartbeats: a worker that dies is noticed in seconds whatever it ran,
             # even an activity Temporal dispatched to it eagerly, before any worker polled.
             heartbeat_timeout=timedelta(seconds=t.heartbeat),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=t.retry_initial),
-                maximum_interval=timedelta(seconds=t.retry_max),
-                maximum_attempts=attempts,
-            ),
+            retry_policy=retry,
         )
         return out
 

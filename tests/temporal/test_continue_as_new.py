@@ -105,8 +105,18 @@ def test_a_history_recorded_before_continue_as_new_replays_unchanged() -> None:
     asyncio.run(main())
 
 
-def test_the_result_after_many_hops_is_the_result_run_gives(temporal_server: DevServer) -> None:
-    turns = 40
+@pytest.mark.parametrize(
+    ("local", "every", "turns"),
+    [(False, 60, 40), (False, 1, 8), (True, 1, 12)],
+    ids=["every_60_events", "at_every_moment", "local_activities_at_every_moment"],
+)
+def test_the_result_after_many_hops_is_the_result_run_gives(
+    temporal_server: DevServer, local: bool, every: int, turns: int
+) -> None:
+    """``every=1``: it continues at every moment it may — after each event fed — so each
+    phase of a turn is carried across a hop at least once. (Local activities complete inside
+    one workflow task, whose history grows only when the task completes: ``every=60`` would
+    not hop in 40 turns.)"""
 
     async def main() -> None:
         emu_ref: list[OpenAIEmulator] = []
@@ -120,7 +130,7 @@ def test_the_result_after_many_hops_is_the_result_run_gives(temporal_server: Dev
             async with session_worker(client, task_queue=queue, providers={"local": provider}, handlers={"tools": ledger}):
                 spec = SessionSpec(
                     provider="local", handler="tools", prompt="go", max_turns=turns + 1, timeouts=FAST,
-                    max_history_events=60,
+                    max_history_events=every, local_activities=local,
                 )
                 handle = await start_session(client, spec, task_queue=queue)
                 durable = await handle.result()
@@ -128,10 +138,62 @@ def test_the_result_after_many_hops_is_the_result_run_gives(temporal_server: Dev
             await provider.close()
         assert durable.unwrap().turns == turns
         assert fleet.normalized(to_jsonable(durable)) == fleet.normalized(to_jsonable(plain))
-        assert len(runs) >= 5  # it did continue, several times
+        assert len(runs) >= (turns if every == 1 else 3)  # it did continue, many times
         assert sorted(ledger.effects.values()) == [1] * (turns - 1)
         for history in runs:  # each run replays
             replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner()).replay_workflow(history)
             assert replayed.replay_failure is None
 
     asyncio.run(main())
+
+
+LONG_TURNS = 2000
+
+
+def test_a_2000_turn_session_keeps_its_approvals_and_its_exactly_once_results(temporal_server: DevServer) -> None:
+    """Two thousand turns (1,999 tool calls) on local activities, continuing as new every
+    thousand history events; the call at turn 1,000 waits for a person on the way."""
+    gated = 1000
+
+    async def main() -> None:
+        emu_ref: list[OpenAIEmulator] = []
+        with OpenAIEmulator([counting_model(LONG_TURNS, emu_ref)] * (LONG_TURNS + 5)) as emu:
+            emu_ref.append(emu)
+            provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
+            client = await connect(temporal_server.address)
+            queue = f"q-{uuid.uuid4().hex[:8]}"
+            ledger = GatedLedger(frozenset({gated}))
+            t0 = time.perf_counter()
+            async with session_worker(client, task_queue=queue, providers={"local": provider}, handlers={"tools": ledger}):
+                spec = SessionSpec(
+                    provider="local", handler="tools", prompt="go", max_turns=LONG_TURNS + 1, timeouts=FAST,
+                    timeout=None, max_history_events=1000, local_activities=True,
+                )
+                handle = await start_session(client, spec, task_queue=queue)
+                waiting = await until(handle, lambda s: s["awaiting_approval"], 600)
+                assert [a["tool_use_id"] for a in waiting["awaiting_approval"]] == [f"c{gated}"]
+                await handle.approve(f"c{gated}", "allow")
+                outcome = await handle.result()
+                runs = await histories(client, handle.id)
+            elapsed = time.perf_counter() - t0
+            await provider.close()
+        result = outcome.unwrap()
+        assert result.turns == LONG_TURNS
+        assert result.text == f"done after {LONG_TURNS - 1} charges"
+        assert [u.id for u in result.custom_tool_uses] == [f"c{i}" for i in range(LONG_TURNS - 1)]
+        assert sorted(ledger.effects.values()) == [1] * (LONG_TURNS - 1)  # each call's effect once
+        print(f"\n{LONG_TURNS} turns in {elapsed:.1f}s over {len(runs)} runs")
+        assert len(runs) > 2
+
+    asyncio.run(main())
+
+
+async def until(handle: Any, predicate: Any, timeout_s: float) -> dict[str, Any]:
+    async def poll() -> dict[str, Any]:
+        while True:
+            status: dict[str, Any] = await handle.status()
+            if predicate(status):
+                return status
+            await asyncio.sleep(0.05)
+
+    return await asyncio.wait_for(poll(), timeout_s)
