@@ -125,14 +125,14 @@ def snapshot_delta(old: JSON, new: JSON) -> JSON:
 def apply_delta(old: JSON, delta: Any) -> JSON:
     """``snapshot_delta``'s inverse: ``apply_delta(old, snapshot_delta(old, new)) == new``."""
     if "$set" in delta:
-        return delta["$set"]  # type: ignore[no-any-return]
+        return delta["$set"]
     assert isinstance(old, dict)
     out = dict(old)
     for key, change in delta["$delta"].items():
         if "$del" in change:
             out.pop(key, None)
         elif "$extend" in change:
-            out[key] = list(out[key]) + list(change["$extend"])  # type: ignore[arg-type]
+            out[key] = list(out[key]) + list(change["$extend"])
         elif "$delta" in change:
             out[key] = apply_delta(out[key], change)
         else:

@@ -19,10 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO
-from collections.abc import Mapping
 
 from temporalio.client import Client
 

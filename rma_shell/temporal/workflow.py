@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -268,8 +268,14 @@ class SessionWorkflow:
         spec = self._spec
         return (
             info.is_continue_as_new_suggested()
-            or (spec.max_history_events is not None and info.get_current_history_length() >= spec.max_history_events)
-            or (spec.max_history_bytes is not None and info.get_current_history_size() >= spec.max_history_bytes)
+            or (
+                spec.max_history_events is not None
+                and info.get_current_history_length() >= spec.max_history_events
+            )
+            or (
+                spec.max_history_bytes is not None
+                and info.get_current_history_size() >= spec.max_history_bytes
+            )
         )
 
     async def _continue_as_new(self, deadline: datetime | None) -> None:
@@ -339,7 +345,7 @@ class SessionWorkflow:
                 True,
             )
         at = c.get("deadline")
-        return None if at is None else datetime.fromtimestamp(float(at), tz=timezone.utc)
+        return None if at is None else datetime.fromtimestamp(float(at), tz=UTC)
 
     async def _settle(self) -> None:
         """Let a final result's report (its transcript) land before the run returns."""
@@ -433,12 +439,16 @@ class SessionWorkflow:
         }
         by_reference = self._snap_bytes > INLINE_SNAP_BYTES and name != "rma.stop"
         if name in _NEED_CONN:  # the snapshot (Local: the conversation) only where a conn is used
-            arg["snap"], arg["version"] = (None, self._version) if by_reference else (self._snap, self._version)
+            arg["snap"], arg["version"] = (
+                (None, self._version) if by_reference else (self._snap, self._version)
+            )
             if by_reference:
                 arg["snap_ref"] = True
         self._busy += 1
         try:
-            out: dict[str, Any] = await self._execute_activity(name, arg, timeout_s, attempts, schedule_to_close_s)
+            out: dict[str, Any] = await self._execute_activity(
+                name, arg, timeout_s, attempts, schedule_to_close_s
+            )
             if out.get("need_snap"):  # that worker does not hold it: once more, inline
                 arg = {**arg, "snap": self._snap, "snap_ref": False, "after_attempt": out.get("attempt", 1)}
                 out = await self._execute_activity(name, arg, timeout_s, attempts, schedule_to_close_s)
@@ -455,7 +465,12 @@ class SessionWorkflow:
         return out
 
     async def _execute_activity(
-        self, name: str, arg: dict[str, Any], timeout_s: float, attempts: int, schedule_to_close_s: float | None
+        self,
+        name: str,
+        arg: dict[str, Any],
+        timeout_s: float,
+        attempts: int,
+        schedule_to_close_s: float | None,
     ) -> dict[str, Any]:
         t = self._timeouts
         retry = RetryPolicy(
@@ -463,8 +478,10 @@ class SessionWorkflow:
             maximum_interval=timedelta(seconds=t.retry_max),
             maximum_attempts=attempts,
         )
-        if self._spec.local_activities and name not in _REMOTE_ALWAYS and not (
-            name == "rma.tool" and arg["use"].get("name") in self._at_most_once
+        if (
+            self._spec.local_activities
+            and name not in _REMOTE_ALWAYS
+            and not (name == "rma.tool" and arg["use"].get("name") in self._at_most_once)
         ):
             # On the worker running this workflow task, recorded with the task's completion:
             # no round trip through the server's queues (see docs/temporal.md for what it costs).

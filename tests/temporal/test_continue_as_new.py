@@ -11,7 +11,6 @@ replay unchanged.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections import Counter
@@ -84,7 +83,9 @@ class GatedLedger(Ledger):
 
 
 def runner() -> SandboxedWorkflowRunner:
-    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH))
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)
+    )
 
 
 async def histories(client: Any, workflow_id: str) -> list[WorkflowHistory]:
@@ -99,7 +100,9 @@ def test_a_history_recorded_before_continue_as_new_replays_unchanged() -> None:
     history = WorkflowHistory.from_json("pre28-local", (HISTORIES / "pre28_local.json").read_text())
 
     async def main() -> None:
-        replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner()).replay_workflow(history)
+        replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner()).replay_workflow(
+            history
+        )
         assert replayed.replay_failure is None
 
     asyncio.run(main())
@@ -127,10 +130,17 @@ def test_the_result_after_many_hops_is_the_result_run_gives(
             client = await connect(temporal_server.address)
             queue = f"q-{uuid.uuid4().hex[:8]}"
             ledger = Ledger()
-            async with session_worker(client, task_queue=queue, providers={"local": provider}, handlers={"tools": ledger}):
+            async with session_worker(
+                client, task_queue=queue, providers={"local": provider}, handlers={"tools": ledger}
+            ):
                 spec = SessionSpec(
-                    provider="local", handler="tools", prompt="go", max_turns=turns + 1, timeouts=FAST,
-                    max_history_events=every, local_activities=local,
+                    provider="local",
+                    handler="tools",
+                    prompt="go",
+                    max_turns=turns + 1,
+                    timeouts=FAST,
+                    max_history_events=every,
+                    local_activities=local,
                 )
                 handle = await start_session(client, spec, task_queue=queue)
                 durable = await handle.result()
@@ -141,7 +151,9 @@ def test_the_result_after_many_hops_is_the_result_run_gives(
         assert len(runs) >= (turns if every == 1 else 3)  # it did continue, many times
         assert sorted(ledger.effects.values()) == [1] * (turns - 1)
         for history in runs:  # each run replays
-            replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner()).replay_workflow(history)
+            replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner()).replay_workflow(
+                history
+            )
             assert replayed.replay_failure is None
 
     asyncio.run(main())
@@ -150,7 +162,9 @@ def test_the_result_after_many_hops_is_the_result_run_gives(
 LONG_TURNS = 2000
 
 
-def test_a_2000_turn_session_keeps_its_approvals_and_its_exactly_once_results(temporal_server: DevServer) -> None:
+def test_a_2000_turn_session_keeps_its_approvals_and_its_exactly_once_results(
+    temporal_server: DevServer,
+) -> None:
     """Two thousand turns (1,999 tool calls) on local activities, continuing as new every
     thousand history events; the call at turn 1,000 waits for a person on the way."""
     gated = 1000
@@ -164,10 +178,18 @@ def test_a_2000_turn_session_keeps_its_approvals_and_its_exactly_once_results(te
             queue = f"q-{uuid.uuid4().hex[:8]}"
             ledger = GatedLedger(frozenset({gated}))
             t0 = time.perf_counter()
-            async with session_worker(client, task_queue=queue, providers={"local": provider}, handlers={"tools": ledger}):
+            async with session_worker(
+                client, task_queue=queue, providers={"local": provider}, handlers={"tools": ledger}
+            ):
                 spec = SessionSpec(
-                    provider="local", handler="tools", prompt="go", max_turns=LONG_TURNS + 1, timeouts=FAST,
-                    timeout=None, max_history_events=1000, local_activities=True,
+                    provider="local",
+                    handler="tools",
+                    prompt="go",
+                    max_turns=LONG_TURNS + 1,
+                    timeouts=FAST,
+                    timeout=None,
+                    max_history_events=1000,
+                    local_activities=True,
                 )
                 handle = await start_session(client, spec, task_queue=queue)
                 waiting = await until(handle, lambda s: s["awaiting_approval"], 600)
