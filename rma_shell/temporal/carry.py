@@ -16,6 +16,9 @@ provider's snapshot (a Local turn appends to its conversation) returns only what
 
 from __future__ import annotations
 
+import base64
+import json
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -92,6 +95,21 @@ def decode_state(value: Mapping[str, Any], config: SessionConfig) -> State:
 _STATE_FIELDS = frozenset(f.name for f in attrs.fields(State))
 
 
+def pack(carried: Mapping[str, Any]) -> dict[str, str]:
+    """The carry as one compressed string: a workflow input is one payload, limited (2 MB by
+    default), and a long request's accumulated events and a Local conversation compress ~10×."""
+    text = json.dumps(carried, separators=(",", ":"), ensure_ascii=False)
+    return {"$zlib": base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")}
+
+
+def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
+    """``pack``'s inverse (a carry that is not packed is returned as it is)."""
+    if "$zlib" not in packed:
+        return dict(packed)
+    value: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(packed["$zlib"])))
+    return value
+
+
 # ── snapshot deltas ──
 
 
@@ -140,4 +158,4 @@ def apply_delta(old: JSON, delta: Any) -> JSON:
     return out
 
 
-__all__ = ["CARRY_KEY", "apply_delta", "decode_state", "encode_state", "snapshot_delta"]
+__all__ = ["CARRY_KEY", "apply_delta", "decode_state", "encode_state", "pack", "snapshot_delta", "unpack"]

@@ -65,7 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
-    from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state
+    from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
     from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
@@ -107,7 +107,8 @@ class SessionWorkflow:
         # The spec is read here, not in ``run``: an update can reach the workflow in the very
         # first task, before ``run`` starts, and its validator needs to know the session.
         # A continued run's input is the spec plus what the previous run carried (``carry``).
-        self._carried: dict[str, Any] | None = spec_json.get(CARRY_KEY)
+        carried = spec_json.get(CARRY_KEY)
+        self._carried: dict[str, Any] | None = None if carried is None else unpack(carried)
         self._spec_json = {k: v for k, v in spec_json.items() if k != CARRY_KEY}
         self._spec = SessionSpec.from_json(self._spec_json)
         self._timeouts = self._spec.timeouts
@@ -244,7 +245,9 @@ class SessionWorkflow:
             final = self._results[-1] if self._results else to_jsonable(Failure(Closed()))
         else:
             final = to_jsonable(Failure(Crashed(error_type="SessionEnded", detail="no result")))
-        return {"result": final, "results": list(self._results)}
+        # A live session's results since its last hop; a run's one result is ``result`` (twice
+        # would double the largest payload a long request makes).
+        return {"result": final, "results": list(self._results) if spec.live else []}
 
     def _done(self) -> bool:
         return self._final is not None or self._closing
@@ -318,7 +321,7 @@ class SessionWorkflow:
             "runs": int((self._carried or {}).get("runs", 1)) + 1,
         }
         await self._stop_tasks()  # only calls waiting for a person: the next run waits on
-        workflow.continue_as_new(args=[{**self._spec_json, CARRY_KEY: carried}])
+        workflow.continue_as_new(args=[{**self._spec_json, CARRY_KEY: pack(carried)}])
 
     def _resume(self, c: dict[str, Any]) -> datetime | None:
         """Take up what the previous run carried; the tool batches it left waiting wait on."""
