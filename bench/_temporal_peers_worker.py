@@ -1,7 +1,7 @@
 """One worker process of ``bench/temporal_peers.py``: rma's, the OpenAI Agents SDK's or Pydantic AI's.
 
 ``python bench/_temporal_peers_worker.py PATH ADDRESS QUEUE BASE_URL`` runs a Temporal worker
-for one path (``rma``, ``openai_agents``, ``pydantic_ai``) on QUEUE, its model pointed at the
+for one path (``rma``, ``openai_agents``, ``openai_agents_local``, ``pydantic_ai``) on QUEUE, its model pointed at the
 loopback OpenAI emulator at BASE_URL, its one tool ``charge(amount)`` answering
 ``charged {amount}``. It prints ``ready`` once it polls and runs until killed. rma's workflow is
 ``rma.session`` (its options come in each ``SessionSpec``: ``local_activities`` …); the peers'
@@ -46,14 +46,16 @@ async def serve(path: str, address: str, queue: str, base_url: str) -> None:
         worker = session_worker(
             client, task_queue=queue, providers={"local": provider}, handlers={"tools": Tools()}
         )
-    elif path == "openai_agents":
+    elif path.startswith("openai_agents"):
         import _temporal_peers_agents as flows
         from agents.models.openai_provider import OpenAIProvider
         from openai import AsyncOpenAI
         from temporalio.contrib.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
 
         plugin = OpenAIAgentsPlugin(
-            model_params=ModelActivityParameters(start_to_close_timeout=flows.TIMEOUT),
+            model_params=ModelActivityParameters(
+                start_to_close_timeout=flows.TIMEOUT, use_local_activity=path == "openai_agents_local"
+            ),
             model_provider=OpenAIProvider(
                 openai_client=AsyncOpenAI(base_url=base_url, api_key="k"), use_responses=False
             ),

@@ -10,6 +10,8 @@ Completions) in this process:
 - ``rma_local``: the same with ``SessionSpec(local_activities=True)``;
 - ``openai_agents``: the OpenAI Agents SDK's ``temporalio.contrib.openai_agents`` (the model
   call an activity, the tool ``activity_as_tool``);
+- ``openai_agents_local``: the same with ``ModelActivityParameters(use_local_activity=True)``
+  (the model call a local activity; the tool stays an activity: it has no local option);
 - ``pydantic_ai``: Pydantic AI's ``pydantic_ai.durable_exec.temporal`` (``TemporalAgent``: the
   model request an activity, the function tool an activity).
 
@@ -50,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 from rma_shell.temporal import DevServer, SessionSpec, Timeouts, connect, start_session  # noqa: E402
 from rma_shell.testing import OpenAIEmulator  # noqa: E402
 
-PATHS = ("rma", "rma_local", "openai_agents", "pydantic_ai")
+PATHS = ("rma", "rma_local", "openai_agents", "openai_agents_local", "pydantic_ai")
 PROMPT = "Charge 0, 1, … then say done."
 
 
@@ -113,7 +115,7 @@ async def one(client: Any, path: str, queue: str, turns: int) -> None:
         out = await handle.result()
         assert out.unwrap().turns == turns, out
         return
-    workflow = "AgentsWorkflow" if path == "openai_agents" else "PydanticWorkflow"
+    workflow = "AgentsWorkflow" if path.startswith("openai_agents") else "PydanticWorkflow"
     text = await client.execute_workflow(workflow, PROMPT, id=wid, task_queue=queue)
     assert "done" in text, text
 
@@ -165,7 +167,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     med = {p: {k: statistics.median(s[k] for s in v) for k in v[0]} for p, v in samples.items() if v}
     for m in med.values():
         m["worker_plus_server_cpu_ms"] = m["worker_cpu_ms"] + m["server_cpu_ms"]
-    peers = [p for p in ("openai_agents", "pydantic_ai") if p in med]
+    peers = [p for p in ("openai_agents", "openai_agents_local", "pydantic_ai") if p in med]
     ratios: dict[str, float] = {}
     if peers:
         cheaper = min(peers, key=lambda p: med[p]["worker_plus_server_cpu_ms"])

@@ -87,9 +87,12 @@ async def _heartbeating(every_s: float) -> AsyncIterator[Callable[[], None]]:
         activity.heartbeat()
 
     async def ticker() -> None:
+        # The first beat after an interval, not at the start: the heartbeat timeout runs from
+        # the start anyway, and an activity that ends sooner (most of them) then costs the
+        # server no heartbeat call at all (issue #28).
         while True:
-            beat()
             await anyio.sleep(every_s)
+            beat()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(ticker)

@@ -219,3 +219,52 @@ async def until(handle: Any, predicate: Any, timeout_s: float) -> dict[str, Any]
             await asyncio.sleep(0.05)
 
     return await asyncio.wait_for(poll(), timeout_s)
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["activities", "local_activities"])
+def test_a_call_waiting_for_approval_waits_on_in_the_next_run(
+    temporal_server: DevServer, local: bool
+) -> None:
+    """Hopping at every moment it may, the session hops right after the call asked for
+    approval: the approval reaches a run that never asked, and the call runs once."""
+    turns, gated = 5, 2
+
+    async def main() -> None:
+        emu_ref: list[OpenAIEmulator] = []
+        with OpenAIEmulator([counting_model(turns, emu_ref)] * (2 * turns + 5)) as emu:
+            emu_ref.append(emu)
+            provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
+            client = await connect(temporal_server.address)
+            queue = f"q-{uuid.uuid4().hex[:8]}"
+            ledger = GatedLedger(frozenset({gated}))
+            async with session_worker(
+                client, task_queue=queue, providers={"local": provider}, handlers={"tools": ledger}
+            ):
+                spec = SessionSpec(
+                    provider="local",
+                    handler="tools",
+                    prompt="go",
+                    max_turns=turns + 1,
+                    timeouts=FAST,
+                    timeout=None,
+                    max_history_events=1,
+                    local_activities=local,
+                )
+                handle = await start_session(client, spec, task_queue=queue)
+                await until(handle, lambda s: s["awaiting_approval"], 60)
+                await handle.approve(f"c{gated}", "allow")
+                outcome = await handle.result()
+                runs = await histories(client, handle.id)
+            await provider.close()
+        assert outcome.unwrap().turns == turns
+        assert sorted(ledger.effects.values()) == [1] * (turns - 1)
+        took = [
+            h
+            for h in runs
+            if any(e.HasField("workflow_execution_update_accepted_event_attributes") for e in h.events)
+        ]
+        assert len(took) == 1  # the run that took the approval
+        asked = [h for h in runs if any(b"needs_approval" in e.SerializeToString() for e in h.events)]
+        assert len(asked) == 1 and asked[0] is not took[0]  # had not asked for it: it was carried
+
+    asyncio.run(main())
