@@ -1,8 +1,8 @@
 """One worker process of ``bench/temporal_peers.py``: rma's, the OpenAI Agents SDK's or Pydantic AI's.
 
 ``python bench/_temporal_peers_worker.py PATH ADDRESS QUEUE BASE_URL`` runs a Temporal worker
-for one path (``rma``, ``openai_agents``, ``openai_agents_local``, ``pydantic_ai``) on QUEUE, its model pointed at the
-loopback OpenAI emulator at BASE_URL, its one tool ``charge(amount)`` answering
+for one path (``rma``, ``openai_agents``, ``openai_agents_local``, ``pydantic_ai``) on QUEUE,
+its model pointed at the loopback OpenAI emulator at BASE_URL, its one tool ``charge(amount)`` answering
 ``charged {amount}``. It prints ``ready`` once it polls and runs until killed. rma's workflow is
 ``rma.session`` (its options come in each ``SessionSpec``: ``local_activities`` …); the peers'
 are in ``_temporal_peers_agents.py`` and ``_temporal_peers_pydantic.py``.
