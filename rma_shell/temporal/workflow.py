@@ -84,6 +84,11 @@ INLINE_SNAP_BYTES = 64 * 1024
 """A snapshot larger than this (a Local conversation) goes to a turn by reference: the worker
 that made it holds it; one that does not answers ``need_snap`` and is sent it inline."""
 
+_CHEAP = frozenset({"rma.open", "rma.transcript", "rma.guard", "rma.confirm"})
+"""Steps run as local activities in every workflow started since issue #28: short, at least
+once anyway (opening, reading the transcript, the guard, ``confirm_tool_use``), so a round trip
+through the server's queues buys them nothing; a lost worker costs its workflow task instead."""
+
 _REMOTE_ALWAYS = frozenset({"rma.stop"})
 """Run as a regular activity even under ``SessionSpec(local_activities=True)``: the stop's
 bound (its schedule-to-close) must hold while the workflow task that asked for it is gone."""
@@ -140,6 +145,8 @@ class SessionWorkflow:
         self._at_most_once: frozenset[str] = frozenset()  # tools never run as local activities
         self._snap_bytes = 0  # about how large the snapshot is (0: unknown, sent inline)
         self._fed = 0  # events fed in this run: a run continues only once it has made progress
+        if self._carried is not None:
+            self._restore(self._carried)
 
     # ── the run ──
 
@@ -175,7 +182,7 @@ class SessionWorkflow:
 
     async def _serve(self, spec: SessionSpec) -> dict[str, Any]:
         info = workflow.info()
-        self._key = f"{info.workflow_id}/{info.run_id}"
+        self._key = self._key or f"{info.workflow_id}/{info.run_id}"
         timeout = None if spec.live else spec.timeout
         # Histories recorded before issue #28 replay as they ran: a timer per wait, and never
         # continuing as new. Later ones: one deadline timer per run, and continuing as new.
@@ -323,8 +330,9 @@ class SessionWorkflow:
         await self._stop_tasks()  # only calls waiting for a person: the next run waits on
         workflow.continue_as_new(args=[{**self._spec_json, CARRY_KEY: pack(carried)}])
 
-    def _resume(self, c: dict[str, Any]) -> datetime | None:
-        """Take up what the previous run carried; the tool batches it left waiting wait on."""
+    def _restore(self, c: dict[str, Any]) -> None:
+        """Take up what the previous run carried — in ``__init__``: an update (an approval)
+        may reach this run before ``run`` starts, and its validator reads the waiting calls."""
         config = load_config({"config": c["config"]}, codec_for)
         self._state = decode_state(c["state"], config)
         self._inbox = list(from_jsonable(c["inbox"]))
@@ -337,6 +345,9 @@ class SessionWorkflow:
         self._confirmed = dict(from_jsonable(c["confirmed"]))
         self._key = c["key"]
         self._at_most_once = frozenset(c.get("at_most_once") or ())
+
+    def _resume(self, c: dict[str, Any]) -> datetime | None:
+        """The tool batches the previous run left waiting wait on; the session's deadline."""
         for b in c["batches"]:
             verdicts = b["verdicts"]
             self._spawn(
@@ -482,7 +493,7 @@ class SessionWorkflow:
             maximum_attempts=attempts,
         )
         if (
-            self._spec.local_activities
+            (self._spec.local_activities or (self._continuing and name in _CHEAP))
             and name not in _REMOTE_ALWAYS
             and not (name == "rma.tool" and arg["use"].get("name") in self._at_most_once)
         ):
