@@ -16,11 +16,13 @@ Decisions stay in the core; this module decides only what Temporal adds:
   request's result) and ends with the ``close`` signal;
 - telemetry the core asks for (``Emit``) is not emitted from workflow code (a replay would
   repeat it); tool telemetry is, from the tool activities; ``Log`` goes to ``workflow.logger``,
-  which is silent during replay.
+  which is silent during replay;
+- a long session continues as new at a moment nothing is in flight, carrying its state
+  (``rma_shell.temporal.carry``); cheap steps, and every step under ``local_activities``, are
+  local activities (docs/temporal.md says what each costs in recovery).
 
 The rma imports pass through Temporal's sandbox: the core is pure (attrs and returns only), so
-one shared copy is safe, and re-importing it for every workflow run would cost more than the
-run's own work.
+one shared copy is safe, and re-importing it per workflow run would cost more than the run.
 """
 
 from __future__ import annotations
@@ -85,9 +87,8 @@ INLINE_SNAP_BYTES = 64 * 1024
 that made it holds it; one that does not answers ``need_snap`` and is sent it inline."""
 
 _CHEAP = frozenset({"rma.open", "rma.transcript", "rma.guard", "rma.confirm"})
-"""Steps run as local activities in every workflow started since issue #28: short, at least
-once anyway (opening, reading the transcript, the guard, ``confirm_tool_use``), so a round trip
-through the server's queues buys them nothing; a lost worker costs its workflow task instead."""
+"""Local activities in every workflow started since issue #28: short and at least once anyway,
+so a round trip through the server's queues buys them nothing."""
 
 _REMOTE_ALWAYS = frozenset({"rma.stop"})
 """Run as a regular activity even under ``SessionSpec(local_activities=True)``: the stop's
