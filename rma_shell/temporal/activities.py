@@ -57,6 +57,8 @@ class Registry:
     providers: Mapping[str, Provider[Any]]
     handlers: Mapping[str, object]
     turn_guards: Mapping[str, Callable[[Mapping[str, Any]], Any]] = attrs.field(factory=dict)
+    contexts: Mapping[str, object] = attrs.field(factory=dict)
+    """Objects handed to tools as ``ctx`` (``run()``'s ``context=``), by the name a spec gives."""
 
 
 @attrs.define
@@ -69,6 +71,7 @@ class _Prepared:
     request: OpenRequest
     adapter: HandlerAdapter
     spec: SessionSpec
+    context: object = None
 
 
 def _error(exc: BaseException) -> ProviderError:
@@ -165,6 +168,11 @@ class Activities:
                 return Failure(
                     InvalidOpts("turn_guard", f"this worker registered no turn guard {spec.turn_guard!r}")
                 )
+        context = None
+        if spec.context is not None:
+            if spec.context not in self.registry.contexts:
+                return Failure(InvalidOpts("context", f"this worker registered no context {spec.context!r}"))
+            context = self.registry.contexts[spec.context]
         # run()'s own checks and defaults, so a session means the same under Temporal.
         from rma_shell.run_options import OWN_RUN_OPTIONS, split
         from rma_shell.session import _prepare
@@ -185,6 +193,7 @@ class Activities:
             "tool_timeout": spec.tool_timeout,
             "max_tool_result_chars": spec.max_tool_result_chars,
             "stop_grace": spec.stop_grace,
+            "context": context,
         }
         options, _ = split(given, OWN_RUN_OPTIONS)
         prepared = _prepare(
@@ -204,7 +213,7 @@ class Activities:
         # Observers run nowhere under Temporal (see docs/temporal.md): the workflow asks for
         # no deliveries, so the machine builds none.
         config = attrs.evolve(driver.config, deliver_events=False, deliver_updates=False)
-        out = _Prepared(provider, handler, config, driver.opts.open_request, adapter, spec)
+        out = _Prepared(provider, handler, config, driver.opts.open_request, adapter, spec, context)
         self._prepared[key] = out
         while len(self._prepared) > self._cache_size:
             self._prepared.popitem(last=False)
@@ -410,7 +419,7 @@ class Activities:
         ask = caps.requires_approval if caps is not None else None
         if ask is None:
             return False
-        args: tuple[Any, ...] = (use.name, dict(use.input), None)
+        args: tuple[Any, ...] = (use.name, dict(use.input), p.context)
         try:
             value = ask(*args, info) if accepts(ask, 4) else ask(*args)
             if inspect.isawaitable(value):
