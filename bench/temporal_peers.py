@@ -24,10 +24,15 @@ read from ``/proc`` (user + system, all threads). The client (this process) and 
 are outside both figures.
 
 Needs the ``bench`` extra and ``temporalio-openai-agents`` in a venv of its own (the extra
-upgrades packages the main venv pins):
+upgrades packages the main venv pins; ``temporalio-openai-agents`` 1.1.0 declares
+``openai-agents<0.23`` but runs on the extra's 0.24.0, hence ``--no-deps``)::
 
-    python bench/temporal_peers.py            # 3 rounds: 10 sessions of 6 turns, 20 concurrent
-    python bench/temporal_peers.py --quick    # 1 round: 3 sessions, 5 concurrent
+    python3 -m venv /tmp/peers && /tmp/peers/bin/pip install -e ".[dev,temporal,bench]"
+    /tmp/peers/bin/pip install --no-deps temporalio-openai-agents==1.1.0
+
+    /tmp/peers/bin/python bench/temporal_peers.py            # 3 rounds: 10 sessions of 6 turns, 20 at once
+    /tmp/peers/bin/python bench/temporal_peers.py --quick    # 1 round: 3 sessions, 5 at once
+    # docs/benchmarks.md's figures: --sessions 5 --concurrent 10 --rounds 3
 """
 
 from __future__ import annotations
