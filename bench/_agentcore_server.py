@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rma_shell.testing.agentcore_emulator import (
+from rma_shell.testing.agentcore import (
     AgentCoreEmulator,
     SessionView,
     text_turn,

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from rma.providers.claude_managed_agents import custom_tool_result, user_message
+from rma.providers.claude.codec import custom_tool_result, user_message
 from rma.wire.sse import SSEDecoder
 from rma_shell.transport.http import async_client
 

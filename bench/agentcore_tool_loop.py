@@ -75,7 +75,7 @@ STEP_SCHEMA = {
     "additionalProperties": False,
 }
 STEP_TOOL = {"name": "step", "description": "Run step n.", "input_schema": STEP_SCHEMA}
-# What rma sends for STEP_TOOL (rma.providers.bedrock_agentcore.inline_function): every client
+# What rma sends for STEP_TOOL (rma.providers.agentcore.codec.inline_function): every client
 # sends the same declaration.
 STEP_DECLARATION = {
     "type": "inline_function",
@@ -182,7 +182,7 @@ def client_boto3(base_url: str, arn: str) -> tuple[str, Setup, RunOnce]:
 
 def client_rma(base_url: str, arn: str, loop: str) -> tuple[str, Setup, RunOnce]:
     from rma_shell import Failure, run
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+    from rma_shell.providers.agentcore import BedrockAgentCore
 
     class Handler:
         async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:

@@ -103,7 +103,7 @@ def client_rma(
     base_url: str, agent: str, env: str, steps: int, *, live: bool
 ) -> tuple[Callable[[], Awaitable[Any]], RunOnce]:
     from rma_shell import Failure, open_session, run
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.claude import ClaudeManagedAgents
 
     class Handler:
         def __init__(self) -> None:

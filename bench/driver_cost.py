@@ -178,7 +178,7 @@ async def play(client_name: str, sessions: int, rounds: int, count: bool, backen
     telemetry = Telemetry()
     telemetry.attach("bench", "rma.tool.start", lambda name, measurements, metadata: None)
     if client_name == "rma":
-        from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+        from rma_shell.providers.claude import ClaudeManagedAgents
 
         class Counted(ClaudeManagedAgents):
             async def stream(self, conn: Any, on_connected: Any, on_event: Any) -> Any:

@@ -90,7 +90,7 @@ def provider_for(job: dict[str, Any]) -> Any:
         from rma_shell.providers.local import Local
 
         return Local(base_url=job["base_url"], model=f"step-{job['steps']}", api_key="sk-bench", tools=[STEP])
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.claude import ClaudeManagedAgents
 
     return ClaudeManagedAgents(
         api_key="sk-ant-bench",

@@ -129,7 +129,7 @@ async def worker(args: argparse.Namespace) -> dict[str, Any]:
     import anyio
 
     from rma_shell import open_session
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.claude import ClaudeManagedAgents
     from rma_shell.telemetry import Telemetry
 
     k = args.worker

@@ -108,10 +108,10 @@ def rma_client(kind: str, base: str) -> tuple[Callable[[], Any], Callable[[Any, 
 
             return Local(base_url=base + "/v1", model="bench", stream=True)
         if kind == "agentcore":
-            from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+            from rma_shell.providers.agentcore import BedrockAgentCore
 
             return BedrockAgentCore(harness_arn=HARNESS_ARN, data_url=base, control_url=base, env=AWS_ENV)
-        from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+        from rma_shell.providers.claude import ClaudeManagedAgents
 
         return ClaudeManagedAgents(
             api_key="sk-ant-bench", base_url=base, env={}, agent_id="agent_b", environment_id="env_b"

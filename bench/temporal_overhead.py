@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rma_shell import run  # noqa: E402
-from rma_shell.providers.local import Local  # noqa: E402
+from rma_shell.providers.local.provider import Local  # noqa: E402
 from rma_shell.temporal import (  # noqa: E402
     DevServer,
     SessionSpec,

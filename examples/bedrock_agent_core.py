@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from rma_shell import CONTINUE, Agent, Failure, Halt, Success
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore import BedrockAgentCore
 from rma_shell.tools import tool
 
 
@@ -48,7 +48,7 @@ def target(use_emulator: bool, harness_arn: str | None) -> Iterator[dict[str, An
             raise SystemExit("give --harness-arn (or --emulator)")
         yield {"harness_arn": harness_arn}
         return
-    from rma_shell.testing import agentcore_emulator as ace
+    from rma_shell.testing import agentcore as ace
 
     script = [
         ace.tool_turn(("lookup_customer", {"email": "ada@example.com"})),

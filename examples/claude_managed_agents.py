@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from rma_shell import CONTINUE, Agent, Failure, Halt, Success
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents, output_path
+from rma_shell.providers.claude.provider import ClaudeManagedAgents, output_path
 from rma_shell.tools import tool
 
 

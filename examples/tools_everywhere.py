@@ -25,12 +25,12 @@ from typing import Any
 import pydantic
 
 from rma_shell import Agent
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.tools import tool
 from rma_shell.tools.mcp import MCPServer
 

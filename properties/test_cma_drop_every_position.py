@@ -16,7 +16,7 @@ and ``user.*`` echoes of what the client posted) and keeps the session's history
 event it emits is appended to the history, and delivered only if a stream is subscribed.
 
 A reconnect is answered exactly as ``rma_shell.machinery.driver.Driver._reconnect`` and
-``rma_shell.providers.claude_managed_agents.ClaudeManagedAgents.reconnect`` do: the new
+``rma_shell.providers.claude.provider.ClaudeManagedAgents.reconnect`` do: the new
 stream is subscribed first (what it delivers before the listing is read waits in the
 machine's queue), then the history is listed and ``consolidate(listing, seen, (),
 attach=False)`` is handed to the machine, then the rest of the stream flows.
@@ -49,8 +49,8 @@ from returns.result import Success
 
 from properties._world import scaled
 from rma.errors import StreamDropped
-from rma.providers import claude_managed_agents as cma
-from rma.providers.claude_managed_agents import ClaudeManagedAgentsCodec, Consolidated, consolidate
+from rma.providers.claude import codec as cma
+from rma.providers.claude.codec import ClaudeManagedAgentsCodec, Consolidated, consolidate
 from rma.session import commands as C
 from rma.session.events import (
     Event,

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from returns.result import Success
 
-from rma.providers.local import (
+from rma.providers.local.codec import (
     CODEC,
     Conversation,
     apply_input,
@@ -28,7 +28,7 @@ from rma.providers.local import (
     request_body_bytes,
     start,
 )
-from rma.providers.local_conversation import role_of
+from rma.providers.local.conversation import role_of
 from rma.vocabulary import ToolResult, ToolUse
 from rma.wire.openai_chat import encode_json
 

@@ -22,6 +22,7 @@ from rma_shell.resuming import approve, pending_approvals, resume, resume_sessio
 from rma_shell.telemetry import Telemetry, attach, detach
 
 from rma_shell.agent import Agent, RunFinished  # isort: skip
+from rma._moved import install as _install_moved  # isort: skip
 
 __all__ = [
     "CONTINUE",
@@ -75,17 +76,8 @@ __all__ = [
 ]
 
 
-def _moved_modules() -> None:
-    """Old module paths of issue #22's layout still import (as the module at its new place),
-    with a ``DeprecationWarning``: ``rma_shell.driver`` is ``rma_shell.machinery.driver``."""
-    import importlib
-    import importlib.abc
-    import importlib.machinery
-    import sys
-    import types
-    import warnings
-
-    moved = {
+_install_moved(
+    {
         "rma_shell.driver": "rma_shell.machinery.driver",
         "rma_shell.remote_stop": "rma_shell.machinery.remote_stop",
         "rma_shell.updates": "rma_shell.machinery.updates",
@@ -98,29 +90,18 @@ def _moved_modules() -> None:
         "rma_shell.cli_progress": "rma_shell.cli.progress",
         "rma_shell.cli_provision": "rma_shell.cli.provision",
         "rma_shell.journal.resuming": "rma_shell.resuming",
+        # One folder per host per layer, under one name (claude, agentcore, local):
+        "rma_shell.providers.claude_managed_agents": "rma_shell.providers.claude.provider",
+        "rma_shell.providers.cma_client": "rma_shell.providers.claude.client",
+        "rma_shell.providers.token_file": "rma_shell.providers.claude.token_file",
+        "rma_shell.provisioning.claude_managed_agents": "rma_shell.providers.claude.provisioning",
+        "rma_shell.providers.bedrock_agentcore": "rma_shell.providers.agentcore.provider",
+        "rma_shell.providers.agentcore_client": "rma_shell.providers.agentcore.client",
+        "rma_shell.provisioning.agentcore": "rma_shell.providers.agentcore.provisioning",
+        "rma_shell.providers.local_pool": "rma_shell.providers.local.pool",
+        "rma_shell.provisioning.local": "rma_shell.providers.local.provisioning",
+        "rma_shell.testing.cma_emulator": "rma_shell.testing.claude",
+        "rma_shell.testing.agentcore_emulator": "rma_shell.testing.agentcore",
+        "rma_shell.testing.openai_emulator": "rma_shell.testing.local.emulator",
     }
-
-    class Alias(importlib.abc.Loader):
-        def __init__(self, new: str) -> None:
-            self.new = new
-
-        def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-            warnings.warn(
-                f"rma module {spec.name} moved: import {self.new}", DeprecationWarning, stacklevel=2
-            )
-            return importlib.import_module(self.new)
-
-        def exec_module(self, module: types.ModuleType) -> None:
-            return None
-
-    class Moved(importlib.abc.MetaPathFinder):
-        def find_spec(
-            self, name: str, path: object = None, target: object = None
-        ) -> importlib.machinery.ModuleSpec | None:
-            new = moved.get(name)
-            return None if new is None else importlib.machinery.ModuleSpec(name, Alias(new))
-
-    sys.meta_path.insert(0, Moved())
-
-
-_moved_modules()
+)

@@ -8,8 +8,8 @@ Every logger the library uses sits under ``rma``:
 ``rma.handler``                     the user's handler: raising tools, observers, confirmations
 ``rma.telemetry``                   telemetry subscribers that raised and were detached
 ``rma.telemetry.otel``              the OpenTelemetry bridge (``rma_shell.otel``)
-``rma.providers.local``             Local: retried chat calls
-``rma.providers.claude_managed_agents``  Claude Managed Agents: retried API calls
+``rma.providers.local.codec``             Local: retried chat calls
+``rma.providers.claude.codec``  Claude Managed Agents: retried API calls
 ==================================  ===========================================================
 
 Records carry structured fields as attributes (``logging``'s ``extra=``), so a formatter or a

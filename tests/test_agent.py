@@ -19,12 +19,12 @@ from rma.journal import AwaitingApproval
 from rma.live import TextDelta, ToolCallFinished, ToolCallStarted
 from rma_shell import Agent, RunFinished
 from rma_shell.options import InvalidOptions
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.tools import Toolbox, tool
 
 PROMPT = "What plan is ada@example.com on?"

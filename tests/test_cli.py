@@ -19,7 +19,7 @@ from returns.result import Success
 from rma.codec_json import dumps
 from rma_shell.cli import main
 from rma_shell.demo import DemoConfig, Display, RehearsalModel, run_demo
-from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay, status
+from rma_shell.testing.local.emulator import OpenAIEmulator, Turn, delay, status
 from tests.helpers import rma_interruptible
 
 KEY = "sk-test-SECRET-4f2a9c"

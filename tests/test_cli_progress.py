@@ -21,8 +21,8 @@ import pytest
 import trio.testing
 
 from rma_shell.cli.progress import ERASE, Progress, traced_http_client
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
-from rma_shell.testing.openai_emulator import OpenAIEmulator, Turn, delay
+from rma_shell.testing.agentcore import AgentCoreEmulator
+from rma_shell.testing.local.emulator import OpenAIEmulator, Turn, delay
 from rma_shell.transport.http import user_agent
 from tests.helpers import rma_interruptible
 

@@ -10,8 +10,8 @@ import pytest
 
 from rma_shell.cli import main
 from rma_shell.testing import CMAEmulator
-from rma_shell.testing import agentcore_emulator as agentcore
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as agentcore
+from rma_shell.testing.agentcore import AgentCoreEmulator
 
 KEY = "sk-ant-cli-test-0f3e"
 ROLE = "arn:aws:iam::123456789012:role/harness-role"

@@ -38,13 +38,13 @@ from rma.errors import (
 from rma.provider import codec_for
 from rma.replay import replay_lines
 from rma_shell import SessionFailed, open_session, run, run_or_raise, unwrap
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, error_frame, status, status_once, text_turn
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.testing.scripted import ScriptedProvider
 from tests.helpers import end
 from tests.providers.test_cma_session import KEY as CMA_KEY

@@ -34,13 +34,13 @@ from rma_shell import (
 )
 from rma_shell.agent import LIVE_OVERRIDES, RUN_OVERRIDES
 from rma_shell.options import InvalidOptions, constructor_options
-from rma_shell.providers.agentcore_client import AgentCoreClient
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore import provisioning as harness_flows
+from rma_shell.providers.agentcore.client import AgentCoreClient
+from rma_shell.providers.claude import ClaudeManagedAgents
+from rma_shell.providers.claude import provisioning as cma_flows
+from rma_shell.providers.claude.client import CMAClient
 from rma_shell.providers.local import Local
-from rma_shell.provisioning import agentcore as harness_flows
-from rma_shell.provisioning import claude_managed_agents as cma_flows
 from rma_shell.provisioning import provision, teardown
 from rma_shell.seams import Seams
 from rma_shell.stores import JsonFileStore, MemoryStore, SqliteStore, base, ensure_record

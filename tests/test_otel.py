@@ -24,7 +24,7 @@ from returns.result import Failure, Success
 from rma.errors import AuthenticationError, Halted, Timeout
 from rma.session.options import CONTINUE, Halt
 from rma_shell import Telemetry, open_session, otel, run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, ScriptedProvider, delay, text_turn, tool_turn
@@ -607,9 +607,9 @@ def test_turns_nobody_drove_a_closed_live_session_and_uninstrument_end_their_spa
 
 def test_the_bridge_names_every_bundled_host_by_its_codecs_name() -> None:
     # A typo here sent AgentCore turns down the chat branch and undercounted its cached tokens.
-    from rma.providers.bedrock_agentcore import BedrockAgentCoreCodec
-    from rma.providers.claude_managed_agents import ClaudeManagedAgentsCodec
-    from rma.providers.local import LocalCodec
+    from rma.providers.agentcore.codec import BedrockAgentCoreCodec
+    from rma.providers.claude.codec import ClaudeManagedAgentsCodec
+    from rma.providers.local.codec import LocalCodec
     from rma_shell._otel_bridge import CACHE_EXCLUSIVE, MANAGED, PROVIDER_NAMES
 
     assert set(PROVIDER_NAMES) == {LocalCodec.name, ClaudeManagedAgentsCodec.name, BedrockAgentCoreCodec.name}

@@ -13,7 +13,7 @@ import httpx
 from rma_shell import Agent
 from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator
-from rma_shell.testing.openai_emulator import status
+from rma_shell.testing.local.emulator import status
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("browser_stream", ROOT / "examples" / "browser_stream.py")

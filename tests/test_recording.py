@@ -20,7 +20,7 @@ from rma.errors import AuthenticationError, InvalidOpts
 from rma_shell import open_session, run
 from rma_shell.cli import main
 from rma_shell.testing import CMAEmulator, ScriptedProvider, text_turn, tool_turn
-from rma_shell.testing import agentcore_emulator as ace
+from rma_shell.testing import agentcore as ace
 from tests.helpers import Recorder, calls, end, tool
 
 
@@ -73,7 +73,7 @@ async def test_a_recorded_claude_managed_agents_run_replays_from_the_cli(tmp_pat
 
 
 async def test_a_recorded_agentcore_run_replays_from_the_cli(tmp_path: Path) -> None:
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
+    from rma_shell.providers.agentcore import BedrockAgentCore, new_runtime_session_id
 
     script = [
         ace.tool_turn(("lookup", {"id": "c9"}, "tooluse_a1"), text="checking"),

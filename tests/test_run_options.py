@@ -11,8 +11,8 @@ import pytest
 
 from rma.session.option_checks import RUN_OPTIONS
 from rma_shell import Agent, open_session, resume, resume_session, run, run_or_raise
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.run_options import (
     AGENT_OPTIONS,

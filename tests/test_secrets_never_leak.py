@@ -33,7 +33,7 @@ from rma.config import Secret, resolve_aws
 from rma.errors import AuthenticationError, HttpError, SessionError
 from rma_shell import OpenRequest, Telemetry, open_session, otel, run
 from rma_shell.logging import StructuredFormatter
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.telemetry import default as default_telemetry
@@ -519,8 +519,8 @@ async def run_agentcore(
     secret: str = AWS_SECRET,
     commands: bool = False,
 ) -> None:
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-    from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+    from rma_shell.providers.agentcore import BedrockAgentCore
+    from rma_shell.testing.agentcore import AgentCoreEmulator
 
     with AgentCoreEmulator(
         script,
@@ -574,9 +574,9 @@ async def run_agentcore(
 
 
 def _ac() -> Any:
-    from rma_shell.testing import agentcore_emulator
+    from rma_shell.testing import agentcore
 
-    return agentcore_emulator
+    return agentcore
 
 
 async def ac_tool_loop(cap: Capture) -> None:
@@ -688,7 +688,7 @@ def test_an_open_request_carrying_a_per_run_key_does_not_show_it() -> None:
 
 def test_an_error_raised_by_httpx_with_the_key_in_it_is_masked() -> None:
     """httpx/h11 put an illegal header value in their exception message; Local masks it."""
-    from rma_shell.providers.local import LocalConn
+    from rma_shell.providers.local.provider import LocalConn
 
     conn = LocalConn("s", None, api_key=OPENAI_KEY)  # type: ignore[arg-type]
     error = HttpError(status=400, body={"error": {"message": f"bad header Bearer {OPENAI_KEY}\n"}}, url="u")

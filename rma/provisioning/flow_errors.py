@@ -2,7 +2,7 @@
 
 What this is: frozen ``SessionError`` subclasses (through ``ProvisioningError``) with a stable
 ``kind``, returned inside ``returns.result.Failure`` by the Claude Managed Agents flows in
-``rma_shell.provisioning.claude_managed_agents`` — one class per named failure, so callers
+``rma_shell.providers.claude.provisioning`` — one class per named failure, so callers
 branch on the type (or ``kind``) rather than parse a message. Each error the reference spells
 with a resource prefix (``agent_archived`` / ``environment_archived``) is a pair of
 subclasses under one base (``NameArchived``) so either spelling can be matched.

@@ -5,7 +5,7 @@ as a frozen value advanced with ``now`` arguments; the total status classificati
 the named failures with their ``WaitContext`` (§9.3, B-65, B-81); the ``CreateHarness`` body a
 spec and an environment make (B-48, §8.2: only what is set, never ``null``); and the handle
 a provision returns. What it is not: no HTTP, no sleeping, no clock — the flow in
-``rma_shell.provisioning.agentcore`` polls and sleeps as this module decides.
+``rma_shell.providers.agentcore.provisioning`` polls and sleeps as this module decides.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import attrs
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts
-from rma.providers.bedrock_agentcore import inline_function
+from rma.providers.agentcore.codec import inline_function
 from rma.provisioning.errors import ProvisioningError
 from rma.provisioning.runtimes import Bootstrap
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec

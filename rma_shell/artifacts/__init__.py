@@ -23,8 +23,8 @@ from rma_shell.artifacts.claude_files import DEFAULT_MOUNT_DIR, ClaudeFiles, Fil
 from rma_shell.artifacts.session_storage import SessionStorage
 
 if TYPE_CHECKING:
-    from rma.providers.agentcore_commands import CommandResult
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+    from rma.providers.agentcore.commands import CommandResult
+    from rma_shell.providers.agentcore import BedrockAgentCore
 
 
 def artifacts_for(
@@ -45,8 +45,8 @@ def artifacts_for(
     without an id yet, or an ``info`` from another provider, is ``InvalidOpts``.
     """
     # Imported here: the providers import this package (BedrockAgentCore.storage).
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.agentcore import BedrockAgentCore
+    from rma_shell.providers.claude import ClaudeManagedAgents
 
     session_id = info.session_id
     if not isinstance(session_id, str) or not session_id:
@@ -71,7 +71,7 @@ def artifacts_for(
 def _agentcore_storage(
     provider: BedrockAgentCore, session_id: str, base_path: str | None, harness_arn: str | None
 ) -> SessionStorage:
-    from rma.providers.agentcore_commands import DEFAULT_MOUNT_PATH
+    from rma.providers.agentcore.commands import DEFAULT_MOUNT_PATH
 
     base = base_path or DEFAULT_MOUNT_PATH
     handle = provider.defaults.get("harness")

@@ -22,7 +22,7 @@ import attrs
 from returns.result import Result
 
 from rma.errors import InvalidOpts, SessionError
-from rma.providers.agentcore_commands import check_name as _check_name
+from rma.providers.agentcore.commands import check_name as _check_name
 from rma.vocabulary import JSON
 
 

@@ -24,7 +24,7 @@ import anyio
 from returns.result import Failure, Result, Success
 
 from rma.errors import InvalidOpts, NotFound, SessionError
-from rma.providers.agentcore_commands import (
+from rma.providers.agentcore.commands import (
     DEFAULT_MOUNT_PATH,
     PART_SUFFIX,
     CommandResult,

@@ -223,13 +223,13 @@ def _open_store(location: str | None, environ: Mapping[str, str]) -> Any:
 
 def _provider(args: argparse.Namespace, environ: Mapping[str, str], provider_name: str) -> Any:
     if provider_name == "claude_managed_agents":
-        from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+        from rma_shell.providers.claude import ClaudeManagedAgents
 
         options: dict[str, Any] = {"env": environ}
         if args.base_url:
             options["base_url"] = args.base_url
         return ClaudeManagedAgents(**options)
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+    from rma_shell.providers.agentcore import BedrockAgentCore
 
     aws: dict[str, Any] = {"env": environ}
     if args.region:
@@ -327,7 +327,7 @@ def _tag_handle(
     store: Any, provider_name: str, handle: Any, tag: str, harness_base: str
 ) -> Result[None, SessionError]:
     if provider_name == "claude_managed_agents":
-        from rma_shell.provisioning import claude_managed_agents as cma
+        from rma_shell.providers.claude import provisioning as cma
 
         parts: tuple[tuple[Literal["agent", "environment"], Any], ...] = (
             ("agent", handle.agent),
@@ -339,7 +339,7 @@ def _tag_handle(
             if isinstance(got, Failure):
                 return Failure(got.failure())
         return Success(None)
-    from rma_shell.provisioning.agentcore import tag_harness
+    from rma_shell.providers.agentcore.provisioning import tag_harness
 
     return tag_harness(store, harness_base, tag, handle.digest)
 
@@ -348,11 +348,11 @@ async def _tag(
     args: argparse.Namespace, environ: Mapping[str, str], store: Any, provider_name: str, kind: str
 ) -> Result[JSON, SessionError]:
     if provider_name == "claude_managed_agents":
-        from rma_shell.provisioning import claude_managed_agents as cma
+        from rma_shell.providers.claude import provisioning as cma
 
         got: Result[None, Any] = cma.tag(store, _cma_kind(kind), args.base, args.tag, args.digest)
     else:
-        from rma_shell.provisioning.agentcore import tag_harness
+        from rma_shell.providers.agentcore.provisioning import tag_harness
 
         got = tag_harness(
             store, args.base, args.tag, _full_digest(store, provider_name, kind, args.base, args.digest)
@@ -379,11 +379,11 @@ async def _resolve(
 ) -> Result[JSON, SessionError]:
     await anyio.lowlevel.checkpoint()
     if provider_name == "claude_managed_agents":
-        from rma_shell.provisioning import claude_managed_agents as cma
+        from rma_shell.providers.claude import provisioning as cma
 
         found: Result[Any, Any] = cma.resolve(store, args.ref, kind)  # type: ignore[call-overload]
     else:
-        from rma_shell.provisioning.agentcore import resolve_harness
+        from rma_shell.providers.agentcore.provisioning import resolve_harness
 
         found = resolve_harness(store, args.ref)
     return found.map(_handle_json)
@@ -395,14 +395,14 @@ async def _prune(
     provider = _provider(args, environ, provider_name)
     try:
         if provider_name == "claude_managed_agents":
-            from rma_shell.provisioning import claude_managed_agents as cma
+            from rma_shell.providers.claude import provisioning as cma
 
             client = provider.client()
             if isinstance(client, Failure):
                 return Failure(client.failure())
             pruned = await cma.prune(client.unwrap(), store, _cma_kind(kind), args.base, keep=args.keep)
             return pruned.map(lambda p: {"archived": list(p.archived), "kept": list(p.kept)})
-        from rma_shell.provisioning.agentcore import prune_harnesses
+        from rma_shell.providers.agentcore.provisioning import prune_harnesses
 
         control = await provider.control_client()
         if isinstance(control, Failure):
@@ -424,11 +424,11 @@ async def _teardown(
     provider = _provider(args, environ, provider_name)
     try:
         if provider_name == "claude_managed_agents":
-            from rma_shell.provisioning import claude_managed_agents as cma
+            from rma_shell.providers.claude import provisioning as cma
 
             handle: Any = cma.resolve(store, args.ref, kind).unwrap()  # type: ignore[call-overload]
         else:
-            from rma_shell.provisioning.agentcore import resolve_harness
+            from rma_shell.providers.agentcore.provisioning import resolve_harness
 
             handle = resolve_harness(store, args.ref).unwrap()
         done = await teardown(provider, handle, store=store)

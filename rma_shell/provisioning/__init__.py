@@ -5,12 +5,12 @@ for a spec — or reuses what an earlier call (in any process sharing the store)
 returns a handle to pass to ``run``; ``teardown(provider, handle, store=...)`` releases it and
 evicts it from the store. Per provider:
 
-- **Claude Managed Agents** (``rma_shell.provisioning.claude_managed_agents``): an agent and an
+- **Claude Managed Agents** (``rma_shell.providers.claude.provisioning``): an agent and an
   environment, named ``<base>_<digest8>``; tags, resolve, prune (archive).
-- **Bedrock AgentCore** (``rma_shell.provisioning.agentcore``): one harness per (agent,
+- **Bedrock AgentCore** (``rma_shell.providers.agentcore.provisioning``): one harness per (agent,
   environment), waited for until it and its endpoint are READY on one deadline; tags,
   resolve, prune (delete).
-- **Local** (``rma_shell.provisioning.local``): nothing server-side (L-1, P-8) — ``provision``
+- **Local** (``rma_shell.providers.local.provisioning``): nothing server-side (L-1, P-8) — ``provision``
   validates the specs and returns the agent spec as the handle, ``teardown`` succeeds; no
   request, no store use. Provider-agnostic code can call both on every host.
 
@@ -72,12 +72,12 @@ async def provision(
     and ``extra`` are passed to the harness flow. Local → the ``AgentSpec`` itself (an
     identity handle; nothing is created, stored or sent, and ``options`` are ignored).
     """
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.agentcore import BedrockAgentCore
+    from rma_shell.providers.claude import ClaudeManagedAgents
     from rma_shell.providers.local import Local
 
     if isinstance(provider, Local):
-        from rma_shell.provisioning import local
+        from rma_shell.providers.local import provisioning as local
 
         return await local.provision(agent, environment, **options)
 
@@ -87,7 +87,7 @@ async def provision(
     agent_spec, environment_spec = specs.unwrap()
     chosen = store if store is not None else default_store()
     if isinstance(provider, ClaudeManagedAgents):
-        from rma_shell.provisioning import claude_managed_agents as cma
+        from rma_shell.providers.claude import provisioning as cma
 
         client = provider.client()
         if isinstance(client, Failure):
@@ -99,7 +99,7 @@ async def provision(
             cma.PROVIDER, client.unwrap(), agent_spec, environment_spec, store=chosen, **options
         )
     if isinstance(provider, BedrockAgentCore):
-        from rma_shell.provisioning.agentcore import ensure_harness, provision_harness
+        from rma_shell.providers.agentcore.provisioning import ensure_harness, provision_harness
 
         renamed = take_renamed(options, ["provision_harness"], where="provision()")
         if isinstance(renamed, Failure):
@@ -125,18 +125,18 @@ async def teardown(
 ) -> Result[Any, SessionError]:
     """Release what ``provision`` returned and evict it from the store (V-15). Local releases
     nothing: ``Success(None)``."""
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.agentcore import BedrockAgentCore
+    from rma_shell.providers.claude import ClaudeManagedAgents
     from rma_shell.providers.local import Local
 
     if isinstance(provider, Local):
-        from rma_shell.provisioning import local
+        from rma_shell.providers.local import provisioning as local
 
         return await local.teardown(handle, **options)
 
     chosen = store if store is not None else default_store()
     if isinstance(provider, ClaudeManagedAgents):
-        from rma_shell.provisioning import claude_managed_agents as cma
+        from rma_shell.providers.claude import provisioning as cma
 
         if options:  # Claude's teardown takes none: refuse rather than ignore them
             return Failure(
@@ -147,7 +147,7 @@ async def teardown(
             return Failure(client.failure())
         return await cma.teardown(client.unwrap(), chosen, handle)
     if isinstance(provider, BedrockAgentCore):
-        from rma_shell.provisioning.agentcore import release_harness, teardown_harness
+        from rma_shell.providers.agentcore.provisioning import release_harness, teardown_harness
 
         renamed = take_renamed(options, ["teardown_harness"], where="teardown()")
         if isinstance(renamed, Failure):

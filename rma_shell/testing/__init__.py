@@ -4,10 +4,10 @@ They run real servers on 127.0.0.1, so code under test uses its normal HTTP stac
 for tests only: no TLS, no persistence, no attempt at performance beyond "fast enough".
 """
 
-from rma_shell.testing import agentcore_emulator as agentcore
-from rma_shell.testing import cma_emulator as cma
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator, AgentCoreFault, ControlPlane, HarnessView
-from rma_shell.testing.cma_emulator import (
+from rma_shell.testing import agentcore, claude, local
+from rma_shell.testing import claude as cma  # the emulator's older name
+from rma_shell.testing.agentcore import AgentCoreEmulator, AgentCoreFault, ControlPlane, HarnessView
+from rma_shell.testing.claude import (
     CMAEmulator,
     CMAFault,
     SessionView,
@@ -20,7 +20,7 @@ from rma_shell.testing.cma_emulator import (
     text_turn,
     tool_turn,
 )
-from rma_shell.testing.openai_emulator import (
+from rma_shell.testing.local.emulator import (
     Fault,
     OpenAIEmulator,
     RecordedRequest,
@@ -51,6 +51,7 @@ __all__ = [
     "SessionView",
     "Turn",
     "agentcore",
+    "claude",
     "close_idle_connection",
     "cma",
     "cut_off",
@@ -59,6 +60,7 @@ __all__ = [
     "drop_stream_after",
     "error_frame",
     "hold",
+    "local",
     "malformed_chunk",
     "pace",
     "requires_action_from_earlier_batch",

@@ -26,8 +26,8 @@ from rma_shell.artifacts import (
     artifacts_for,
     newest,
 )
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.testing import AgentCoreEmulator, CMAEmulator
 
 KEY = "sk-ant-test-facade"

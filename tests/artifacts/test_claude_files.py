@@ -17,8 +17,8 @@ from returns.result import Failure, Result, Success
 from rma.errors import HttpError, InvalidOpts, MalformedResponse, NotFound, SessionError
 from rma.vocabulary import JSON
 from rma_shell.artifacts import Artifact, ArtifactStore, ClaudeFiles
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.claude import ClaudeManagedAgents
+from rma_shell.providers.claude.client import CMAClient
 from rma_shell.testing import CMAEmulator, status_once
 
 KEY = "sk-ant-test-files"

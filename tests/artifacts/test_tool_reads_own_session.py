@@ -10,8 +10,8 @@ from typing import Any
 from rma.vocabulary import SessionInfo, Terminal
 from rma_shell import run
 from rma_shell.artifacts import artifacts_for
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.testing import AgentCoreEmulator, CMAEmulator, SessionView, cma, text_turn, tool_turn
 from rma_shell.testing import agentcore as ace
 

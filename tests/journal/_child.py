@@ -101,9 +101,9 @@ def _wait(pid: int) -> dict[str, Any]:
 def _preload() -> None:
     """Import what a run imports on first use (providers, the tools package), once, before any
     fork: each run then starts in milliseconds. Nothing here starts a thread."""
-    import rma_shell.providers.bedrock_agentcore
-    import rma_shell.providers.claude_managed_agents
-    import rma_shell.providers.local
+    import rma_shell.providers.agentcore.provider
+    import rma_shell.providers.claude.provider
+    import rma_shell.providers.local.provider
     import rma_shell.resuming
     import rma_shell.tools.output  # noqa: F401
 

@@ -169,7 +169,7 @@ def provider(spec: Mapping[str, Any]) -> Provider[Any]:
 
         return Local(base_url=spec["base_url"], model="test-model", tools=[PAY])
     if host == "cma":
-        from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+        from rma_shell.providers.claude import ClaudeManagedAgents
 
         return ClaudeManagedAgents(
             api_key=CMA_KEY,
@@ -179,7 +179,7 @@ def provider(spec: Mapping[str, Any]) -> Provider[Any]:
             environment_id=spec["environment_id"],
         )
     if host == "agentcore":
-        from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+        from rma_shell.providers.agentcore import BedrockAgentCore
 
         return BedrockAgentCore(harness_arn=spec["harness_arn"], tools=[PAY], env=dict(spec["env"]))
     raise ValueError(host)

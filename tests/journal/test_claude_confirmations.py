@@ -8,7 +8,7 @@ from typing import Any
 from returns.result import Success
 
 from rma_shell import AwaitingApproval, MemoryJournal, approve, resume, run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.testing import CMAEmulator, cma, text_turn, tool_turn
 from tests.helpers import cma_agent_and_environment
 

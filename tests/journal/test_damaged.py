@@ -23,7 +23,7 @@ from returns.result import Failure
 
 from rma.journal import chain, genesis
 from rma_shell import resume, run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.testing import CMAEmulator
 from tests.journal import _scenario as sc
 

@@ -14,14 +14,14 @@ import pytest
 from returns.result import Failure, Success
 
 from rma.errors import MalformedFrame, StreamDropped, StreamException, TransportError
-from rma.providers.bedrock_agentcore import StreamFault, classify
+from rma.providers.agentcore.codec import StreamFault, classify
 from rma.wire.eventstream import Message
 from rma.wire.sigv4 import Credentials
 from rma_shell.aws_credentials import StaticCredentialSource
-from rma_shell.providers.agentcore_client import AgentCoreClient
+from rma_shell.providers.agentcore.client import AgentCoreClient
 from rma_shell.telemetry import Telemetry
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 
 SID = "rma-session-0123456789abcdef0123456789"
 BODY = b'{"messages":[{"role":"user","content":[{"text":"hi"}]}]}'

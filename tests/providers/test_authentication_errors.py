@@ -8,12 +8,12 @@ from typing import Any
 
 from rma.errors import AuthenticationError
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, text_turn
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from tests.providers.test_cma_session import KEY as CMA_KEY
 from tests.providers.test_cma_session import emu_agent_and_environment
 

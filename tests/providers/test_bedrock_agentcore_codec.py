@@ -9,7 +9,7 @@ from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts
 from rma.provider import codec_for
-from rma.providers import bedrock_agentcore as ac
+from rma.providers.agentcore import codec as ac
 from rma.vocabulary import Terminal, ToolResult, ToolUse, Usage
 
 ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:harness/billing_support_1a2b3c4d-AbCdEfGhIj"

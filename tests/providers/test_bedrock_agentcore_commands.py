@@ -11,11 +11,11 @@ import pytest
 from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts, NotFound, ProviderError
-from rma.providers.agentcore_commands import PUT_CHUNK_CHARS, CommandAssembler, shell_quote
+from rma.providers.agentcore.commands import PUT_CHUNK_CHARS, CommandAssembler, shell_quote
 from rma_shell.artifacts import SessionStorage
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 
 SID = "rma-session-0123456789abcdef0123456789"
 

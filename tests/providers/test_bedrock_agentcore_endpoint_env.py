@@ -10,8 +10,8 @@ from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
-from rma_shell.testing import agentcore_emulator as ace
+from rma_shell.providers.agentcore import BedrockAgentCore, new_runtime_session_id
+from rma_shell.testing import agentcore as ace
 
 
 class Echo:

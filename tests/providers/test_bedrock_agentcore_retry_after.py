@@ -16,10 +16,10 @@ import pytest
 
 from rma.errors import HttpError
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore import BedrockAgentCore
 from rma_shell.seams import Seams
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from tests.providers.test_bedrock_agentcore_session import SID, Tools, invokes, provider
 
 

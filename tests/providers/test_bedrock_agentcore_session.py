@@ -20,13 +20,13 @@ from rma.errors import (
     Timeout,
     TurnLost,
 )
-from rma.providers.bedrock_agentcore import SESSION_HEADER
+from rma.providers.agentcore.codec import SESSION_HEADER
 from rma.vocabulary import Budget, Outcome, Terminal
 from rma_shell import open_session, run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
+from rma_shell.providers.agentcore import BedrockAgentCore, new_runtime_session_id
 from rma_shell.telemetry import Telemetry
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 
 SID = "rma-session-0123456789abcdef0123456789"
 LOOKUP = {"name": "lookup", "description": "Find a customer", "input_schema": {"type": "object"}}
@@ -405,7 +405,7 @@ async def test_M2_B46_request_telemetry_names_the_operation(made: list[BedrockAg
 
 
 def test_new_runtime_session_ids_are_valid_and_distinct() -> None:
-    from rma.providers.bedrock_agentcore import check_runtime_session_id
+    from rma.providers.agentcore.codec import check_runtime_session_id
 
     ids = {new_runtime_session_id() for _ in range(200)}
     assert len(ids) == 200 and all(isinstance(check_runtime_session_id(i), Success) for i in ids)

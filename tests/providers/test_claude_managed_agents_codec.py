@@ -1,4 +1,4 @@
-"""rma.providers.claude_managed_agents: the pure CMA codec (C-1…C-21, C-39…C-43, R-18…R-22, S-52…S-58, S-76).
+"""rma.providers.claude.codec: the pure CMA codec (C-1…C-21, C-39…C-43, R-18…R-22, S-52…S-58, S-76).
 
 The official ``anthropic`` SDK (2.10.0) is the oracle: inputs are compared with its typed
 event params and with the request body it puts on the wire; every member of its
@@ -58,8 +58,8 @@ from typing_extensions import get_type_hints
 
 from rma.errors import StreamDropped
 from rma.provider import DEFAULT_PROMPT, Mode, codec_for
-from rma.providers import claude_managed_agents as cma
-from rma.providers.claude_managed_agents import (
+from rma.providers.claude import codec as cma
+from rma.providers.claude.codec import (
     CODEC,
     EVENT_ROLES,
     ClaudeManagedAgentsCodec,

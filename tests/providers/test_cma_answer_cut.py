@@ -22,10 +22,10 @@ import pytest
 
 from rma.errors import TransportError
 from rma_shell import run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.seams import Seams
 from rma_shell.testing import CMAEmulator, close_idle_connection, text_turn, tool_turn
-from rma_shell.testing.cma_emulator import CMAFault, cut_response_head
+from rma_shell.testing.claude import CMAFault, cut_response_head
 from tests.providers.test_cma_session import KEY, setup
 
 EVENTS = r"/events$"

@@ -130,6 +130,6 @@ async def test_S73_the_cleanup_has_a_total_deadline_that_a_trickling_server_cann
 
 
 def test_S73_the_cleanup_deadline_defaults_to_five_seconds() -> None:
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.claude import ClaudeManagedAgents
 
     assert ClaudeManagedAgents(env={}).cleanup_timeout == 5.0

@@ -22,10 +22,10 @@ from returns.result import Failure, Result, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, BearerFileAuth, Secret
 from rma.errors import AuthenticationError, HttpError, MalformedResponse, SessionError, TransportError
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.claude.client import CMAClient
 from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
-from rma_shell.testing.cma_emulator import CMAEmulator, status_once
+from rma_shell.testing.claude import CMAEmulator, status_once
 
 KEY = "sk-ant-client-7f3a"
 TOKEN_A = "tok-alpha-1d9c"

@@ -12,9 +12,9 @@ from returns.result import Failure, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, Secret
 from rma.errors import TransportError
-from rma_shell.providers import cma_client
-from rma_shell.providers.cma_client import CMAClient
-from rma_shell.testing.cma_emulator import CMAEmulator, text_turn
+from rma_shell.providers.claude import client as cma_client
+from rma_shell.providers.claude.client import CMAClient
+from rma_shell.testing.claude import CMAEmulator, text_turn
 from rma_shell.transport.http import async_client
 
 KEY = "sk-ant-test-streams"

@@ -8,7 +8,7 @@ Where we differ on purpose (wire reference §15) the difference is asserted expl
 neither disappear nor grow unnoticed.
 
 The second half checks the emulator's event fixtures (every builder in
-``rma_shell.testing.cma_emulator``) against the SDK's own event types: the history through our
+``rma_shell.testing.claude``) against the SDK's own event types: the history through our
 client and through the SDK's strict parser, the live stream through the SDK's SSE decoder.
 """
 
@@ -40,10 +40,10 @@ from rma.config import (
     Secret,
 )
 from rma.vocabulary import JSON
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.claude.client import CMAClient
 from rma_shell.seams import Seams
-from rma_shell.testing import cma_emulator as emu_mod
-from rma_shell.testing.cma_emulator import (
+from rma_shell.testing import claude as emu_mod
+from rma_shell.testing.claude import (
     CMAEmulator,
     agent_message,
     agent_thinking,

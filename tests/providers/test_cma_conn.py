@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from rma_shell.providers.base import OpenRequest
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.testing import CMAEmulator, text_turn
 
 KEY = "sk-ant-test-conn"

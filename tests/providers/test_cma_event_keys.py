@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rma_shell.providers import claude_managed_agents as cma
+from rma_shell.providers.claude import provider as cma
 
 FRAME = (
     '{"type":"session.status_idle","id":"sevt_%d","stop_reason":{"type":"requires_action","event_ids":[]}}'

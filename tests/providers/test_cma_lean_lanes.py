@@ -17,9 +17,9 @@ from returns.result import Failure, Success
 
 from rma.config import AnthropicSettings, ApiKeyAuth, Secret
 from rma.errors import TransportError
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.claude.client import CMAClient
 from rma_shell.seams import Seams
-from rma_shell.testing.cma_emulator import CMAEmulator, text_turn
+from rma_shell.testing.claude import CMAEmulator, text_turn
 from tests.test_lean_http import Peer, RawServer, answer
 
 KEY = "sk-ant-test-lanes"

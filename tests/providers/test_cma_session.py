@@ -12,7 +12,7 @@ from returns.result import Success
 from rma.errors import AuthenticationError, BudgetNotConfirmed, InvalidOpts, ProviderError
 from rma.vocabulary import Budget, Outcome, Terminal
 from rma_shell import open_session, run
-from rma_shell.providers.claude_managed_agents import OUTPUTS_DIR, ClaudeManagedAgents, output_path
+from rma_shell.providers.claude.provider import OUTPUTS_DIR, ClaudeManagedAgents, output_path
 from rma_shell.seams import Seams
 from rma_shell.testing import (
     CMAEmulator,

@@ -8,7 +8,7 @@ import anyio
 from returns.result import Failure
 
 from rma.errors import StreamDropped
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents, CMAConn
+from rma_shell.providers.claude.provider import ClaudeManagedAgents, CMAConn
 from rma_shell.testing import CMAEmulator, cma
 from tests.helpers import cma_agent_and_environment
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from rma_shell import run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing import (

@@ -21,11 +21,11 @@ from returns.result import Failure
 from rma.config import AnthropicSettings, BearerFileAuth, Secret
 from rma.errors import AuthenticationError
 from rma_shell import run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
-from rma_shell.providers.cma_client import CMAClient
-from rma_shell.providers.token_file import MAX_TOKEN_FILE_BYTES
+from rma_shell.providers.claude import ClaudeManagedAgents
+from rma_shell.providers.claude.client import CMAClient
+from rma_shell.providers.claude.token_file import MAX_TOKEN_FILE_BYTES
 from rma_shell.seams import Seams
-from rma_shell.testing.cma_emulator import CMAEmulator
+from rma_shell.testing.claude import CMAEmulator
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, devices and modes are POSIX")
 TOKEN = "tok-file-5e5e"

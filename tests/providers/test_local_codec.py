@@ -1,4 +1,4 @@
-"""rma.providers.local: the pure half of the Local provider (L-1…L-30, S-56)."""
+"""rma.providers.local.codec: the pure half of the Local provider (L-1…L-30, S-56)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from returns.result import Failure, Success
 
 from rma.errors import InvalidOpts, MalformedResponse, ProviderError
 from rma.provider import DEFAULT_PROMPT, Mode
-from rma.providers import local
-from rma.providers.local import (
+from rma.providers.local import codec as local
+from rma.providers.local.codec import (
     CODEC,
     CORRECTIVE_TEMPLATE,
     DUPLICATE_DIRECTIVE,

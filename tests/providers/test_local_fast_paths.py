@@ -1,4 +1,4 @@
-"""rma_shell.providers.local: the per-session and per-request shortcuts change nothing visible.
+"""rma_shell.providers.local.provider: the per-session and per-request shortcuts change nothing visible.
 
 The Local transport parses its request URL once per provider, shares one HTTP client (and so
 its pooled connections) between its sessions, and builds request telemetry only for
@@ -18,7 +18,7 @@ from returns.result import Failure, Success
 from rma.errors import InvalidOpts
 from rma_shell import run
 from rma_shell.providers.base import OpenRequest
-from rma_shell.providers.local import Local, LocalConn
+from rma_shell.providers.local.provider import Local, LocalConn
 from rma_shell.telemetry import Telemetry
 from rma_shell.testing import OpenAIEmulator
 from rma_shell.transport.lean_http import LeanPool

@@ -1,4 +1,4 @@
-"""``rma.providers.local_stream.StreamedReply``: what each streamed chunk brings, as Local's live
+"""``rma.providers.local.stream.StreamedReply``: what each streamed chunk brings, as Local's live
 events (issue #14) — one start per call whatever the server repeats, the conversation's own ids
 for calls sent without one, and the same reply as the plain assembler."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from rma.live import TextDelta, ToolCallFinished, ToolCallStarted
-from rma.providers.local import CODEC, apply_response, prepare_request, start
-from rma.providers.local_stream import StreamedReply
+from rma.providers.local.codec import CODEC, apply_response, prepare_request, start
+from rma.providers.local.stream import StreamedReply
 from rma.wire.openai_chat import ChunkAssembler
 
 TOOL = {"name": "get_weather", "description": "Weather", "input_schema": {"type": "object"}}

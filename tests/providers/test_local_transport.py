@@ -1,4 +1,4 @@
-"""rma_shell.providers.local: Local.poll_turn over real HTTP against the loopback emulator."""
+"""rma_shell.providers.local.provider: Local.poll_turn over real HTTP against the loopback emulator."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from rma.errors import (
 )
 from rma.vocabulary import JSON, Terminal, ToolResult
 from rma_shell.providers.base import OpenRequest, PollOutcome
-from rma_shell.providers.local import Local, LocalConn
+from rma_shell.providers.local.provider import Local, LocalConn
 from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator, delay, drop_mid_stream, malformed_chunk, status
 

@@ -14,10 +14,10 @@ from rma.config import AnthropicSettings, ApiKeyAuth, Secret
 from rma.errors import AuthenticationError, InvalidOpts
 from rma.provisioning import AgentSpec
 from rma_shell import run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
-from rma_shell.providers.cma_client import CMAClient
+from rma_shell.providers.claude import ClaudeManagedAgents
+from rma_shell.providers.claude.client import CMAClient
+from rma_shell.providers.claude.provisioning import ensure_agent
 from rma_shell.providers.local import Local
-from rma_shell.provisioning.claude_managed_agents import ensure_agent
 from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, text_turn
 from tests.helpers import cma_agent_and_environment

@@ -17,16 +17,16 @@ from rma.provisioning import AgentSpec
 from rma.wire.sigv4 import Credentials
 from rma_shell import run
 from rma_shell.aws_credentials import StaticCredentialSource
-from rma_shell.providers.agentcore_client import AgentCoreClient
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore.client import AgentCoreClient
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.provisioning import provision
 from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.transport.http import user_agent
 from tests.helpers import cma_agent_and_environment
 

@@ -27,9 +27,9 @@ from rma.vocabulary import Terminal
 from rma.wire.sigv4 import Credentials
 from rma_shell import run
 from rma_shell.aws_credentials import StaticCredentialSource
-from rma_shell.providers.agentcore_client import AgentCoreClient
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.provisioning.agentcore import (
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore.client import AgentCoreClient
+from rma_shell.providers.agentcore.provisioning import (
     ensure_harness,
     harness_key,
     list_harnesses,
@@ -43,8 +43,8 @@ from rma_shell.provisioning.agentcore import (
 from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore
 from rma_shell.telemetry import Telemetry
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 
 ROLE = "arn:aws:iam::123456789012:role/harness-role"
 SID = "rma-session-0123456789abcdef0123456789"

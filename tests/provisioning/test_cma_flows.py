@@ -36,9 +36,9 @@ from rma.provisioning.flow_errors import (
 )
 from rma.provisioning.runtimes import bootstrap, required_hosts
 from rma_shell import run
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
-from rma_shell.providers.cma_client import CMAClient
-from rma_shell.provisioning.claude_managed_agents import (
+from rma_shell.providers.claude import ClaudeManagedAgents
+from rma_shell.providers.claude.client import CMAClient
+from rma_shell.providers.claude.provisioning import (
     AgentHandle,
     EnvironmentHandle,
     Provisioned,
@@ -53,7 +53,7 @@ from rma_shell.provisioning.claude_managed_agents import (
 )
 from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore, SqliteStore, StoreError, StoreKey
-from rma_shell.testing.cma_emulator import CMAEmulator, status_once, text_turn
+from rma_shell.testing.claude import CMAEmulator, status_once, text_turn
 
 KEY = "sk-ant-flows-31d7"
 LOOKUP = {

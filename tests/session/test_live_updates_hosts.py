@@ -19,8 +19,8 @@ from rma.replay import replay_lines
 from rma.session.commands import DeliverUpdate
 from rma.vocabulary import Terminal
 from rma_shell import open_session, run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import AgentCoreEmulator, CMAEmulator, OpenAIEmulator
 from rma_shell.testing import agentcore as ace

@@ -20,9 +20,9 @@ from rma.errors import InvalidOpts
 from rma.session.option_checks import LIVE_OPTIONS, RUN_OPTIONS, check_names, suggest
 from rma_shell import SessionFailed, open_session, run
 from rma_shell.options import InvalidOptions, constructor_options
+from rma_shell.providers.agentcore import BedrockAgentCore, new_runtime_session_id
 from rma_shell.providers.base import Provider
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import (
     AgentCoreEmulator,

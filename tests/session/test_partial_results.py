@@ -22,7 +22,7 @@ from rma.provider import codec_for
 from rma.replay import replay_lines
 from rma.vocabulary import SessionResult, Terminal
 from rma_shell import open_session, run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore import BedrockAgentCore
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import (
@@ -35,8 +35,8 @@ from rma_shell.testing import (
     text_turn,
     tool_turn,
 )
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.testing.scripted import DROP, ScriptedProvider
 from tests.helpers import Recorder, calls, end, text, tool
 from tests.providers.test_cma_session import KEY as CMA_KEY

@@ -27,14 +27,14 @@ from returns.result import Failure, Success
 from rma.errors import Timeout
 from rma.session.options import DEFAULT_STOP_GRACE_S
 from rma_shell import MemoryJournal, Telemetry, open_session, run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import OpenAIEmulator, delay
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing import cma_emulator as cma
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
-from rma_shell.testing.cma_emulator import CMAEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing import claude as cma
+from rma_shell.testing.agentcore import AgentCoreEmulator
+from rma_shell.testing.claude import CMAEmulator
 from tests.helpers import RunDeadline, cancel_after, cma_agent_and_environment
 
 KEY = "sk-ant-test-5c1f"

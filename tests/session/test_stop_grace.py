@@ -24,10 +24,10 @@ import trio.testing
 from rma.errors import InvalidOpts, Timeout
 from rma_shell import open_session, run
 from rma_shell.testing import OpenAIEmulator
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing import cma_emulator as cma
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
-from rma_shell.testing.cma_emulator import CMAEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing import claude as cma
+from rma_shell.testing.agentcore import AgentCoreEmulator
+from rma_shell.testing.claude import CMAEmulator
 from tests.session.test_remote_stop import (
     AC_WORKING,
     CMA_WORKING,

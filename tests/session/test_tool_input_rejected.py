@@ -15,11 +15,11 @@ from returns.result import Success
 
 from rma.vocabulary import MAX_TOOL_INPUT_DEPTH, Terminal
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore import BedrockAgentCore
 from rma_shell.providers.local import Local
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma, text_turn, tool_turn
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.testing.scripted import ScriptedProvider
 from tests.helpers import calls, end, tool
 from tests.providers.test_cma_session import KEY as CMA_KEY

@@ -109,7 +109,7 @@ async def test_T6_a_raising_tool_is_logged_at_warning_with_its_traceback(
 async def test_a_raising_confirm_tool_use_denies_and_is_logged_with_its_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.claude import ClaudeManagedAgents
     from rma_shell.testing import CMAEmulator, cma, text_turn
 
     class Confirms:

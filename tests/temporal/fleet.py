@@ -237,8 +237,8 @@ async def _serve(config: dict[str, Any]) -> None:
 
     import anyio
 
-    from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-    from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+    from rma_shell.providers.agentcore import BedrockAgentCore
+    from rma_shell.providers.claude import ClaudeManagedAgents
     from rma_shell.providers.local import Local
     from rma_shell.temporal import connect, session_worker
 

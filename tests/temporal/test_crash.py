@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from rma.codec_json import to_jsonable
-from rma_shell.providers.bedrock_agentcore import new_runtime_session_id
+from rma_shell.providers.agentcore.provider import new_runtime_session_id
 from rma_shell.temporal import DevServer, SessionSpec, Timeouts, connect, run_session, start_session
 from rma_shell.testing import AgentCoreEmulator, CMAEmulator, OpenAIEmulator
 from tests.helpers import cma_agent_and_environment

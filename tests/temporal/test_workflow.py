@@ -24,8 +24,8 @@ from rma.codec_json import to_jsonable
 from rma.errors import Closed, Halted, InvalidOpts, Timeout
 from rma.session.options import Halt
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore, new_runtime_session_id
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore, new_runtime_session_id
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.temporal import (
     DevServer,

@@ -25,7 +25,7 @@ from trio.testing import MockClock
 
 import rma_shell.testing
 from rma_shell.testing import agentcore
-from rma_shell.testing.agentcore_emulator import (
+from rma_shell.testing.agentcore import (
     CONTROL_SERVICE,
     AgentCoreEmulator,
     ControlPlane,

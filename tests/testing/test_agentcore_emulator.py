@@ -23,7 +23,7 @@ from botocore.credentials import Credentials
 from botocore.validate import ParamValidator
 
 from rma_shell.testing import agentcore
-from rma_shell.testing.agentcore_emulator import (
+from rma_shell.testing.agentcore import (
     STOP_REASONS,
     AgentCoreEmulator,
     Frame,

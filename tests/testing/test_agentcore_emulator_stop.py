@@ -10,7 +10,7 @@ from urllib.parse import quote
 import botocore.exceptions
 import pytest
 
-from rma_shell.testing.agentcore_emulator import (
+from rma_shell.testing.agentcore import (
     AgentCoreEmulator,
     RuntimeStop,
     error_once,

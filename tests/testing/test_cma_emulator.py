@@ -13,7 +13,7 @@ import httpx2
 import pytest
 from anthropic import beta_async_tool
 
-from rma_shell.testing.cma_emulator import (
+from rma_shell.testing.claude import (
     BETA,
     CMAEmulator,
     SessionView,

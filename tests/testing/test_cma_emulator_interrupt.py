@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rma_shell.testing.cma_emulator import (
+from rma_shell.testing.claude import (
     CMAEmulator,
     agent_message,
     idle_end_turn,

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rma_shell.testing.cma_emulator import BETA, DEFAULT_API_KEY, CMAEmulator
+from rma_shell.testing.claude import BETA, DEFAULT_API_KEY, CMAEmulator
 
 HEADERS = {"x-api-key": DEFAULT_API_KEY, "anthropic-version": "2023-06-01", "anthropic-beta": BETA}
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from rma_shell.testing.cma_emulator import BETA, CMAEmulator, model_request_start
+from rma_shell.testing.claude import BETA, CMAEmulator, model_request_start
 
 HIGH_FD = 1100  # past select()'s FD_SETSIZE (1024)
 

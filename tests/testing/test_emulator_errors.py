@@ -22,11 +22,11 @@ import pytest
 
 from rma.errors import HttpError
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.testing import AgentCoreEmulator, CMAEmulator, OpenAIEmulator, text_turn
-from rma_shell.testing import agentcore_emulator as ace
+from rma_shell.testing import agentcore as ace
 from rma_shell.testing._loopback import LoopbackEmulator, LoopbackHandler
 from tests.providers.test_cma_session import KEY as CMA_KEY
 from tests.providers.test_cma_session import emu_agent_and_environment

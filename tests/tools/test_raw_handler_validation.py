@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore import BedrockAgentCore
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 
 KEY = "sk-test-raw"
 SID = "rma-session-0123456789abcdef0123456789"

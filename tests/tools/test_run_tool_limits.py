@@ -11,12 +11,12 @@ import pytest
 
 from rma.errors import InvalidOpts
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
+from rma_shell.providers.agentcore import BedrockAgentCore
 from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.tools import Toolbox, truncate
 from tests.tools._wire import agentcore_tool_results, local_tool_results
 

@@ -13,15 +13,15 @@ import pytest
 from rma.provisioning import AgentSpec, EnvironmentSpec
 from rma.vocabulary import SessionInfo
 from rma_shell import run
-from rma_shell.providers.bedrock_agentcore import BedrockAgentCore
-from rma_shell.providers.claude_managed_agents import ClaudeManagedAgents
+from rma_shell.providers.agentcore import BedrockAgentCore
+from rma_shell.providers.claude import ClaudeManagedAgents
 from rma_shell.providers.local import Local
 from rma_shell.provisioning import provision
 from rma_shell.seams import Seams
 from rma_shell.stores import MemoryStore
 from rma_shell.testing import CMAEmulator, OpenAIEmulator, cma
-from rma_shell.testing import agentcore_emulator as ace
-from rma_shell.testing.agentcore_emulator import AgentCoreEmulator
+from rma_shell.testing import agentcore as ace
+from rma_shell.testing.agentcore import AgentCoreEmulator
 from rma_shell.tools import Toolbox, tool
 from tests.tools._wire import agentcore_tool_results, cma_tool_results, local_tool_results
 
