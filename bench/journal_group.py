@@ -7,9 +7,9 @@ One loopback OpenAI-compatible server process (``bench/_chat_server.py``, instan
 one (tree, anyio backend, K) and alternates three variants sample by sample, in a rotating
 order: **plain** (``run`` without a journal), **sqlite** (``journal=`` one ``SQLiteJournal`` for
 the worker's whole run, every session a fresh key) and **memory** (one ``MemoryJournal``: the
-journal's encoding and sealing without the disk, to tell the two apart). A sample is K sessions run concurrently, ``--repeat`` times
-over (K = 1: one session at a time); its CPU time (``process_time``: user + kernel of the
-worker, not the server's) is divided by its turns. The journal's share is
+journal's encoding and sealing without the disk, to tell the two apart). A sample is K
+sessions run concurrently, ``--repeat`` times over (K = 1: one session at a time); its CPU
+time (``process_time``: user + kernel of the worker, not the server's) is divided by its turns. The journal's share is
 ``(sqlite - plain) / plain`` per turn, medians of the samples. The trees alternate worker by
 worker (``base``, then this tree, then base...), so load bursts on a shared machine hit both.
 Every session is checked (its text and turns), and every journaled session's records read back
@@ -97,9 +97,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
                     tg.start_soon(one, provider, variant)
 
     async def body() -> dict[str, list[float]]:
-        provider = Local(
-            base_url=job["base_url"], model=f"step-{steps}", api_key="sk-bench", tools=[STEP]
-        )
+        provider = Local(base_url=job["base_url"], model=f"step-{steps}", api_key="sk-bench", tools=[STEP])
         got: dict[str, list[float]] = {v: [] for v in VARIANTS}
         try:
             for variant in VARIANTS:  # warm-up: imports, the client's pool, the SQLite file
@@ -144,7 +142,9 @@ def run_worker(job: dict[str, Any]) -> dict[str, Any]:
         cwd=job["tree"],
     )
     if done.returncode != 0:
-        raise SystemExit(f"worker {job['label']} {job['backend']} K={job['k']} failed:\n{done.stderr[-4000:]}")
+        raise SystemExit(
+            f"worker {job['label']} {job['backend']} K={job['k']} failed:\n{done.stderr[-4000:]}"
+        )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -158,11 +158,15 @@ def export(ref: str) -> tempfile.TemporaryDirectory[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: K = 1 and 20, one sample")
     parser.add_argument("--sizes", default="1,1000", help="concurrent sessions K (comma-separated)")
     parser.add_argument("--steps", type=int, default=10, help="tool calls a session (turns: steps + 1)")
-    parser.add_argument("--single-repeat", type=int, default=40, help="K = 1: sessions a sample, one at a time")
+    parser.add_argument(
+        "--single-repeat", type=int, default=40, help="K = 1: sessions a sample, one at a time"
+    )
     parser.add_argument("--inner", type=int, default=3, help="samples per variant per worker")
     parser.add_argument("--rounds", type=int, default=2, help="workers per (tree, backend, K), interleaved")
     parser.add_argument("--backend", choices=("trio", "asyncio"), action="append")
@@ -177,7 +181,7 @@ def main() -> int:
         return 0
 
     sys.path.insert(0, str(HERE))
-    from local_loop import ChatServer, load, machine  # noqa: PLC0415 (its import puts ROOT first)
+    from local_loop import ChatServer, load, machine
 
     sizes = [1, 20] if args.quick else [int(s) for s in args.sizes.split(",")]
     inner, rounds = (1, 1) if args.quick else (args.inner, args.rounds)
@@ -192,7 +196,9 @@ def main() -> int:
             exported = export(args.base_ref)
             trees = {"base": exported.name, **trees}
     print(f"machine: {machine()}; load average at start {load()}")
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
     print(f"trees: {trees} (branch at {commit.stdout.strip()}, base {args.base or args.base_ref})")
     started = time.perf_counter()
     server = ChatServer()
@@ -214,7 +220,10 @@ def main() -> int:
                             "base_url": server.base_url,
                         }
                         results.append(run_worker(job))
-                        print(f"  ran {label} {backend} K={k} ({time.perf_counter() - started:.0f} s)", flush=True)
+                        print(
+                            f"  ran {label} {backend} K={k} ({time.perf_counter() - started:.0f} s)",
+                            flush=True,
+                        )
     finally:
         server.close()
         if exported is not None:
@@ -239,7 +248,9 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
         f" {'journal %':>9} {'memory +%':>9} {'flushes/commit':>14}"
     )
     rows = []
-    for (k, backend, label), s in sorted(grouped.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != "base")):
+    for (k, backend, label), s in sorted(
+        grouped.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != "base")
+    ):
         plain, sqlite = statistics.median(s["plain"]) * 1000, statistics.median(s["sqlite"]) * 1000
         memory = statistics.median(s["memory"]) * 1000
         share, memory_share = (sqlite - plain) / plain, (memory - plain) / plain
@@ -250,14 +261,15 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
              "flushes_per_commit": shared, "samples": len(s["plain"])}
         )  # fmt: skip
         print(
-            f"  {k:>5} {backend:<8} {label:<7} {plain:13.3f} {sqlite:8.3f} {sqlite - plain:10.3f} {share:9.1%}"
-            f" {memory_share:9.1%}"
+            f"  {k:>5} {backend:<8} {label:<7} {plain:13.3f} {sqlite:8.3f} {sqlite - plain:10.3f}"
+            f" {share:9.1%} {memory_share:9.1%}"
             f" {'' if shared is None else f'{shared:14.1f}'}"
         )
     for row in rows:
         if row["k"] >= 1000 and row["tree"] == "branch":
             verdict = "holds" if row["journal_share"] <= TARGET else "FAILS"
-            print(f"  target ≤{TARGET:.0%} at K={row['k']} {row['backend']}: {row['journal_share']:+.1%} {verdict}")
+            share = row["journal_share"]
+            print(f"  target ≤{TARGET:.0%} at K={row['k']} {row['backend']}: {share:+.1%} {verdict}")
     return rows
 
 

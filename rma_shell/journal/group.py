@@ -57,7 +57,7 @@ class BatchStore(Protocol):
 
 
 class _Batch:
-    __slots__ = ("commit", "done", "entries", "error", "closed")
+    __slots__ = ("closed", "commit", "done", "entries", "error")
 
     def __init__(self, store: BatchStore, entry: Entry) -> None:
         self.commit = store.append_batch

@@ -232,12 +232,12 @@ class SQLiteJournal(ChainedStore):
             return database
         entry = (os.getpid(), os.path.realpath(self.path), synchronous, float(busy_timeout))
         with _OPENED_LOCK:
-            database = _OPENED.get(entry)
-            if database is None:
-                database = _OPENED[entry] = _Database(self.path, synchronous, busy_timeout)
-            database.stores += 1
+            shared = _OPENED.get(entry)
+            if shared is None:
+                shared = _OPENED[entry] = _Database(self.path, synchronous, busy_timeout)
+            shared.stores += 1
         self._entry = entry
-        return database
+        return shared
 
     def append(self, key: str, records: Sequence[str]) -> None:
         # A session appends to its key one batch after another: sealed onto the tail this

@@ -46,7 +46,9 @@ def zygote() -> Iterator[Zygote]:
         z.close()
 
 
-def _run(zygote: Zygote, tmp: Path, kill: dict[str, Any] | None, emu: OpenAIEmulator) -> tuple[dict[str, Any], list[int]]:
+def _run(
+    zygote: Zygote, tmp: Path, kill: dict[str, Any] | None, emu: OpenAIEmulator
+) -> tuple[dict[str, Any], list[int]]:
     note = tmp / "batches.json"
     ended = zygote.run(
         {
@@ -140,8 +142,12 @@ def _check(zygote: Zygote, tmp: Path, kill: dict[str, Any], backend: str) -> boo
             assert not [e for e in after.executions if e[1].startswith(f"{key}:")], where
             continue
         for tool_use_id, attempt in mine:
-            assert tool_use_id not in journaled, f"{where}: {key} ran {tool_use_id} again after its result was journaled"
-            assert attempt == (2 if tool_use_id in started else 1), f"{where}: {key} {tool_use_id} attempt {attempt}"
+            assert tool_use_id not in journaled, (
+                f"{where}: {key} ran {tool_use_id} again after its result was journaled"
+            )
+            assert attempt == (2 if tool_use_id in started else 1), (
+                f"{where}: {key} {tool_use_id} attempt {attempt}"
+            )
         assert isinstance(outcome, Success), f"{where}: {key}: {outcome}"
         assert outcome.unwrap().text == sc.FINAL, f"{where}: {key}"
         applied = sorted(k for k in after.effects if k.startswith(f"{key}:"))
