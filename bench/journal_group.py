@@ -10,8 +10,9 @@ the worker's whole run, every session a fresh key) and **memory** (one ``MemoryJ
 journal's encoding and sealing without the disk, to tell the two apart). A sample is K
 sessions run concurrently, ``--repeat`` times over (K = 1: one session at a time); its CPU
 time (``process_time``: user + kernel of the worker, not the server's) is divided by its turns.
-The journal's share is ``(sqlite - plain) / plain`` per turn, medians of the samples. The trees alternate worker by
-worker (``base``, then this tree, then base...), so load bursts on a shared machine hit both.
+The journal's share is ``(sqlite - plain) / plain`` per turn, medians of the samples. The
+trees alternate worker by worker (``base``, then this tree, then base...), so load bursts on a
+shared machine hit both.
 Every session is checked (its text and turns), and every journaled session's records read back
 after the timed samples. Where the tree has group commit, the worker also reports how many
 flushes shared a commit (``flushes / commits``).
