@@ -20,7 +20,7 @@ flushes shared a commit (``flushes / commits``).
     python bench/journal_group.py                      # K = 1 and 1,000, trio and asyncio
     python bench/journal_group.py --base-ref main      # base: that commit, exported with git archive
     python bench/journal_group.py --base /path/tree    # base: a checkout
-    python bench/journal_group.py --quick              # smoke: K = 1 and 20, no figures to quote
+    python bench/journal_group.py --quick              # smoke: this tree, K = 1 and 20, no figures
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="smoke run: K = 1 and 20, one sample")
+    parser.add_argument("--quick", action="store_true", help="smoke run: this tree, K = 1 and 20, one sample")
     parser.add_argument("--sizes", default="1,1000", help="concurrent sessions K (comma-separated)")
     parser.add_argument("--steps", type=int, default=10, help="tool calls a session (turns: steps + 1)")
     parser.add_argument(
@@ -190,7 +190,7 @@ def main() -> int:
     backends = args.backend or ["trio", "asyncio"]
     exported = None
     trees = {"branch": str(ROOT)}
-    if not args.no_base:
+    if not (args.no_base or (args.quick and not args.base)):  # the smoke run: this tree only
         if args.base:
             trees = {"base": str(Path(args.base).resolve()), **trees}
         else:
