@@ -227,3 +227,53 @@ def test_a_batch_seals_onto_an_append_another_process_made(tmp_path: Path, cache
     assert a[-1] == '{"a":3}' and a[-2] == '{"a":2}' and len(a) == (4 if cached else 3)
     assert _chained(store, "b") == ['{"b":1}', '{"b":2}']
     store.close()
+
+
+async def test_concurrent_runs_on_one_file_share_commits_and_each_returns_what_it_would_alone(
+    tmp_path: Path,
+) -> None:
+    from rma_shell import resume, run
+    from tests.journal.test_resume import _Crashing, _loop
+
+    alone = await run(_loop(), handler=_Crashing(), prompt="go")
+    store = Counting(tmp_path / "j.db")
+    outcomes: dict[str, object] = {}
+
+    async def one(key: str) -> None:
+        outcomes[key] = await run(
+            _loop(), handler=_Crashing(), prompt="go", journal=str(store.path), journal_key=key
+        )
+
+    async with anyio.create_task_group() as tg:
+        for n in range(10):
+            tg.start_soon(one, f"k{n}")
+    assert all(o == alone for o in outcomes.values())
+    group = store.group  # the runs opened the file by path: the same connection, the same group
+    assert group.flushes > group.commits > 0, (group.flushes, group.commits)
+    for key in outcomes:  # each journal reads back whole, and resumes to the same outcome
+        again = await resume(store, key, provider=_loop(), handler=_Crashing())
+        assert again == alone
+    store.close()
+
+
+async def test_a_run_whose_shared_commit_fails_ends_journal_unavailable(tmp_path: Path) -> None:
+    from returns.result import Failure
+
+    from rma_shell import run
+    from rma_shell.journal import JournalUnavailable
+    from tests.journal.test_resume import _Crashing, _loop
+
+    store = Counting(tmp_path / "j.db")
+    store.fail_next = True
+    outcomes: list[object] = []
+
+    async def one(key: str) -> None:
+        outcomes.append(await run(_loop(), handler=_Crashing(), prompt="go", journal=store, journal_key=key))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(4):
+            tg.start_soon(one, f"k{n}")
+    failed = [o for o in outcomes if isinstance(o, Failure)]
+    assert failed and all(isinstance(o.failure(), JournalUnavailable) for o in failed)
+    assert all("disk full" in o.failure().detail for o in failed)
+    store.close()
