@@ -26,6 +26,7 @@ import functools
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -189,9 +190,11 @@ class _Database:
 
 
 _OPENED_LOCK = threading.Lock()
-_OPENED: dict[tuple[int, str, str, float], _Database] = {}
+_OPENED: weakref.WeakValueDictionary[tuple[int, str, str, float], _Database] = weakref.WeakValueDictionary()
 """The databases this process has open, by (pid, real path, synchronous, busy timeout): the
-pid, so a forked child opens its own connection rather than using its parent's."""
+pid, so a forked child opens its own connection rather than using its parent's. Weak: a
+database whose stores were all dropped unclosed goes with them (its connection closes as a
+dropped store's did before), not at the process's exit."""
 
 
 def _private(path: Path) -> bool:

@@ -277,3 +277,18 @@ async def test_a_run_whose_shared_commit_fails_ends_journal_unavailable(tmp_path
     assert failed and all(isinstance(o.failure(), JournalUnavailable) for o in failed)
     assert all("disk full" in o.failure().detail for o in failed)
     store.close()
+
+
+def test_a_store_dropped_unclosed_takes_its_connection_with_it(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    store = SQLiteJournal(tmp_path / "j.db")
+    store.append("k", ['{"a":1}'])
+    database = weakref.ref(store._database)
+    del store
+    gc.collect()
+    assert database() is None  # not held by the process-wide table until exit
+    again = SQLiteJournal(tmp_path / "j.db")
+    assert [text for _, text, _ in again.rows("k")] == ['{"a":1}']
+    again.close()
