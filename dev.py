@@ -40,6 +40,7 @@ BENCHMARKS = (
     "bench/stream_latency.py",
     "bench/temporal_overhead.py",
     "bench/journal_overhead.py",
+    "bench/journal_group.py",
     "bench/agent_sync.py",
 )
 

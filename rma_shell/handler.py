@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -260,8 +260,9 @@ class HandlerAdapter:
         host's session id."""
         self.attempts: dict[str, int] = {}
         """Calls whose earlier run started but left no result (a resumed journal): their attempt."""
-        self.on_start: Callable[[ToolUse, int], None] | None = None
-        """Called with a call and its attempt just before the tool runs (a journal's start record)."""
+        self.on_start: Callable[[ToolUse, int], Awaitable[None]] | None = None
+        """Awaited with a call and its attempt just before the tool runs (a journal's start
+        record, durable when it returns)."""
         self.on_finish: Callable[[ToolResult], None] | None = None
         """Called with each call's result as soon as it has one (a journal's result record)."""
 
@@ -365,7 +366,7 @@ class HandlerAdapter:
                 info = call_info(info, use.id, self.key_scope, attempt)
             args = (*args, info)
         if self.on_start is not None:
-            self.on_start(use, attempt)  # durable before the tool runs
+            await self.on_start(use, attempt)  # durable before the tool runs
         telemetry = self._telemetry
         # Events are built only when someone listens at that moment (emit would drop them).
         listening = telemetry.listening()

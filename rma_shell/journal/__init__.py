@@ -14,10 +14,17 @@ from rma.journal import (
     JournalUnavailable,
     PendingApproval,
 )
-from rma_shell.journal.store import JournalStore, JournalStoreError, MemoryJournal, SQLiteJournal
+from rma_shell.journal.store import (
+    GroupCommitFailed,
+    JournalStore,
+    JournalStoreError,
+    MemoryJournal,
+    SQLiteJournal,
+)
 
 __all__ = [
     "AwaitingApproval",
+    "GroupCommitFailed",
     "JournalBusy",
     "JournalDamaged",
     "JournalMismatch",

@@ -6,7 +6,9 @@ a reconnect changed it), each tool call's start and result, a pause, the final o
 it writes is pending until a ``flush`` commits it, in one transaction: the driver flushes before
 any command acts outside the process, a call's start flushes before the tool runs, so nothing
 happens that the journal would not know of after a crash, at two commits per Local turn or
-Claude tool round trip instead of one per record.
+Claude tool round trip instead of one per record. Those two (``commit``, ``tool_start``) go
+through the store's group commit when it has one (``SQLiteJournal``): many sessions' flushes
+in one transaction (``rma_shell.journal.group``).
 ``JournaledTools`` runs a batch of tool calls so that a journaled result is never run again,
 a call that started but left no result runs again with the same idempotency key (or, when it
 is at-most-once, is answered as interrupted), and a call that needs an approval waits for one.
@@ -23,7 +25,7 @@ import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 from returns.result import Success
@@ -34,6 +36,7 @@ from rma.recording import encode
 from rma.session.events import Event
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
 from rma_shell.handler import Capabilities, HandlerAdapter
+from rma_shell.journal.group import BatchStore, GroupCommit
 from rma_shell.journal.store import JournalStore
 
 if TYPE_CHECKING:
@@ -64,15 +67,33 @@ class SessionJournal:
         self._rest: dict[str, JSON] | None = None if snapshot is None else _without_history(snapshot)
         self._pending: list[str] = []
         """Records written but not yet durable: they go with the next ``flush``, in one transaction."""
+        group = getattr(store, "group", None)
+        self._group = group if isinstance(group, GroupCommit) and hasattr(store, "append_batch") else None
+        if self._group is not None:
+            self._group.enter()
 
     def flush(self) -> None:
-        """Make every pending record durable, in one transaction. The driver calls it before a
-        command acts outside the process (a request, a tool, a result handed back): what an
-        event caused happens only once the event is durable, as when each record was its own
-        transaction, at a commit per effect instead of one per record."""
+        """Make every pending record durable, in one transaction, at once. What a batch of the
+        group commit gathers on this thread is committed first: nothing overtakes a record
+        flushed earlier."""
         if self._pending:
             records, self._pending = self._pending, []
+            if self._group is not None:
+                self._group.drain()
             self.store.append(self.key, records)
+
+    async def commit(self) -> None:
+        """Make every pending record durable, with other sessions' when they flush too. The
+        driver awaits it before a command acts outside the process (a request, a tool, a result
+        handed back): what an event caused happens only once the event is durable, as when each
+        record was its own transaction, at a commit per effect instead of one per record, and
+        one per batch of sessions instead of one per session."""
+        if self._pending:
+            records, self._pending = self._pending, []
+            if self._group is None:
+                self.store.append(self.key, records)
+            else:
+                await self._group.append(cast(BatchStore, self.store), self.key, records)
 
     def _write(self, record: str, *, now: bool = True) -> None:
         self._pending.append(record)
@@ -97,12 +118,12 @@ class SessionJournal:
                 conn, start, self._history = fmt.conn_text(rest, listed, self._history)
         self._write(fmt.event_record(encode(event), conn, start, at=time.time()), now=False)
 
-    def tool_start(self, use: ToolUse, attempt: int) -> None:
-        """Durable at once, with everything pending (the turn that asked for it): the tool runs
-        next."""
+    async def tool_start(self, use: ToolUse, attempt: int) -> None:
+        """Durable before it returns, with everything pending (the turn that asked for it): the
+        tool runs next."""
         if use.id is not None:
             self._pending.append(fmt.tool_start_record(use.id, attempt, at=time.time()))
-        self.flush()
+        await self.commit()
 
     def tool_result(self, result: ToolResult, *, confirm: bool = False, now: bool = True) -> None:
         """``now=False``: pending, for the batch's last result — the batch's end follows at once
@@ -115,6 +136,9 @@ class SessionJournal:
 
     def close(self) -> None:
         """The session is over in this process: let the key go (and close a store it opened)."""
+        group, self._group = self._group, None
+        if group is not None:
+            group.leave()
         if self.held is not None:
             self.held.release()
 
@@ -168,8 +192,8 @@ class JournaledTools:
     def approve(self, tool_use_id: str, decision: Decision, reason: str | None) -> None:
         self.approvals[tool_use_id] = (decision, reason)
 
-    def _started(self, use: ToolUse, attempt: int) -> None:
-        self.journal.tool_start(use, attempt)
+    async def _started(self, use: ToolUse, attempt: int) -> None:
+        await self.journal.tool_start(use, attempt)
         if use.id is not None:
             self.starts[use.id] = attempt
 

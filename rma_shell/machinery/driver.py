@@ -390,7 +390,7 @@ class Driver(Generic[C]):
         if self.info.session_id != self.state.session_id:
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
         outside = self.journal is not None and any(type(c) not in _IN_PROCESS for c in commands)
-        if outside and not self._flushed():
+        if outside and not await self._flushed():
             return
         for command in commands:
             await self.execute(command)
@@ -408,18 +408,19 @@ class Driver(Generic[C]):
             return False
         return True
 
-    def _flushed(self) -> bool:
+    async def _flushed(self) -> bool:
         """The journal made durable before a command acts outside the process; False: it cannot be."""
         assert self.journal is not None
         try:
-            self.journal.flush()
+            await self.journal.commit()  # other sessions' flushes may share its transaction
         except Exception as exc:
             self._journal_failed(exc)
             return False
         return True
 
     def _journal_failed(self, exc: BaseException) -> None:
-        assert self.journal is not None
+        if self.journal is None:  # the session ended while its flush waited: reported already
+            return
         log.error("journal write failed: %s", exc, extra={"session_id": self.info.session_id})
         error = with_progress(self.state, JournalUnavailable(key=self.journal.key, detail=str(exc)[:2000]))
         self.journal = None  # nothing more is written, the end included

@@ -10,8 +10,10 @@ for real, its sockets and SQLite connection dropped by the kernel.
 Where a run dies (``kill``): ``{"after": n}`` — right after its n-th journal append committed;
 ``{"before": n}`` — as its n-th append begins (whatever the previous record caused has
 happened, the record saying so is not there); ``{"in_tool": id}`` — inside the tool for call
-``id``, its effect committed, before it returns. None: it runs to the end. No hook in the
-library: the journal is a subclass of the public ``SQLiteJournal``.
+``id``, its effect committed, before it returns; ``{"batch_before": n}`` / ``{"batch_after":
+n}`` — at the n-th shared commit of a group commit, when the job runs several ``keys`` at once
+(concurrent sessions on one store). None: it runs to the end. No hook in the library: the
+journal is a subclass of the public ``SQLiteJournal``.
 """
 
 from __future__ import annotations
@@ -34,12 +36,17 @@ HUNG_S = 60.0
 
 
 class DyingJournal(SQLiteJournal):
-    """An SQLite journal that kills its process at one append (see the module docstring)."""
+    """An SQLite journal that kills its process at one append (see the module docstring), or
+    at one shared commit of several sessions' records (``batch_before`` / ``batch_after``: the
+    n-th ``append_batch`` of a group commit). ``note``: a file where it writes, before dying or
+    as the run ends, how many shared commits it made and their sizes in flushes."""
 
-    def __init__(self, path: str, kill: Mapping[str, Any] | None) -> None:
+    def __init__(self, path: str, kill: Mapping[str, Any] | None, note: str | None = None) -> None:
         super().__init__(path)
         self.kill = dict(kill or {})
         self.appends = 0
+        self.batches: list[int] = []
+        self.note = note
 
     def append(self, key: str, records: Sequence[str]) -> None:
         self.appends += 1
@@ -49,22 +56,46 @@ class DyingJournal(SQLiteJournal):
         if self.kill.get("after") == self.appends:
             os.kill(os.getpid(), signal.SIGKILL)
 
+    def append_batch(self, entries: Sequence[tuple[str, Sequence[str]]]) -> None:
+        self.batches.append(len(entries))
+        if self.kill.get("batch_before") == len(self.batches):
+            self.noted()
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().append_batch(entries)
+        if self.kill.get("batch_after") == len(self.batches):
+            self.noted()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def noted(self) -> None:
+        if self.note is not None:
+            with open(self.note, "w") as f:
+                json.dump(self.batches, f)
+
 
 async def session(job: Mapping[str, Any]) -> None:
     spec = job["spec"]
     kill = job.get("kill") or {}
     provider = sc.provider(spec)
-    try:
+    journal = DyingJournal(job["journal"], kill, job.get("note"))
+    keys = job.get("keys") or [sc.KEY]
+
+    async def one(key: str) -> None:
         await run(
             provider,
             handler=sc.Payments(job["effects"], die_in=kill.get("in_tool")),
             prompt=sc.PROMPT,
-            journal=DyingJournal(job["journal"], kill),
-            journal_key=sc.KEY,
+            journal=journal,
+            journal_key=key,
             timeout=30,
             **sc.run_options(spec),
         )
+
+    try:
+        async with trio.open_nursery() as nursery:  # several keys: concurrent sessions, one store
+            for key in keys:
+                nursery.start_soon(one, key)
     finally:
+        journal.noted()
         await provider.close()
 
 
