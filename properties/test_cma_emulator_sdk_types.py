@@ -80,6 +80,8 @@ def _extra(kind: str) -> dict[str, Any]:
         return {"mcp_server_name": "docs"}
     if kind.startswith("repository_"):
         return {"repository_url": "https://github.com/acme/app"}
+    if kind.startswith("credential_"):  # the credential's own ids (SDK: required)
+        return {"credential_id": "cred_01", "vault_id": "vlt_01"}
     return {}
 
 
