@@ -36,12 +36,13 @@ from rma_shell.testing.claude.state import (
     _Session,
 )
 from rma_shell.testing.claude.wire import _ERROR_TYPES, _invalid, _Query, _Rejected
+from rma_shell.testing.claude.work_queue import _WorkQueue
 from rma_shell.testing.local.emulator import RecordedRequest
 
 JSONDict = dict[str, Any]
 
 
-class CMAEmulator(_Resources):
+class CMAEmulator(_Resources, _WorkQueue):
     """The emulator; use as a context manager (``with CMAEmulator(script=…) as emu``)."""
 
     handler_class = LoopbackHandler
@@ -101,6 +102,7 @@ class CMAEmulator(_Resources):
         self._files: dict[str, _File] = {}
         self._timers: list[threading.Timer] = []
         self.requests: list[RecordedRequest] = []
+        self._work_init()  # the self-hosted work queue (``work_queue``)
 
     # -- lifecycle --
 
@@ -329,6 +331,8 @@ class CMAEmulator(_Resources):
         with self._lock:
             if parts[1] == "agents":
                 return self._json(200, self._route_agents(method, parts[2:], params, body))
+            if parts[1] == "environments" and len(parts) >= 5 and parts[3] == "work":
+                return self._route_work(method, parts[2], parts[4:], params, body)
             if parts[1] == "environments":
                 return self._json(200, self._route_environments(method, parts[2:], params, body))
             if parts[1] == "sessions":

@@ -1,0 +1,70 @@
+"""The self-hosted worker against the emulator's work queue: it claims an item, answers the
+session's built-in tool calls from a sandboxed workspace with ``user.tool_result``, heartbeats
+while it holds the lease and stops the item when the session's turn ends — every request and
+event checked against the SDK's types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rma_shell.environments import Ending, Worker, WorkerEvent
+from rma_shell.testing.claude import (
+    CMAEmulator,
+    agent_message,
+    agent_tool_use,
+    idle_end_turn,
+    idle_requires_action,
+)
+from tests.environments._setup import KEY, check_against_sdk, self_hosted, start_session
+from tests.workspace._procs import needs_bwrap
+
+pytestmark = [pytest.mark.anyio, needs_bwrap]
+
+CODING_TURNS: list[Any] = [
+    [
+        agent_tool_use("write", {"file_path": "hello.py", "content": "print('hi')\n"}),
+        agent_tool_use("bash", {"command": "python3 hello.py || echo no-python; echo ok > out.txt"}),
+        idle_requires_action(),
+    ],
+    [agent_tool_use("read", {"file_path": "out.txt"}), idle_requires_action()],
+    [agent_message("done"), idle_end_turn()],
+]
+
+
+def worker(emu: CMAEmulator, env_id: str, root: Path, events: list[WorkerEvent], **kw: Any) -> Worker:
+    return Worker(
+        environment_id=env_id,
+        workspaces=root,
+        api_key=KEY,
+        base_url=emu.base_url,
+        block_ms=None,
+        heartbeat_interval=0.05,
+        on_event=events.append,
+        **kw,
+    )
+
+
+async def test_the_worker_serves_a_session_and_stops_its_item(anyio_backend: Any, tmp_path: Path) -> None:
+    with CMAEmulator(script=CODING_TURNS) as emu:
+        agent_id, env_id = self_hosted(emu)
+        sid = start_session(emu, agent_id, env_id)
+        events: list[WorkerEvent] = []
+        async with worker(emu, env_id, tmp_path, events) as w:
+            assert await w.serve(drain=True) == 1
+        history = emu.history(sid)
+        results = [e for e in history if e["type"] == "user.tool_result"]
+        assert [r["is_error"] for r in results] == [False, False, False]
+        assert results[2]["content"] == [{"type": "text", "text": "ok\n"}]
+        assert (
+            history[-1]["type"] == "session.status_idle" and history[-1]["stop_reason"]["type"] == "end_turn"
+        )
+        assert emu.work_for(sid)["state"] == "stopped"  # type: ignore[index]
+        counts = check_against_sdk(emu)
+    assert counts["tool_results"] == 3 and counts["work"] == 1
+    assert (tmp_path / sid / "hello.py").read_text() == "print('hi')\n"
+    ended = [e for e in events if e.kind == "ended"]
+    assert [e.ending for e in ended] == [Ending.DONE]
+    assert "end_turn, 3 tool call(s)" in ended[0].line()
