@@ -135,6 +135,7 @@ class Worker:
         block_ms: how long one poll waits for work (1–999; None: not at all).
         on_event: called with each ``WorkerEvent`` (progress).
         run_options: more ``run`` options for every session (``telemetry=``, ``record=``, …).
+        approval_poll: seconds between looks at the journal while a session awaits approval.
     """
 
     def __init__(
@@ -155,6 +156,7 @@ class Worker:
         worker_id: str | None = None,
         on_event: Callable[[WorkerEvent], object] | None = None,
         run_options: Mapping[str, Any] | None = None,
+        approval_poll: float = APPROVAL_POLL_S,
         **host_settings: Any,
     ) -> None:
         if not isinstance(environment_id, str) or not environment_id:
@@ -192,6 +194,7 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}-{uuid.uuid4().hex[:12]}"
         self.on_event = on_event
         self.run_options = dict(run_options or {})
+        self.approval_poll = approval_poll
         self.active: dict[str, str] = {}
         """Items being served now: work id → session id."""
         self.served = 0
@@ -408,7 +411,7 @@ class Worker:
             waiting = pending_approvals(self.journal, key)
             if isinstance(waiting, Success) and not waiting.unwrap():
                 return
-            await anyio.sleep(APPROVAL_POLL_S)
+            await anyio.sleep(self.approval_poll)
 
 
 def _rejected(error: SessionError) -> bool:

@@ -43,11 +43,11 @@ def gone(marker: str, within: float = 20.0) -> bool:
 def present(marker: str, within: float = 20.0) -> bool:
     """Whether a process carrying ``marker`` shows up (a background job may exec a moment late)."""
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if with_marker(marker):
-            return True
+    while not with_marker(marker):
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.02)
-    return False
+    return True
 
 
 def gone_pid(pid: int, within: float = 20.0) -> bool:

@@ -136,6 +136,7 @@ class _WorkQueue(_Core):
             raise _Rejected(409, f"work {work.data['id']} is {work.data['state']}, not a claimed queued item")
         stamp = self._now()
         work.data.update(state="starting", acknowledged_at=stamp)
+        work.last_heartbeat = None  # the new holder's first heartbeat claims the lease
         work.lease_until = time.monotonic() + self.work_lease_ttl
         return dict(work.data)
 
