@@ -58,6 +58,7 @@ log = logging.getLogger("rma.worker")
 HEARTBEAT_CAP_S = 30.0
 DEFAULT_TTL_S = 90.0
 APPROVAL_POLL_S = 2.0
+BEAT_TIMEOUT_S = 10.0
 
 
 class Ending(enum.StrEnum):
@@ -339,7 +340,9 @@ class Worker:
         try:
             while not lease.ended.is_set():
                 beat: Result[Heartbeat, SessionError] | None = None  # None: the beat itself timed out
-                with anyio.move_on_after(interval):
+                # Bounded, but never tighter than BEAT_TIMEOUT_S: a beat cut off after the server
+                # recorded it loses its answer, and the next beat then reads as a lost lease.
+                with anyio.move_on_after(max(interval, BEAT_TIMEOUT_S)):
                     beat = await queue.heartbeat(work_id, expected)
                 if isinstance(beat, Success):
                     hb = beat.unwrap()

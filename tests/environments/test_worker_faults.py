@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,16 @@ def make_worker(emu: CMAEmulator, env_id: str, root: Path, events: list[WorkerEv
     )
 
 
+def _poll(check: Any) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.02)
+
+
 async def until(check: Any) -> None:
-    with anyio.fail_after(30):
-        while not check():
-            await anyio.sleep(0.02)
+    """Wait (in a thread, bounded) until ``check()`` is true: it reads /proc or the worker's events."""
+    await anyio.to_thread.run_sync(_poll, check)
 
 
 def ended(events: list[WorkerEvent]) -> list[Ending | None]:
@@ -74,13 +81,12 @@ async def test_a_lost_lease_leaves_the_item_to_the_next_worker_which_carries_on(
         agent_id, env_id = self_hosted(emu)
         sid = start_session(emu, agent_id, env_id)
         first: list[WorkerEvent] = []
-        async with make_worker(emu, env_id, tmp_path, first) as w:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(functools.partial(w.serve, drain=True))
-                await until(lambda: present(marker, within=0))
-                work = emu.work_for(sid)
-                assert work is not None
-                emu.expire_lease(work["id"])
+        async with make_worker(emu, env_id, tmp_path, first) as w, anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(w.serve, drain=True))
+            await until(lambda: present(marker, within=0))
+            work = emu.work_for(sid)
+            assert work is not None
+            emu.expire_lease(work["id"])
         assert ended(first) == [Ending.LEASE_LOST]
         assert gone(marker)  # the tool in flight was killed with the session's work
         assert emu.work_for(sid)["state"] == "queued"  # type: ignore[index]  # not stopped by the loser
@@ -103,11 +109,10 @@ async def test_a_stop_asked_for_ends_the_sessions_work_and_stops_the_item(
         agent_id, env_id = self_hosted(emu)
         sid = start_session(emu, agent_id, env_id)
         events: list[WorkerEvent] = []
-        async with make_worker(emu, env_id, tmp_path, events) as w:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(functools.partial(w.serve, drain=True))
-                await until(lambda: present(marker, within=0))
-                emu.request_stop(emu.work_for(sid)["id"])  # type: ignore[index]
+        async with make_worker(emu, env_id, tmp_path, events) as w, anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(w.serve, drain=True))
+            await until(lambda: present(marker, within=0))
+            emu.request_stop(emu.work_for(sid)["id"])  # type: ignore[index]
         assert ended(events) == [Ending.STOPPED]
         assert gone(marker)
         assert emu.work_for(sid)["state"] == "stopped"  # type: ignore[index]
@@ -123,12 +128,11 @@ async def test_heartbeats_failing_for_a_while_do_not_end_the_work(anyio_backend:
         agent_id, env_id = self_hosted(emu)
         sid = start_session(emu, agent_id, env_id)
         events: list[WorkerEvent] = []
-        async with make_worker(emu, env_id, tmp_path, events) as w:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(functools.partial(w.serve, drain=True))
-                await until(lambda: present(marker, within=0))
-                await until(lambda: any(e.kind == "heartbeat_failed" for e in events))
-                (tmp_path / sid / "go").write_text("")
+        async with make_worker(emu, env_id, tmp_path, events) as w, anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(w.serve, drain=True))
+            await until(lambda: present(marker, within=0))
+            await until(lambda: any(e.kind == "heartbeat_failed" for e in events))
+            (tmp_path / sid / "go").write_text("")
         assert ended(events) == [Ending.DONE]
         assert emu.work_for(sid)["state"] == "stopped"  # type: ignore[index]
 

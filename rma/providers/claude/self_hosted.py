@@ -43,6 +43,7 @@ from rma.providers.claude.codec import (
     consolidate,
     event_id,
     event_type,
+    is_turn_boundary,
     merge_history,
     normalize,
     pending_tool_uses,
@@ -133,22 +134,36 @@ def _merge(first: Sequence[ToolUse], more: Sequence[ToolUse]) -> tuple[ToolUse, 
 def consolidate_self_hosted(
     history: Iterable[JSON], seen: Collection[str], buffered: Iterable[JSON] = (), *, attach: bool = False
 ) -> Consolidated:
-    """``consolidate``, with the built-in calls of an outstanding requires_action idle the
-    client never processed added to ``pending`` (the case of a worker attaching to a session
-    that waits on its tools). An idle that will be replayed resolves them when folded."""
+    """``consolidate``, for a worker attaching to a session that waits on it.
+
+    When the outstanding requires_action idle is one the client never processed (so
+    ``consolidate`` would settle it and redrive only its custom calls), its calls are
+    *replayed* instead: the events from the first one it lists up to the idle (earlier
+    boundaries left out), then the idle — so folding them runs the built-in calls that wait
+    for a result and asks for the confirmations that wait for a verdict, exactly as a live
+    turn would. Nothing is then also redriven (``pending`` is empty)."""
     merged = merge_history(tuple(history), tuple(buffered))
     found = consolidate(merged, seen, (), attach=attach)
-    asks = tuple(e for e in found.confirmations if e.get("evaluated_permission") not in (None, "allow"))
-    found = attrs.evolve(found, confirmations=asks)
     at = _outstanding_idle(merged)
     if at is None:
         return found
     idle_id = event_id(merged[at])
-    replayed = {event_id(e) for e in found.replay}
-    if idle_id in replayed or idle_id in set(seen):
+    if idle_id in {event_id(e) for e in found.replay} or idle_id in set(seen):
         return found
-    listed = _listed_ids(merged[at].get("stop_reason")) or ()
-    return attrs.evolve(found, pending=_merge(found.pending, open_builtin_uses(merged[: at + 1], listed)))
+    listed = set(_listed_ids(merged[at].get("stop_reason")) or ())
+    firsts = [i for i, e in enumerate(merged[:at]) if event_id(e) in listed]
+    if not firsts:
+        return found
+    turn = (*(e for e in merged[min(firsts) : at] if not is_turn_boundary(e)), merged[at])
+    replay = turn + found.replay
+    replayed = {eid for e in replay if (eid := event_id(e)) is not None}
+    return attrs.evolve(
+        found,
+        replay=replay,
+        seen=tuple(i for i in found.seen if i not in replayed),
+        pending=(),
+        confirmations=(),
+    )
 
 
 @register_codec
