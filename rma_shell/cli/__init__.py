@@ -127,8 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay a log that was cut short (its process died) as far as it goes; edits are still refused",
     )
     from rma_shell.cli.provision import add_commands
+    from rma_shell.cli.worker import add_command as add_worker
 
     add_commands(commands)
+    add_worker(commands)
     return parser
 
 
@@ -178,6 +180,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, environ
         return _demo(args, environ)
     if args.command == "replay":
         return _replay(args)
+    if args.command == "worker":
+        from rma_shell.cli.worker import run_worker
+
+        return run_worker(args, environ)
     from rma_shell.cli.provision import COMMANDS, run_command
 
     if args.command in COMMANDS:

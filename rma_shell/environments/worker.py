@@ -243,6 +243,7 @@ class Worker:
         slots = anyio.Semaphore(self.max_sessions)
         claimed = 0
         failures = 0
+        fatal: SessionError | None = None
         async with anyio.create_task_group() as tg:
             while not self._stop.is_set() and (max_items is None or claimed < max_items):
                 await slots.acquire()
@@ -251,7 +252,8 @@ class Worker:
                     slots.release()
                     error = got.failure()
                     if isinstance(error, HttpError) and error.status in (400, 401, 403, 404):
-                        raise error
+                        fatal = error  # raised once the items in hand are done, not as a group
+                        break
                     failures += 1
                     wait = min(60.0, 0.5 * 2**failures) * (0.5 + random.random() / 2)
                     self._emit(WorkerEvent("poll_failed", detail=f"{error}; again in {wait:.1f}s"))
@@ -268,6 +270,8 @@ class Worker:
                     continue
                 claimed += 1
                 tg.start_soon(self._serve_slot, item, slots)
+        if fatal is not None:
+            raise fatal
         return claimed
 
     async def _serve_slot(self, item: dict[str, Any], slots: anyio.Semaphore) -> None:

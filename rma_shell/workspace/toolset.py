@@ -44,7 +44,7 @@ GREP_MAX_LINE_LENGTH = 2000
 
 
 def _obj(props: Mapping[str, JSON], required: Sequence[str] = ()) -> dict[str, JSON]:
-    schema: dict[str, JSON] = {"type": "object", "properties": dict(props), "additionalProperties": False}
+    schema: dict[str, JSON] = {"type": "object", "properties": dict(props)}
     if required:
         schema["required"] = list(required)
     return schema

@@ -68,3 +68,27 @@ async def test_the_worker_serves_a_session_and_stops_its_item(anyio_backend: Any
     ended = [e for e in events if e.kind == "ended"]
     assert [e.ending for e in ended] == [Ending.DONE]
     assert "end_turn, 3 tool call(s)" in ended[0].line()
+
+
+async def test_an_agent_serves_a_self_hosted_environment_through_its_worker(
+    anyio_backend: Any, tmp_path: Path
+) -> None:
+    from rma_shell import Agent
+    from rma_shell.providers.claude import ClaudeManagedAgents
+
+    with CMAEmulator(script=CODING_TURNS) as emu:
+        agent_id, env_id = self_hosted(emu)
+        sid = start_session(emu, agent_id, env_id)
+        host = ClaudeManagedAgents(api_key=KEY, base_url=emu.base_url, env={})
+        events: list[WorkerEvent] = []
+        try:
+            agent = Agent(host=host, max_turns=10)
+            async with agent.worker(
+                environment_id=env_id, workspaces=tmp_path, block_ms=None, on_event=events.append
+            ) as w:
+                assert await w.serve(drain=True) == 1
+        finally:
+            await host.close()
+        assert emu.work_for(sid)["state"] == "stopped"  # type: ignore[index]
+    assert [e.ending for e in events if e.kind == "ended"] == [Ending.DONE]
+    assert (tmp_path / sid / "out.txt").read_text() == "ok\n"

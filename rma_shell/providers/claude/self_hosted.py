@@ -32,6 +32,16 @@ class ClaudeSelfHosted(ClaudeManagedAgents):
 
     codec: ClaudeSelfHostedCodec = SELF_HOSTED_CODEC
 
+    @classmethod
+    def like(cls, host: ClaudeManagedAgents) -> ClaudeSelfHosted:
+        """The same settings and client as ``host`` (an ``Agent``'s Claude host), self-hosted.
+        They share the client: close ``host``, not this."""
+        if isinstance(host, ClaudeSelfHosted):
+            return host
+        twin = object.__new__(cls)
+        twin.__dict__.update(host.__dict__)
+        return twin
+
     async def reconnect(
         self, conn: CMAConn, seen: tuple[str, ...]
     ) -> Result[tuple[CMAConn, Reconnected], SessionError]:
