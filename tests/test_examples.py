@@ -33,6 +33,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
             "claude: ada@example.com is on pro, invoiced 87",
         ),
         (
+            "self_hosted_worker.py",
+            "workspace answer.txt: 55; the agent said: The 10th Fibonacci number is 55.",
+        ),
+        (
             "temporal_scale_out.py",
             "12 sessions done on 3 workers (one killed mid-run); 24 charges, each applied once",
         ),
