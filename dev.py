@@ -39,6 +39,7 @@ BENCHMARKS = (
     "bench/temporal_overhead.py",
     "bench/journal_overhead.py",
     "bench/agent_sync.py",
+    "bench/self_hosted.py",
 )
 
 
