@@ -299,8 +299,8 @@ class Worker:
                 await self._stop_quietly(queue, work_id)
             self._emit(WorkerEvent("ended", work_id, session_id, Ending.SKIPPED, error, "ack failed"))
             return Ending.SKIPPED
-        self._emit(WorkerEvent("claimed", work_id, session_id))
         self.active[work_id] = session_id
+        self._emit(WorkerEvent("claimed", work_id, session_id))
         lease = _Lease()
         outcome: Result[SessionResult, SessionError] | None = None
         try:

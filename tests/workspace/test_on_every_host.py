@@ -66,7 +66,10 @@ async def test_an_agentcore_agent_gets_the_workspace_tools(anyio_backend: Any, t
     script = [ace.tool_turn((n, a, f"tooluse_{i}")) for i, (n, a) in enumerate(SCRIPT)]
     with AgentCoreEmulator([*script, ace.text_turn("done")]) as emu:
         host = BedrockAgentCore(
-            harness_arn=emu.harness_arn, data_url=emu.base_url, control_url=emu.base_url, env=emu.credentials_env()
+            harness_arn=emu.harness_arn,
+            data_url=emu.base_url,
+            control_url=emu.base_url,
+            env=emu.credentials_env(),
         )
         try:
             async with Workspace(tmp_path) as ws:
