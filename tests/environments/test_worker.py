@@ -92,3 +92,25 @@ async def test_an_agent_serves_a_self_hosted_environment_through_its_worker(
         assert emu.work_for(sid)["state"] == "stopped"  # type: ignore[index]
     assert [e.ending for e in events if e.kind == "ended"] == [Ending.DONE]
     assert (tmp_path / sid / "out.txt").read_text() == "ok\n"
+
+
+async def test_a_run_on_claude_self_hosted_answers_builtin_calls_from_its_workspace(
+    anyio_backend: Any, tmp_path: Path
+) -> None:
+    """Without a worker: one run creates the session and serves its built-in calls itself."""
+    from rma_shell import run
+    from rma_shell.providers.claude.self_hosted import ClaudeSelfHosted
+    from rma_shell.tools import Toolbox
+    from rma_shell.workspace import Workspace
+
+    with CMAEmulator(script=CODING_TURNS) as emu:
+        agent_id, env_id = self_hosted(emu)
+        host = ClaudeSelfHosted(api_key=KEY, base_url=emu.base_url, env={})
+        try:
+            async with Toolbox(Workspace(tmp_path)) as box:
+                outcome = await run(host, handler=box, prompt="go", agent_id=agent_id, environment_id=env_id)
+        finally:
+            await host.close()
+    result = outcome.unwrap()
+    assert result.text == "done" and [u.name for u in result.custom_tool_uses] == ["write", "bash", "read"]
+    assert (tmp_path / "out.txt").read_text() == "ok\n"
