@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from rma_shell.environments import Ending, Worker, WorkerEvent
@@ -114,3 +115,40 @@ async def test_a_run_on_claude_self_hosted_answers_builtin_calls_from_its_worksp
     result = outcome.unwrap()
     assert result.text == "done" and [u.name for u in result.custom_tool_uses] == ["write", "bash", "read"]
     assert (tmp_path / "out.txt").read_text() == "ok\n"
+
+
+async def test_a_new_message_after_the_item_stopped_queues_new_work_that_the_worker_serves(
+    anyio_backend: Any, tmp_path: Path
+) -> None:
+    import httpx
+
+    from tests.environments._setup import HEADERS
+
+    turns: list[Any] = [
+        [agent_tool_use("write", {"file_path": "a.txt", "content": "1"}), idle_requires_action()],
+        [agent_message("first done"), idle_end_turn()],
+        [
+            agent_tool_use("edit", {"file_path": "a.txt", "old_string": "1", "new_string": "2"}),
+            idle_requires_action(),
+        ],
+        [agent_message("second done"), idle_end_turn()],
+    ]
+    with CMAEmulator(script=turns) as emu:
+        agent_id, env_id = self_hosted(emu)
+        sid = start_session(emu, agent_id, env_id)
+        events: list[WorkerEvent] = []
+        async with worker(emu, env_id, tmp_path, events) as w:
+            assert await w.serve(drain=True) == 1
+            assert await w.serve(drain=True) == 0  # nothing new: no work
+            message = {"type": "user.message", "content": [{"type": "text", "text": "again"}]}
+            await anyio.to_thread.run_sync(
+                lambda: httpx.post(
+                    f"{emu.base_url}/v1/sessions/{sid}/events", json={"events": [message]}, headers=HEADERS
+                )
+            )
+            assert await w.serve(drain=True) == 1
+        items = emu.work_items(env_id)
+        check_against_sdk(emu)
+    assert [i["state"] for i in items] == ["stopped", "stopped"]
+    assert (tmp_path / sid / "a.txt").read_text() == "2"
+    assert [e.ending for e in events if e.kind == "ended"] == [Ending.DONE, Ending.DONE]
