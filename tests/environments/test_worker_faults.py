@@ -157,7 +157,8 @@ _WORKER_PROCESS = textwrap.dedent(
 
     async def main():
         async with Worker(environment_id=sys.argv[1], workspaces=sys.argv[2], api_key=sys.argv[3],
-                          base_url=sys.argv[4], block_ms=None, heartbeat_interval=0.1) as w:
+                          base_url=sys.argv[4], block_ms=None, heartbeat_interval=0.1,
+                          journal=sys.argv[5] or None) as w:
             await w.serve(drain=True)
 
     anyio.run(main)
@@ -165,9 +166,15 @@ _WORKER_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("journaled", [False, True], ids=["plain", "journaled"])
 def test_a_worker_sigkilled_mid_tool_loses_its_item_to_the_next_which_carries_the_session_on(
-    tmp_path: Path,
+    tmp_path: Path, journaled: bool
 ) -> None:
+    """With a shared journal the next worker resumes the dead one's journal key (its lease died
+    with it); without, it reattaches to the session. Either way the session carries on."""
+    journal = str(tmp_path / "journal.sqlite") if journaled else ""
+    root = tmp_path / "ws"
+    root.mkdir()
     marker = f"rmamark{uuid.uuid4().hex[:10]}"
     with CMAEmulator(script=blocking_turns(marker)) as emu:
         emu.work_lease_ttl = 1  # the dead worker's lease runs out after a second without heartbeats
@@ -175,7 +182,7 @@ def test_a_worker_sigkilled_mid_tool_loses_its_item_to_the_next_which_carries_th
         sid = start_session(emu, agent_id, env_id)
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         child = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_PROCESS, env_id, str(tmp_path), KEY, emu.base_url], env=env
+            [sys.executable, "-c", _WORKER_PROCESS, env_id, str(root), KEY, emu.base_url, journal], env=env
         )
         try:
             assert present(marker)  # mid-tool
@@ -183,11 +190,11 @@ def test_a_worker_sigkilled_mid_tool_loses_its_item_to_the_next_which_carries_th
             child.send_signal(signal.SIGKILL)
             child.wait()
         assert gone(marker)  # the sandbox died with the worker
-        (tmp_path / sid / "go").write_text("")
+        (root / sid / "go").write_text("")
         events: list[WorkerEvent] = []
 
         async def next_worker() -> int:
-            async with make_worker(emu, env_id, tmp_path, events, block_ms=999) as w:
+            async with make_worker(emu, env_id, root, events, block_ms=999, journal=journal or None) as w:
                 return await w.serve(max_items=1)
 
         assert anyio.run(next_worker) == 1
