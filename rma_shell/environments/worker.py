@@ -71,6 +71,7 @@ class Ending(enum.StrEnum):
     REJECTED = "heartbeat_rejected"  # another 4xx: the item is stopped
     SKIPPED = "skipped"  # not a session item, or the ack failed
     CANCELLED = "cancelled"  # the worker shut down
+    CRASHED = "crashed"  # serving it raised (logged); the item is stopped, the worker goes on
 
 
 _LOST = (Ending.LEASE_LOST, Ending.ASSUMED_LOST)
@@ -303,12 +304,18 @@ class Worker:
         self._emit(WorkerEvent("claimed", work_id, session_id))
         lease = _Lease()
         outcome: Result[SessionResult, SessionError] | None = None
+        crash: str | None = None
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._heartbeat, queue, work_id, lease, tg.cancel_scope)
                 outcome = await self._drive(session_id, work_id, lease)
                 lease.finish(Ending.DONE)
                 tg.cancel_scope.cancel()
+        except Exception as exc:  # a bug or a workspace that cannot be made: this item only
+            lease.finish(Ending.CRASHED)
+            first = _first_cause(exc)
+            crash = f"{type(first).__name__}: {first}"
+            log.error("serving work %s crashed", work_id, exc_info=exc)
         except BaseException:
             lease.finish(Ending.CANCELLED)
             raise
@@ -323,7 +330,7 @@ class Worker:
             elif isinstance(outcome, Failure):
                 result = outcome.failure()
             self.served += 1
-            self._emit(WorkerEvent("ended", work_id, session_id, ending, result))
+            self._emit(WorkerEvent("ended", work_id, session_id, ending, result, crash))
         return ending
 
     async def _stop_quietly(self, queue: WorkQueue, work_id: str) -> None:
@@ -419,6 +426,12 @@ class Worker:
             if isinstance(waiting, Success) and not waiting.unwrap():
                 return
             await anyio.sleep(self.approval_poll)
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """The first exception under a (nested) exception group: what a task group's crash says."""
+    inner = getattr(exc, "exceptions", None)
+    return _first_cause(inner[0]) if inner else exc
 
 
 def _rejected(error: SessionError) -> bool:

@@ -112,8 +112,6 @@ class Workspace:
         tools: which of the six tools to offer (default all).
     """
 
-    validates_arguments = False
-
     def __init__(
         self,
         path: str | os.PathLike[str],

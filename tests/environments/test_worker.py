@@ -152,3 +152,18 @@ async def test_a_new_message_after_the_item_stopped_queues_new_work_that_the_wor
     assert [i["state"] for i in items] == ["stopped", "stopped"]
     assert (tmp_path / sid / "a.txt").read_text() == "2"
     assert [e.ending for e in events if e.kind == "ended"] == [Ending.DONE, Ending.DONE]
+
+
+async def test_an_item_whose_serving_crashes_is_stopped_and_the_worker_goes_on(
+    anyio_backend: Any, tmp_path: Path
+) -> None:
+    with CMAEmulator(script=CODING_TURNS) as emu:
+        agent_id, env_id = self_hosted(emu)
+        sid = start_session(emu, agent_id, env_id)
+        (tmp_path / sid).write_text("a file where the session's workspace directory should be")
+        events: list[WorkerEvent] = []
+        async with worker(emu, env_id, tmp_path, events) as w:
+            assert await w.serve(drain=True) == 1
+        assert emu.work_for(sid)["state"] == "stopped"  # type: ignore[index]
+    (ended,) = [e for e in events if e.kind == "ended"]
+    assert ended.ending is Ending.CRASHED and "FileExistsError" in ended.line()
