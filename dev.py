@@ -3,7 +3,9 @@
 
     python3 dev.py demo [args]   # create .venv if needed, install, run `rma demo`
     python3 dev.py test          # create .venv if needed, install dev tools, run every check
-                                 # (ruff, mypy, the import layers, the docs site, the tests)
+                                 # (ruff, mypy, the import layers, the docs site, the tests);
+                                 # as root with apt-get, installs Debian's chromium for the
+                                 # inspector's browser test
     python3 dev.py bench [--quick]
 
 The virtual environment lives in .venv; it is (re)installed when pyproject.toml changes.
@@ -77,6 +79,50 @@ def ensure_bubblewrap() -> None:
             return
 
 
+def ensure_chromium() -> None:
+    """The inspector's browser test drives Debian's headless Chromium: install it where apt-get
+    runs as root (CI, the project's machines); elsewhere the test says why it skips."""
+    if os.environ.get("RMA_CHROMIUM") or any(
+        shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+    ):
+        return
+    if not shutil.which("apt-get") or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        print("dev.py: no Chromium, and no apt-get as root to install it: the browser test skips", flush=True)
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for step in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        print("+", " ".join(step), flush=True)
+        if subprocess.run(step, cwd=ROOT, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+            print("dev.py: could not install chromium: the browser test skips", flush=True)
+            return
+
+
+def ensure_node_clients() -> None:
+    """tests/ui drives the protocols' own JavaScript clients (AG-UI's HttpAgent, the AI SDK's
+    transport) in Node and, bundled by esbuild, in Chromium: install Node where apt-get runs as
+    root, then the locked packages (tests/ui/js/package-lock.json); elsewhere those tests say
+    why they skip."""
+    js = ROOT / "tests" / "ui" / "js"
+    if not shutil.which("npm") and shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        step = ["apt-get", "install", "-y", "-qq", "nodejs", "npm"]
+        print("+", " ".join(step), flush=True)
+        subprocess.run(step, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    if not shutil.which("npm"):
+        print("dev.py: no npm: the JavaScript client tests skip", flush=True)
+        return
+    if (js / "node_modules").exists():
+        return
+    step = ["npm", "ci", "--no-audit", "--no-fund", "--silent"]
+    print("+", " ".join(step), f"(in {js.relative_to(ROOT)})", flush=True)
+    try:
+        done = subprocess.run(step, cwd=js, timeout=600).returncode
+    except subprocess.TimeoutExpired:
+        done = -1
+    if done != 0:
+        print("dev.py: npm ci failed: the JavaScript client tests skip", flush=True)
+
+
 def demo(args: list[str]) -> None:
     ensure_venv("cli")
     sh(BIN / "rma", "demo", *args)
@@ -91,6 +137,8 @@ def test(args: list[str]) -> None:
     sh(BIN / "lint-imports")  # the layers (pyproject.toml [tool.importlinter])
     with tempfile.TemporaryDirectory(prefix="rma-site-") as site:  # the docs site and API reference
         sh(BIN / "mkdocs", "build", "--strict", "--quiet", "--site-dir", site)
+    ensure_chromium()  # tests/inspect/test_browser.py, tests/ui/test_browser.py
+    ensure_node_clients()  # tests/ui/test_clients.py, tests/ui/test_browser.py
     sh(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "properties", *args)
     for script in BENCHMARKS:
         if (ROOT / script).exists():

@@ -27,6 +27,10 @@ Records (``kind``):
 - ``approval`` — a decision: ``id``, ``decision`` (``allow``/``deny``), ``reason``;
 - ``end`` — the session's final outcome, once it has one.
 
+Every record may carry ``at``: when the shell wrote it (Unix seconds, to the
+millisecond), for durations (``rma inspect``). The format does not need it: ``load`` ignores
+it, and a journal written before it existed reads the same.
+
 ``load`` checks a journal and collects what a resume needs; ``fold`` replays its events
 through ``step`` and says which commands were in flight when it stopped. No I/O here: the
 stores (SQLite by default) and the resume driver are ``rma_shell.journal``'s.
@@ -166,10 +170,18 @@ def chain(previous: str, body: str) -> str:
     ).hexdigest()
 
 
-def header_record(key: str, provider: str, config_json: str, request: Mapping[str, JSON]) -> str:
+def _at(at: float | None) -> str:
+    """The ``"at":…`` member's text (with its leading comma), or nothing."""
+    return "" if at is None else ',"at":' + f"{float(at):.3f}"
+
+
+def header_record(
+    key: str, provider: str, config_json: str, request: Mapping[str, JSON], at: float | None = None
+) -> str:
     return (
         '{"kind":"header","format":'
         + str(FORMAT)
+        + _at(at)
         + ',"key":'
         + json.dumps(key)
         + ',"provider":'
@@ -182,19 +194,27 @@ def header_record(key: str, provider: str, config_json: str, request: Mapping[st
     )
 
 
-def event_record(event_json: str, conn_json: str | None = None, history_from: int | None = None) -> str:
+def event_record(
+    event_json: str, conn_json: str | None = None, history_from: int | None = None, at: float | None = None
+) -> str:
     """An event's record; ``conn_json``: the snapshot it brought (``conn_text``)."""
     if conn_json is None:
-        return '{"kind":"event","event":' + event_json + "}"
+        return '{"kind":"event"' + _at(at) + ',"event":' + event_json + "}"
     where = "" if history_from is None else ',"history_from":' + str(int(history_from))
-    return '{"kind":"event","event":' + event_json + ',"conn":' + conn_json + where + "}"
+    return '{"kind":"event"' + _at(at) + ',"event":' + event_json + ',"conn":' + conn_json + where + "}"
 
 
-def tool_start_record(tool_use_id: str, attempt: int) -> str:
-    return encode({"kind": "tool_start", "id": tool_use_id, "attempt": attempt})
+def _stamped(body: dict[str, JSON], at: float | None) -> str:
+    if at is not None:
+        body["at"] = round(float(at), 3)
+    return encode(body)
 
 
-def tool_result_record(result: ToolResult, *, confirm: bool = False) -> str:
+def tool_start_record(tool_use_id: str, attempt: int, at: float | None = None) -> str:
+    return _stamped({"kind": "tool_start", "id": tool_use_id, "attempt": attempt}, at)
+
+
+def tool_result_record(result: ToolResult, *, confirm: bool = False, at: float | None = None) -> str:
     body: dict[str, JSON] = {
         "kind": "tool_result",
         "id": result.tool_use_id,
@@ -203,10 +223,10 @@ def tool_result_record(result: ToolResult, *, confirm: bool = False) -> str:
     }
     if confirm:
         body["confirm"] = True
-    return encode(body)
+    return _stamped(body, at)
 
 
-def waiting_record(waiting: Iterable[PendingApproval]) -> str:
+def waiting_record(waiting: Iterable[PendingApproval], at: float | None = None) -> str:
     calls = [
         {
             "id": p.tool_use_id,
@@ -216,15 +236,15 @@ def waiting_record(waiting: Iterable[PendingApproval]) -> str:
         }
         for p in waiting
     ]
-    return encode({"kind": "waiting", "calls": calls})
+    return _stamped({"kind": "waiting", "calls": calls}, at)
 
 
-def approval_record(tool_use_id: str, decision: Decision, reason: str | None) -> str:
-    return encode({"kind": "approval", "id": tool_use_id, "decision": decision, "reason": reason})
+def approval_record(tool_use_id: str, decision: Decision, reason: str | None, at: float | None = None) -> str:
+    return _stamped({"kind": "approval", "id": tool_use_id, "decision": decision, "reason": reason}, at)
 
 
-def end_record(outcome_json: str) -> str:
-    return '{"kind":"end","outcome":' + outcome_json + "}"
+def end_record(outcome_json: str, at: float | None = None) -> str:
+    return '{"kind":"end"' + _at(at) + ',"outcome":' + outcome_json + "}"
 
 
 def conn_text(

@@ -8,9 +8,9 @@ same few facts whichever host runs the loop. These frozen values are those facts
 - ``ToolCallStarted(id, name)`` — the model began a call of a custom tool (one the handler
   runs); for Local with ``stream=True`` this comes when the call's name arrives, before its
   arguments are complete;
-- ``ToolCallFinished(id, name, is_error)`` — that call was answered (by the handler, or by
-  rma itself for a call it refused to run: bad or cut-off arguments, an unknown tool, a
-  duplicate);
+- ``ToolCallFinished(id, name, is_error, input, output)`` — that call was answered (by the
+  handler, or by rma itself for a call it refused to run: bad or cut-off arguments, an unknown
+  tool, a duplicate), with the input it ran on and the text the model was told, where known;
 - ``TurnFinished(turn, terminal, stop_reason, usage)`` — a model turn ended (its own usage,
   not the running sum);
 - ``AttemptDiscarded(attempt, error)`` — the turn's attempt in flight failed and is being
@@ -56,11 +56,20 @@ class ToolCallStarted:
 
 @attrs.frozen
 class ToolCallFinished:
-    """A custom tool call was answered; ``is_error`` as the model was told."""
+    """A custom tool call was answered; ``is_error`` as the model was told.
+
+    ``input`` (the arguments the call ran on) and ``output`` (the result's text, as the model
+    was told it) ride along for a UI that shows them — the stream adapters
+    (``rma_shell.ui``) need both; None where the answer was rma's own and had none (a call cut
+    off before its arguments were whole). They are left out of equality: the update *is* the
+    call's id, name and outcome, as ``SessionResult.output`` is left out of the result's.
+    """
 
     id: str | None
     name: str
     is_error: bool
+    input: Mapping[str, JSON] | None = attrs.field(default=None, eq=False, kw_only=True)
+    output: str | None = attrs.field(default=None, eq=False, kw_only=True)
 
 
 @attrs.frozen

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Unpack
 
 import anyio
 import attrs
-from returns.result import Failure, Result, Success
+from returns.result import Failure, Result
 
 from rma.errors import InvalidOpts, SessionError
 from rma.journal import PendingApproval
@@ -38,6 +38,7 @@ from rma.session.option_checks import check_names
 from rma.vocabulary import SessionResult
 from rma_shell.options import kept_aliases, owners_of, refuses_unknown_options, take_renamed
 from rma_shell.providers.base import Provider
+from rma_shell.results import ok
 from rma_shell.run_options import AGENT_OPTIONS, HANDLER_OPTIONS, AgentOptions, spelled_out, split
 from rma_shell.session import LiveSession, on_next_driver, open_session, run
 
@@ -172,11 +173,11 @@ class Agent:
         """Run a session to its end and return its one result (``Success``/``Failure``), as
         ``rma_shell.run`` does. ``overrides``: any of ``RUN_OVERRIDES`` and the host's per-run
         options; anything else is ``Failure(InvalidOpts)`` naming it."""
-        async with self._prepared(prompt, overrides, live=False) as prepared:
-            if isinstance(prepared, Failure):
-                return Failure(prepared.failure())
-            host, kwargs = prepared.unwrap()
-            return await run(host, **kwargs)
+        try:
+            async with self._prepared(prompt, overrides, live=False) as (host, kwargs):
+                return await run(host, **kwargs)
+        except SessionError as error:  # the one place an agent's run becomes a value
+            return Failure(error.with_traceback(None))
 
     async def run_or_raise(self, prompt: str | None = None, **overrides: Any) -> SessionResult:
         """``run``, raising the ``SessionError`` (an exception) instead of returning a ``Failure``."""
@@ -230,53 +231,29 @@ class Agent:
 
         Leaving the block early cancels the run (its host is stopped, as for a cancelled run).
         """
-        finished = anyio.Event()
-        subscribed = anyio.Event()
-        box: dict[str, Any] = {}
+        async with _streamed(lambda: self.run(prompt, **overrides)) as updates:
+            yield updates
 
-        def attach(driver: Any) -> None:
-            box["updates"] = driver.updates.subscribe()
-            subscribed.set()
-
-        async def go() -> None:
-            try:
-                with on_next_driver(attach):
-                    box["result"] = await self.run(prompt, **overrides)
-            finally:
-                subscribed.set()
-                finished.set()
-
-        async def relay() -> AsyncIterator[LiveUpdate | RunFinished]:
-            await subscribed.wait()
-            updates = box.get("updates")
-            if updates is not None:
-                async with updates:
-                    async for update in updates:
-                        yield update
-            await finished.wait()
-            if "result" in box:
-                yield RunFinished(box["result"])
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(go)
-            iterator = relay()
-            try:
-                yield iterator
-            finally:
-                await iterator.aclose()  # type: ignore[attr-defined]
-                if not finished.is_set():
-                    group.cancel_scope.cancel()
+    @asynccontextmanager
+    async def stream_resume(
+        self, journal_key: str, *, host: Provider[Any] | None = None, timeout: float | None = _UNSET
+    ) -> AsyncIterator[AsyncIterator[LiveUpdate | RunFinished]]:
+        """``resume``, read as ``stream`` reads ``run``: the resumed run's live updates (the
+        calls approved or carried on, then the turns that follow), then a ``RunFinished``.
+        The stream adapters (``rma_shell.ui``) carry a run on this way once a person has
+        decided its approvals."""
+        async with _streamed(lambda: self.resume(journal_key, host=host, timeout=timeout)) as updates:
+            yield updates
 
     @asynccontextmanager
     async def session(self, prompt: str | None = None, **overrides: Any) -> AsyncIterator[LiveSession]:
         """A live session (``open_session``): follow-ups with ``message``, one result per
         request, live updates. Raises the ``SessionError`` when it cannot start."""
-        async with self._prepared(prompt, overrides, live=True) as prepared:
-            if isinstance(prepared, Failure):
-                raise prepared.failure().with_traceback(None)
-            host, kwargs = prepared.unwrap()
-            async with open_session(host, **kwargs) as live:
-                yield live
+        async with (
+            self._prepared(prompt, overrides, live=True) as (host, kwargs),
+            open_session(host, **kwargs) as live,
+        ):
+            yield live
 
     # ── durable sessions: resume and approvals (needs ``journal=``) ──
 
@@ -288,20 +265,17 @@ class Agent:
         again (``rma_shell.resume``)."""
         from rma_shell.resuming import resume
 
-        journal = self._journal("resume")
-        if isinstance(journal, Failure):
-            return Failure(journal.failure())
-        chosen = self._host(host)
-        if isinstance(chosen, Failure):
-            return Failure(chosen.failure())
+        try:
+            journal = self._journal("resume")
+            chosen = self._host(host)
+        except SessionError as error:
+            return Failure(error.with_traceback(None))
         kwargs: dict[str, Any] = {k: v for k, v in self._options.items() if k in HANDLER_OPTIONS}
         if timeout is not _UNSET:
             kwargs["timeout"] = timeout
         async with AsyncExitStack() as stack:
             handler, _ = await self._tools.handler(stack, self._entered is not None)
-            return await resume(
-                journal.unwrap(), journal_key, provider=chosen.unwrap(), handler=handler, **kwargs
-            )
+            return await resume(journal, journal_key, provider=chosen, handler=handler, **kwargs)
 
     def worker(self, *, environment_id: str, workspaces: Any, **options: Any) -> Any:
         """A ``rma_shell.environments.Worker`` serving this agent's sessions on a self-hosted
@@ -341,10 +315,11 @@ class Agent:
         """The calls of ``journal_key`` that wait for a person's decision."""
         from rma_shell.resuming import pending_approvals
 
-        journal = self._journal("pending_approvals")
-        if isinstance(journal, Failure):
-            return Failure(journal.failure())
-        return pending_approvals(journal.unwrap(), journal_key)
+        try:
+            journal = self._journal("pending_approvals")
+        except SessionError as error:
+            return Failure(error.with_traceback(None))
+        return pending_approvals(journal, journal_key)
 
     def approve(
         self, journal_key: str, tool_use_id: str, decision: str, reason: str | None = None
@@ -352,51 +327,40 @@ class Agent:
         """Decide a waiting call (``"allow"`` or ``"deny"``); ``resume`` then carries on."""
         from rma_shell.resuming import approve
 
-        journal = self._journal("approve")
-        if isinstance(journal, Failure):
-            return Failure(journal.failure())
-        return approve(journal.unwrap(), journal_key, tool_use_id, decision, reason)  # type: ignore[arg-type]
+        try:
+            journal = self._journal("approve")
+        except SessionError as error:
+            return Failure(error.with_traceback(None))
+        return approve(journal, journal_key, tool_use_id, decision, reason)  # type: ignore[arg-type]
 
     # ── what a run is made of ──
 
-    def _journal(self, what: str) -> Result[Any, SessionError]:
+    def _journal(self, what: str) -> Any:
         if self.journal is None:
-            return Failure(InvalidOpts("journal", f"{what} needs an agent with journal= (docs/durable.md)"))
-        return Success(self.journal)
+            raise InvalidOpts("journal", f"{what} needs an agent with journal= (docs/durable.md)")
+        return self.journal
 
-    def _host(self, given: Provider[Any] | None) -> Result[Provider[Any], SessionError]:
+    def _host(self, given: Provider[Any] | None) -> Provider[Any]:
         host = given if given is not None else self.host
         if host is None:
-            return Failure(InvalidOpts("host", "no host: give Agent(host=...) or run(..., host=...)"))
+            raise InvalidOpts("host", "no host: give Agent(host=...) or run(..., host=...)")
         if getattr(host, "codec", None) is None:
-            return Failure(InvalidOpts("host", f"{type(host).__name__} is not an rma host"))
-        return Success(host)
+            raise InvalidOpts("host", f"{type(host).__name__} is not an rma host")
+        return host
 
     @asynccontextmanager
     async def _prepared(
         self, prompt: str | None, overrides: Mapping[str, Any], *, live: bool
-    ) -> AsyncIterator[Result[tuple[Provider[Any], dict[str, Any]], SessionError]]:
+    ) -> AsyncIterator[tuple[Provider[Any], dict[str, Any]]]:
         """The host and ``run``'s keyword arguments for one run, with the tools started for
-        its length (unless the agent is entered), or why the run cannot start."""
-        host = self._host(overrides.get("host"))
-        if isinstance(host, Failure):
-            yield Failure(host.failure())
-            return
-        chosen = host.unwrap()
+        its length (unless the agent is entered); raises the ``SessionError`` saying why a run
+        cannot start."""
+        chosen = self._host(overrides.get("host"))
         own = LIVE_OVERRIDES if live else RUN_OVERRIDES
         accepted = own | frozenset(getattr(chosen, "run_options", ())) | kept_aliases(type(chosen))
         where = f"Agent.{'session' if live else 'run'}()"
-        renamed = take_renamed(overrides, owners_of(type(chosen), ".run"), where=where)
-        if isinstance(renamed, Failure):
-            yield Failure(renamed.failure())
-            return
-        overrides = renamed.unwrap()
-        named = check_names(
-            overrides, accepted, where=f"Agent.{'session' if live else 'run'}() with {type(chosen).__name__}"
-        )
-        if isinstance(named, Failure):
-            yield Failure(named.failure())
-            return
+        overrides = ok(take_renamed(overrides, owners_of(type(chosen), ".run"), where=where))
+        ok(check_names(overrides, accepted, where=f"{where} with {type(chosen).__name__}"))
         kwargs = {k: v for k, v in self._options.items() if not (live and k == "timeout")}
         for key, value in overrides.items():
             if key != "host":
@@ -406,18 +370,19 @@ class Agent:
         async with AsyncExitStack() as stack:
             try:
                 handler, declared = await self._tools.handler(stack, self._entered is not None)
+            except SessionError:
+                raise
             except Exception as exc:  # two parts declaring one name; a source that cannot start
                 bad = getattr(exc, "option", None)
-                yield Failure(InvalidOpts(bad, str(exc)) if isinstance(bad, str) else _crashed(exc))
-                return
+                raise (InvalidOpts(bad, str(exc)) if isinstance(bad, str) else _crashed(exc)) from None
             kwargs["handler"] = handler
             kwargs["prompt"] = prompt
-            placed = await self._declare(chosen, declared, kwargs)
-            yield placed.map(lambda extra: (chosen, {**kwargs, **extra}))
+            extra = await self._declare(chosen, declared, kwargs)
+            yield chosen, {**kwargs, **extra}
 
     async def _declare(
         self, host: Provider[Any], declared: list[Any], kwargs: Mapping[str, Any]
-    ) -> Result[dict[str, Any], SessionError]:
+    ) -> dict[str, Any]:
         """What tells ``host`` this agent's instructions, tools and model (see the module doc)."""
         from rma.provisioning import AgentSpec
         from rma_shell.providers.agentcore import BedrockAgentCore, new_runtime_session_id
@@ -434,44 +399,36 @@ class Agent:
                 extra["model"] = {"bedrockModelConfig": {"modelId": own}} if isinstance(own, str) else own
             if kwargs.get("session_id") is None and kwargs.get("runtime_session_id") is None:
                 extra["runtime_session_id"] = new_runtime_session_id()
-            return Success(extra)
+            return extra
         model: Any = self.model if self.model is not None else getattr(host, "model", None)
         if isinstance(host, ClaudeManagedAgents):
             if kwargs.get("session_id") is not None or kwargs.get("agent") or kwargs.get("agent_id"):
-                return Success({})  # a reattach, or the caller's own agent: nothing to declare
+                return {}  # a reattach, or the caller's own agent: nothing to declare
             if model is None:
-                return Failure(
-                    InvalidOpts(
-                        "model", "a Claude agent needs a model: Agent(model=) or ClaudeManagedAgents(model=)"
-                    )
+                raise InvalidOpts(
+                    "model", "a Claude agent needs a model: Agent(model=) or ClaudeManagedAgents(model=)"
                 )
             tools = list(declared)
             if self.output_type is not None:
                 from rma_shell.tools.output import output_tool
 
                 tools.append(output_tool(self.output_type))
-            spec = AgentSpec.create(
-                self.name, system_prompt=self.instructions, tools=tools, model_config=model
+            spec = ok(
+                AgentSpec.create(self.name, system_prompt=self.instructions, tools=tools, model_config=model)
             )
-            if isinstance(spec, Failure):
-                return Failure(spec.failure())
             from rma_shell.provisioning import provision
 
-            handles = await provision(host, spec.unwrap(), self.environment, store=self._store_for(host))
-            if isinstance(handles, Failure):
-                return Failure(handles.failure())
-            return Success({"agent": handles.unwrap(), "environment": handles.unwrap()})
+            handles = ok(await provision(host, spec, self.environment, store=self._store_for(host)))
+            return {"agent": handles, "environment": handles}
         if "agent" in kwargs or "agent" not in getattr(host, "run_options", ()):
-            return Success({})  # the caller's own spec, or a host (a scripted one) that takes none
-        spec = AgentSpec.create(
+            return {}  # the caller's own spec, or a host (a scripted one) that takes none
+        local_spec = AgentSpec.create(
             self.name,
             system_prompt=self.instructions,
             tools=declared,
             model_config=model if isinstance(model, str | Mapping) else None,
         )
-        if isinstance(spec, Failure):
-            return Failure(spec.failure())
-        return Success({"agent": spec.unwrap()})
+        return {"agent": ok(local_spec)}
 
     def _store_for(self, host: object) -> Any:
         if self._store is not None:
@@ -484,6 +441,50 @@ class Agent:
         if store is None:
             store = self._stores[host] = MemoryStore()
         return store
+
+
+@asynccontextmanager
+async def _streamed(
+    start: Callable[[], Awaitable[Result[SessionResult, SessionError]]],
+) -> AsyncIterator[AsyncIterator[LiveUpdate | RunFinished]]:
+    """The live updates of the run ``start`` begins (its driver is announced through
+    ``on_next_driver``), then its ``RunFinished``; leaving early cancels the run."""
+    finished = anyio.Event()
+    subscribed = anyio.Event()
+    box: dict[str, Any] = {}
+
+    def attach(driver: Any) -> None:
+        box["updates"] = driver.updates.subscribe()
+        subscribed.set()
+
+    async def go() -> None:
+        try:
+            with on_next_driver(attach):
+                box["result"] = await start()
+        finally:
+            subscribed.set()
+            finished.set()
+
+    async def relay() -> AsyncIterator[LiveUpdate | RunFinished]:
+        await subscribed.wait()
+        updates = box.get("updates")
+        if updates is not None:
+            async with updates:
+                async for update in updates:
+                    yield update
+        await finished.wait()
+        if "result" in box:
+            yield RunFinished(box["result"])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(go)
+        iterator = relay()
+        try:
+            yield iterator
+        finally:
+            await iterator.aclose()  # type: ignore[attr-defined]
+            if not finished.is_set():
+                group.cancel_scope.cancel()
 
 
 def _invalid(option: str, detail: str) -> Exception:

@@ -20,6 +20,7 @@ a key); every other option is the journaled run's.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Unpack
@@ -53,9 +54,11 @@ from rma_shell.machinery.remote_stop import (
     stamp,
 )
 from rma_shell.providers.base import Provider
+from rma_shell.results import ok
 from rma_shell.run_options import HANDLER_OPTIONS, HandlerOptions, spelled_out, split
 from rma_shell.session import (
     LiveSession,
+    announce_driver,
     check_stop_grace,
     check_tool_limits,
     drive_to_end,
@@ -67,35 +70,27 @@ from rma_shell.telemetry import default as default_telemetry
 log = logging.getLogger("rma.session")
 
 
-def _loaded(store: JournalStore, key: str, provider: Provider[Any]) -> Result[Loaded, SessionError]:
+def _loaded(store: JournalStore, key: str, provider: Provider[Any]) -> Loaded:
     try:
         rows = store.rows(key)
     except JournalStoreError as exc:
-        return Failure(InvalidOpts("journal", str(exc)))
-    loaded = load(key, rows, lambda _name: provider.codec)
-    if isinstance(loaded, Failure):
-        return loaded
-    journaled = loaded.unwrap().config.provider_name
+        raise InvalidOpts("journal", str(exc)) from None
+    loaded = ok(load(key, rows, lambda _name: provider.codec))
+    journaled = loaded.config.provider_name
     if journaled != provider.codec.name:
-        return Failure(
-            JournalMismatch(
-                key=key,
-                detail=f"it holds a {journaled!r} session, and this provider runs {provider.codec.name!r}",
-            )
+        raise JournalMismatch(
+            key=key,
+            detail=f"it holds a {journaled!r} session, and this provider runs {provider.codec.name!r}",
         )
     return loaded
 
 
-def _handler_options(
-    given: Mapping[str, Any], where: str, *, live: bool = False
-) -> Result[dict[str, Any], SessionError]:
+def _handler_options(given: Mapping[str, Any], where: str, *, live: bool = False) -> dict[str, Any]:
     """The handler options given to ``resume``/``resume_session``, defaulted; a name it does not
     take (a misspelling, a run's option that resuming cannot change) is ``InvalidOpts``."""
     accepted = HANDLER_OPTIONS - {"timeout"} if live else HANDLER_OPTIONS
-    named = check_names(given, accepted, where=where, elsewhere=LIVE_ELSEWHERE if live else None)
-    if isinstance(named, Failure):
-        return Failure(named.failure())
-    return Success(split(given, accepted)[0])
+    ok(check_names(given, accepted, where=where, elsewhere=LIVE_ELSEWHERE if live else None))
+    return split(given, accepted)[0]
 
 
 def _resumed_driver(
@@ -106,22 +101,18 @@ def _resumed_driver(
     handler: object,
     options: Mapping[str, Any],
     live: bool,
-) -> Result[tuple[Driver[Any], Loaded], SessionError]:
-    """The driver that carries the journaled session on (its outcome, when it ended), or why not."""
-    checked = check_key(key)
-    if isinstance(checked, Failure):
-        return Failure(checked.failure())
+) -> tuple[Driver[Any], Loaded]:
+    """The driver that carries the journaled session on (its outcome, when it ended), or the
+    ``SessionError`` raised that says why not."""
+    ok(check_key(key))
     if not resumable(provider):
-        return Failure(InvalidOpts("provider", f"{type(provider).__name__} sessions cannot be resumed"))
-    held = hold(journal, key)  # the key's lease: before reading, so two resumes never both run it
-    if isinstance(held, Failure):
-        return Failure(held.failure())
-    built = _driver_holding(
-        held.unwrap(), key, provider=provider, handler=handler, options=options, live=live
-    )
-    if isinstance(built, Failure):
-        held.unwrap().release()
-    return built
+        raise InvalidOpts("provider", f"{type(provider).__name__} sessions cannot be resumed")
+    held = ok(hold(journal, key))  # the key's lease: before reading, so two resumes never both run it
+    try:
+        return _driver_holding(held, key, provider=provider, handler=handler, options=options, live=live)
+    except SessionError:
+        held.release()
+        raise
 
 
 def _driver_holding(
@@ -132,33 +123,23 @@ def _driver_holding(
     handler: object,
     options: Mapping[str, Any],
     live: bool,
-) -> Result[tuple[Driver[Any], Loaded], SessionError]:
+) -> tuple[Driver[Any], Loaded]:
     o = options  # the handler options, defaulted (``rma_shell.run_options.split``)
-    loaded_ = _loaded(held.store, key, provider)
-    if isinstance(loaded_, Failure):
-        return Failure(loaded_.failure())
-    loaded = loaded_.unwrap()
+    loaded = _loaded(held.store, key, provider)
     config = loaded.config
     if config.live != live:
         how = "open_session (resume it with resume_session)" if config.live else "run (resume it with resume)"
-        return Failure(InvalidOpts("journal_key", f"{key!r} holds a session started with {how}"))
+        raise InvalidOpts("journal_key", f"{key!r} holds a session started with {how}")
     if config.has_turn_guard and o["turn_guard"] is None:
-        return Failure(InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too"))
+        raise InvalidOpts("turn_guard", "the journaled run has a turn guard: pass it to resume too")
     if not config.has_turn_guard and o["turn_guard"] is not None:
-        return Failure(InvalidOpts("turn_guard", "the journaled run had no turn guard"))
-    limits = check_tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
-    if isinstance(limits, Failure):
-        return Failure(limits.failure())
+        raise InvalidOpts("turn_guard", "the journaled run had no turn guard")
+    check_tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
     grace = check_stop_grace(o["stop_grace"])
-    if isinstance(grace, Failure):
-        return Failure(grace.failure())
-    output = output_tool_for(o["output_type"], None)
-    if isinstance(output, Failure):
-        return Failure(output.failure())
-    output_tool = output.unwrap()
+    output_tool = output_tool_for(o["output_type"], None)
     if config.output_tool != (output_tool is not None):
         need = "had an output_type: pass it again" if config.output_tool else "had no output_type"
-        return Failure(InvalidOpts("output_type", f"the journaled run {need}"))
+        raise InvalidOpts("output_type", f"the journaled run {need}")
     opts = DriverOptions(
         handler=handler,
         context=o["context"],
@@ -171,11 +152,11 @@ def _driver_holding(
         tool_timeout=o["tool_timeout"],
         max_tool_result_chars=o["max_tool_result_chars"],
         journal=SessionJournal(held.store, key, loaded, held=held),
-        stop_grace=grace.unwrap(),
+        stop_grace=grace,
     )
     if handler_shape(handler) is None:
-        return Failure(InvalidOpts("handler", f"{type(handler).__name__} is not a handler"))
-    return Success((Driver.restored(provider, loaded, opts), loaded))
+        raise InvalidOpts("handler", f"{type(handler).__name__} is not a handler")
+    return Driver.restored(provider, loaded, opts), loaded
 
 
 @spelled_out()
@@ -197,16 +178,15 @@ async def resume(
     pause it again. ``timeout`` bounds this call, as ``run``'s bounds a run, and
     ``stop_grace`` the stop of the host's loop when it passes, as for a run.
     """
-    mine = _handler_options(options, "resume()")
-    if isinstance(mine, Failure):
-        return Failure(mine.failure())
-    timeout = mine.unwrap()["timeout"]
-    built = _resumed_driver(
-        journal, key, provider=provider, handler=handler, options=mine.unwrap(), live=False
-    )
-    if isinstance(built, Failure):
-        return Failure(built.failure())
-    driver, loaded = built.unwrap()
+    try:
+        mine = _handler_options(options, "resume()")
+        driver, loaded = _resumed_driver(
+            journal, key, provider=provider, handler=handler, options=mine, live=False
+        )
+    except SessionError as error:  # the one place a resume's preparation becomes a value
+        return Failure(error.with_traceback(None))
+    timeout = mine["timeout"]
+    announce_driver(driver)
     try:
         if loaded.outcome is not None:  # it ended: the outcome, as it was returned
             return driver.typed(await _finish_stop(driver, loaded, loaded.outcome, timeout))
@@ -237,14 +217,9 @@ async def resume_session(
     request the old process had open carries on and its result is the session's next one.
     """
     mine = _handler_options(options, "resume_session()", live=True)
-    if isinstance(mine, Failure):
-        raise mine.failure().with_traceback(None)
-    built = _resumed_driver(
-        journal, key, provider=provider, handler=handler, options=mine.unwrap(), live=True
+    driver, loaded = _resumed_driver(
+        journal, key, provider=provider, handler=handler, options=mine, live=True
     )
-    if isinstance(built, Failure):
-        raise built.failure().with_traceback(None)
-    driver, loaded = built.unwrap()
     try:
         if loaded.outcome is not None:
             raise Closed().with_traceback(None)  # it ended for good (a pause, a journal failure)
@@ -313,50 +288,51 @@ def approve(
     """Decide a call that waits for approval: ``"allow"`` runs it on ``resume``, ``"deny"``
     answers the model with an error naming ``reason``. Written to the journal at once, from any
     process; a call that does not wait there, or an unknown decision, is ``InvalidOpts``."""
-    if decision not in ("allow", "deny"):
-        return Failure(InvalidOpts("decision", f"must be 'allow' or 'deny', got {decision!r}"))
-    if reason is not None and not isinstance(reason, str):
-        return Failure(InvalidOpts("reason", f"must be a string or None, got {type(reason).__name__}"))
-    waiting = pending_approvals(journal, key)
-    if isinstance(waiting, Failure):
-        return Failure(waiting.failure())
-    if tool_use_id not in {p.tool_use_id for p in waiting.unwrap()}:
-        ids = ", ".join(p.tool_use_id for p in waiting.unwrap()) or "none"
-        return Failure(
-            InvalidOpts(
-                "tool_use_id", f"{tool_use_id!r} does not wait for approval in {key!r} (waiting: {ids})"
-            )
-        )
-    held = opened(journal)
-    if isinstance(held, Failure):
-        return Failure(held.failure())
     try:
-        held.unwrap().store.append(key, [approval_record(tool_use_id, decision, reason)])
-    except JournalStoreError as exc:
-        return Failure(InvalidOpts("journal", str(exc)))
-    finally:
-        held.unwrap().release()
+        _approve(journal, key, tool_use_id, decision, reason)
+    except SessionError as error:
+        return Failure(error.with_traceback(None))
     return Success(None)
+
+
+def _approve(journal: Any, key: str, tool_use_id: str, decision: Decision, reason: str | None) -> None:
+    if decision not in ("allow", "deny"):
+        raise InvalidOpts("decision", f"must be 'allow' or 'deny', got {decision!r}")
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidOpts("reason", f"must be a string or None, got {type(reason).__name__}")
+    waiting = _waiting(journal, key)
+    if tool_use_id not in {p.tool_use_id for p in waiting}:
+        ids = ", ".join(p.tool_use_id for p in waiting) or "none"
+        raise InvalidOpts(
+            "tool_use_id", f"{tool_use_id!r} does not wait for approval in {key!r} (waiting: {ids})"
+        )
+    held = ok(opened(journal))
+    try:
+        held.store.append(key, [approval_record(tool_use_id, decision, reason, at=time.time())])
+    except JournalStoreError as exc:
+        raise InvalidOpts("journal", str(exc)) from None
+    finally:
+        held.release()
 
 
 def pending_approvals(journal: Any, key: str) -> Result[tuple[PendingApproval, ...], SessionError]:
     """The calls of ``key`` that wait for a decision, with their inputs (empty: none wait)."""
-    checked = check_key(key)
-    if isinstance(checked, Failure):
-        return Failure(checked.failure())
-    held = opened(journal)
-    if isinstance(held, Failure):
-        return Failure(held.failure())
     try:
-        rows = held.unwrap().store.rows(key)
+        return Success(_waiting(journal, key))
+    except SessionError as error:
+        return Failure(error.with_traceback(None))
+
+
+def _waiting(journal: Any, key: str) -> tuple[PendingApproval, ...]:
+    ok(check_key(key))
+    held = ok(opened(journal))
+    try:
+        rows = held.store.rows(key)
     except JournalStoreError as exc:
-        return Failure(InvalidOpts("journal", str(exc)))
+        raise InvalidOpts("journal", str(exc)) from None
     finally:
-        held.unwrap().release()
-    loaded = load(key, rows, _any_codec)
-    if isinstance(loaded, Failure):
-        return Failure(loaded.failure())
-    return Success(loaded.unwrap().waiting)
+        held.release()
+    return ok(load(key, rows, _any_codec)).waiting
 
 
 def _any_codec(name: str) -> Any:

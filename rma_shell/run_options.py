@@ -10,7 +10,7 @@ own, with their defaults, and the host's. ``tests/test_run_options.py`` checks t
 point's signature repeats an option and that ``RUN_OPTIONS`` (the core's names) agrees.
 
 What this is not: the values' checks (``rma.session.options.validate`` and the shell's
-``_prepare``), nor the checks of names a host takes (``rma_shell.options``).
+``prepare_driver``), nor the checks of names a host takes (``rma_shell.options``).
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from rma_shell.machinery.remote_stop import stop_host
 from rma_shell.machinery.updates import UpdateStream
 from rma_shell.options import check_run_options, owners_of, take_renamed
 from rma_shell.providers.base import OpenRequest, Provider
+from rma_shell.results import ok
 from rma_shell.run_options import OWN_RUN_OPTIONS, RunOptions, spelled_out, split
 from rma_shell.telemetry import default as default_telemetry
 
@@ -69,9 +70,9 @@ _ON_DRIVER: contextvars.ContextVar[Callable[[Driver[Any]], None] | None] = conte
 
 @contextmanager
 def on_next_driver(hook: Callable[[Driver[Any]], None]) -> Iterator[None]:
-    """Within the block, the next ``run`` started in this context calls ``hook`` with its driver
-    before the session opens (``Agent.stream`` subscribes to its updates there). Taken once:
-    a run started by a tool of that run does not see it."""
+    """Within the block, the next ``run`` (or ``resume``) started in this context calls ``hook``
+    with its driver before the session opens (``Agent.stream`` subscribes to its updates there).
+    Taken once: a run started by a tool of that run does not see it."""
     token = _ON_DRIVER.set(hook)
     try:
         yield
@@ -79,61 +80,60 @@ def on_next_driver(hook: Callable[[Driver[Any]], None]) -> Iterator[None]:
         _ON_DRIVER.reset(token)
 
 
-def check_tool_limits(tool_timeout: object, max_chars: object) -> Result[None, SessionError]:
+def announce_driver(driver: Driver[Any]) -> None:
+    """Hand ``driver`` to the hook of ``on_next_driver``, if one waits, and take the hook away."""
+    hook = _ON_DRIVER.get()
+    if hook is not None:
+        _ON_DRIVER.set(None)  # this run's own: the tasks it spawns copy the context from here
+        hook(driver)
 
+
+def check_tool_limits(tool_timeout: object, max_chars: object) -> None:
+    """``tool_timeout`` (positive seconds or None) and ``max_tool_result_chars`` (a positive
+    int or None), or ``InvalidOpts`` naming the one that is wrong."""
     if tool_timeout is not None:
-        checked = check_seconds(tool_timeout, "tool_timeout")
-        if isinstance(checked, Failure):
-            return Failure(checked.failure())
+        ok(check_seconds(tool_timeout, "tool_timeout"))
         if tool_timeout == 0:
-            return Failure(InvalidOpts("tool_timeout", "must be a positive number of seconds or None"))
+            raise InvalidOpts("tool_timeout", "must be a positive number of seconds or None")
     if max_chars is not None and (
         not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1
     ):
-        return Failure(
-            InvalidOpts("max_tool_result_chars", f"must be a positive int or None, got {max_chars!r}")
-        )
-    return Success(None)
+        raise InvalidOpts("max_tool_result_chars", f"must be a positive int or None, got {max_chars!r}")
 
 
-def check_stop_grace(value: object) -> Result[float, SessionError]:
+def check_stop_grace(value: object) -> float:
     """``stop_grace``: positive, finite seconds. Not zero — even a stop nobody waits for needs
     its request's round trip, so a zero grace would be a stop never asked — and not infinity: a
     stop with no bound would hold a run past its deadline for as long as the host likes (a
     Claude session that never reads idle)."""
-    checked = check_seconds(value, "stop_grace")
-    if isinstance(checked, Failure):
-        return Failure(checked.failure())
-    grace = checked.unwrap()
+    grace = ok(check_seconds(value, "stop_grace"))
     assert grace is not None  # allow_none is off
-    return Success(grace)
+    return grace
 
 
-def output_tool_for(output_type: Any, terminal_tool: str | None) -> Result[Any, SessionError]:
-    """The terminal tool for ``output_type`` (None without one), or why it cannot be built."""
+def output_tool_for(output_type: Any, terminal_tool: str | None) -> Any:
+    """The terminal tool for ``output_type`` (None without one), or ``InvalidOpts`` saying why
+    it cannot be built."""
 
     if output_type is None:
-        return Success(None)
+        return None
     try:
         from rma_shell.tools.output import OutputTool
     except ImportError:
-        return Failure(
-            InvalidOpts("output_type", "typed output needs the tools extra: pip install 'rma-agents[tools]'")
-        )
+        raise InvalidOpts(
+            "output_type", "typed output needs the tools extra: pip install 'rma-agents[tools]'"
+        ) from None
     if terminal_tool is not None:
-        return Failure(
-            InvalidOpts(
-                "terminal_tool",
-                "output_type brings its own terminal tool (final_result): give one or the other",
-            )
+        raise InvalidOpts(
+            "terminal_tool", "output_type brings its own terminal tool (final_result): give one or the other"
         )
     try:
-        return Success(OutputTool(output_type))
+        return OutputTool(output_type)
     except TypeError as exc:
-        return Failure(InvalidOpts("output_type", str(exc)))
+        raise InvalidOpts("output_type", str(exc)) from None
 
 
-def _prepare(
+def prepare_driver(
     provider: Provider[Any],
     *,
     live: bool,
@@ -142,65 +142,53 @@ def _prepare(
     options: Mapping[str, Any],
     provider_opts: Mapping[str, Any],
     approvals_elsewhere: bool = False,
-) -> Result[Driver[Any], SessionError]:
+) -> Driver[Any]:
+    """The checked driver of a new session, or the ``SessionError`` raised that says why not
+    (``run`` returns it in a ``Failure``, ``open_session`` lets it propagate)."""
     o = dict(options)  # rma's own options, defaulted (``rma_shell.run_options.split``)
     codec = getattr(provider, "codec", None)
     if codec is None:
-        from rma.errors import InvalidOpts
-
-        return Failure(
-            InvalidOpts("provider", f"{type(provider).__name__} is not an rma provider (no codec)")
+        raise InvalidOpts("provider", f"{type(provider).__name__} is not an rma provider (no codec)")
+    host_opts = ok(
+        take_renamed(
+            provider_opts,
+            ["run", *owners_of(type(provider), ".run")],
+            where="open_session()" if live else "run()",
+            present=() if o["metadata"] is None else ("metadata",),
         )
-    renamed = take_renamed(
-        provider_opts,
-        ["run", *owners_of(type(provider), ".run")],
-        where="open_session()" if live else "run()",
-        present=() if o["metadata"] is None else ("metadata",),
     )
-    if isinstance(renamed, Failure):
-        return Failure(renamed.failure())
-    provider_opts = renamed.unwrap()
     # The older telemetry_metadata= labels the telemetry only (metadata= the host's session too).
-    telemetry_metadata = provider_opts.pop("telemetry_metadata", None)
+    telemetry_metadata = host_opts.pop("telemetry_metadata", None)
     if telemetry_metadata is not None and not isinstance(telemetry_metadata, Mapping):
-        return Failure(InvalidOpts("telemetry_metadata", "expected a mapping"))
-    names = check_run_options(provider, provider_opts, live=live, model_config=o["model_config"])
-    if isinstance(names, Failure):
-        return Failure(names.failure())  # a misspelled or misplaced name: before anything else
-    limits = check_tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
-    if isinstance(limits, Failure):
-        return Failure(limits.failure())
+        raise InvalidOpts("telemetry_metadata", "expected a mapping")
+    # A misspelled or misplaced name: before anything else.
+    ok(check_run_options(provider, host_opts, live=live, model_config=o["model_config"]))
+    check_tool_limits(o["tool_timeout"], o["max_tool_result_chars"])
     grace = check_stop_grace(o["stop_grace"])
-    if isinstance(grace, Failure):
-        return Failure(grace.failure())
-    output = output_tool_for(o["output_type"], o["terminal_tool"])
-    if isinstance(output, Failure):
-        return Failure(output.failure())
-    output_tool = output.unwrap()
+    output_tool = output_tool_for(o["output_type"], o["terminal_tool"])
     if output_tool is not None:  # the session ends through the answer's tool (issue #14)
         o["require_terminal_tool"], o["terminal_tool"] = True, output_tool.name
-    validated = validate(
-        codec,
-        handler=handler,
-        prompt=prompt,
-        turn_guard=o["turn_guard"],
-        require_terminal_tool=o["require_terminal_tool"],
-        terminal_tool=o["terminal_tool"],
-        max_reprompts=o["max_reprompts"],
-        outcome=o["outcome"],
-        budget=o["budget"],
-        session_id=o["session_id"],
-        max_turns=o["max_turns"],
-        timeout=o["timeout"],
-        max_concurrency=o["max_concurrency"],
-        metadata=o["metadata"] if telemetry_metadata is None else telemetry_metadata,
-        model_config=o["model_config"],
-        live=live,
+    config, parsed_budget = ok(
+        validate(
+            codec,
+            handler=handler,
+            prompt=prompt,
+            turn_guard=o["turn_guard"],
+            require_terminal_tool=o["require_terminal_tool"],
+            terminal_tool=o["terminal_tool"],
+            max_reprompts=o["max_reprompts"],
+            outcome=o["outcome"],
+            budget=o["budget"],
+            session_id=o["session_id"],
+            max_turns=o["max_turns"],
+            timeout=o["timeout"],
+            max_concurrency=o["max_concurrency"],
+            metadata=o["metadata"] if telemetry_metadata is None else telemetry_metadata,
+            model_config=o["model_config"],
+            live=live,
+        )
     )
-    if isinstance(validated, Failure):
-        return Failure(validated.failure())
-    config, parsed_budget = validated.unwrap()
-    extra = lift_handles(provider_opts)
+    extra = lift_handles(host_opts)
     if o["metadata"] is not None:  # labels the host's session too, where sessions carry metadata
         extra["metadata"] = o["metadata"]
     if o["model_config"] is not None:
@@ -218,19 +206,16 @@ def _prepare(
         extra=extra,
     )
     # ``approvals_elsewhere``: a Temporal workflow waits for approvals in its own history.
-    journaled = check_new(o["journal"], o["journal_key"], provider, None if approvals_elsewhere else handler)
-    if isinstance(journaled, Failure):
-        return Failure(journaled.failure())
+    fresh = ok(check_new(o["journal"], o["journal_key"], provider, None if approvals_elsewhere else handler))
     session_journal: SessionJournal | None = None
     kept_request: dict[str, Any] = {}
-    fresh = journaled.unwrap()
     if fresh is not None:
         held, key = fresh
-        kept = request_record(request)
-        if isinstance(kept, Failure):
+        try:
+            kept_request = ok(request_record(request))
+        except SessionError:
             held.release()
-            return Failure(kept.failure())
-        kept_request = kept.unwrap()
+            raise
         session_journal = SessionJournal(held.store, key, held=held)  # closed with the driver
     opts = DriverOptions(
         handler=handler,
@@ -244,21 +229,19 @@ def _prepare(
         tool_timeout=o["tool_timeout"],
         max_tool_result_chars=o["max_tool_result_chars"],
         journal=session_journal,
-        stop_grace=grace.unwrap(),
+        stop_grace=grace,
     )
     driver = Driver(provider, config, opts)
-    if session_journal is not None:
-        began = begin_journal(session_journal, driver.config, kept_request)
-        if isinstance(began, Failure):
+    try:
+        if session_journal is not None:
+            ok(begin_journal(session_journal, driver.config, kept_request))
+        if o["record"] is not None:
+            ok(driver.start_recording(o["record"]))
+    except SessionError:
+        if session_journal is not None:
             session_journal.close()
-            return Failure(began.failure())
-    if o["record"] is not None:
-        recording = driver.start_recording(o["record"])
-        if isinstance(recording, Failure):
-            if session_journal is not None:
-                session_journal.close()
-            return Failure(recording.failure())
-    return Success(driver)
+        raise
+    return driver
 
 
 @spelled_out(host_options=True)
@@ -306,16 +289,13 @@ async def run(
             per-run options (``agent=``, ``runtime_session_id=``, …), checked against it.
     """
     mine, provider_opts = split(options, OWN_RUN_OPTIONS)
-    prepared = _prepare(
-        provider, live=False, handler=handler, prompt=prompt, options=mine, provider_opts=provider_opts
-    )
-    if isinstance(prepared, Failure):
-        return Failure(prepared.failure())
-    driver = prepared.unwrap()
-    hook = _ON_DRIVER.get()
-    if hook is not None:
-        _ON_DRIVER.set(None)  # this run's own: the tasks it spawns copy the context from here
-        hook(driver)
+    try:
+        driver = prepare_driver(
+            provider, live=False, handler=handler, prompt=prompt, options=mine, provider_opts=provider_opts
+        )
+    except SessionError as error:  # the one place a run's preparation becomes a value
+        return Failure(error.with_traceback(None))
+    announce_driver(driver)
     ended: Outcome_ | None = None
     stopped: str | None = None
     try:
@@ -455,15 +435,14 @@ async def open_session(
     # point at anyio's deadlines instead.
     mine, provider_opts = split(options, OWN_RUN_OPTIONS - {"timeout"})
     mine["timeout"] = None
-    prepared = _prepare(
-        provider, live=True, handler=handler, prompt=prompt, options=mine, provider_opts=provider_opts
-    )
-    # This frame lives as long as the session: keep only what it needs (at 1,000 idle sessions
-    # the option mappings were ~1.5 KiB each).
-    del options, mine, provider_opts
-    if isinstance(prepared, Failure):
-        raise prepared.failure().with_traceback(None)
-    driver = prepared.unwrap()
+    try:
+        driver = prepare_driver(
+            provider, live=True, handler=handler, prompt=prompt, options=mine, provider_opts=provider_opts
+        )
+    finally:
+        # This frame lives as long as the session: keep only what it needs (at 1,000 idle
+        # sessions the option mappings were ~1.5 KiB each).
+        del options, mine, provider_opts
     ended: Outcome_ | None = None
     stopped: str | None = None
     try:

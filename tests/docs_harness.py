@@ -7,11 +7,20 @@ reader would), in a fresh working directory, and prints one JSON line per block:
 runs it once per page in a subprocess, so global state a block sets (logging handlers,
 OpenTelemetry providers, environment variables) never leaks into other pages or tests.
 
+A block runs **as a reader would run it**: with only what the page's earlier blocks defined
+(so a page may open with a visible set-up block — start an emulator, define the handler — that
+later blocks use). A block that needs what a reader must supply (a real server's URL, a key,
+an ``agent_…`` id, "your" handler) says so where the reader sees it: its first line is a
+``# Fragment: …`` comment naming what it needs. Only such a fragment gets the hidden help below
+— fixtures, placeholder rewriting, the stand-ins for "your code" — and only while it runs; a
+block with a ``setup`` directive that is not marked as a fragment fails.
+
 A block may be preceded by a directive, an HTML comment the rendered page does not show:
 
     <!-- docs-test: setup=openai -->              start the OpenAI emulator for this block
     <!-- docs-test: setup=cma,otlp expect="end_turn" -->   stdout must contain the text
     <!-- docs-test: skip reason="a class outline, not code to run" -->
+    <!-- docs-test: needs=fastapi -->             skipped (saying so) where the module is not installed
 
 ``setup`` names fixtures (``FIXTURES``), started once per page and kept until its end; each
 sets environment variables, rewrites the placeholders a user would replace (the Ollama URL,
@@ -51,7 +60,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DIRECTIVE = re.compile(r"<!--\s*docs-test:(?P<body>.*?)-->", re.S)
-KNOWN_KEYS = {"setup", "skip", "reason", "expect"}
+KNOWN_KEYS = {"setup", "skip", "reason", "expect", "needs"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,6 +78,18 @@ class Block:
     @property
     def setups(self) -> list[str]:
         return [s for s in self.directive.get("setup", "").split(",") if s]
+
+    @property
+    def fragment(self) -> bool:
+        """Visibly marked as needing what the reader supplies: its first line is ``# Fragment:``."""
+        first = self.code.lstrip().split("\n", 1)[0]
+        return first.lower().startswith("# fragment")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def parse_directive(body: str) -> dict[str, str]:
@@ -197,6 +218,8 @@ class Fixture:
     names: dict[str, Any] = field(default_factory=dict)
     replacements: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
     requests: Callable[[], int] = lambda: 0
+    env: dict[str, str] = field(default_factory=dict)  # set only while a fragment runs
+    patches: list[tuple[Any, str, Any]] = field(default_factory=list)  # (object, attribute, value)
 
 
 def _openai(stack: contextlib.ExitStack) -> Fixture:
@@ -217,11 +240,12 @@ def _openai(stack: contextlib.ExitStack) -> Fixture:
         return {"tool_calls": [{"name": call[0], "arguments": call[1]}]}
 
     emu = stack.enter_context(OpenAIEmulator([Turn(model)] * 1000))
-    local.DEFAULT_BASE_URL = emu.base_url  # Local() without base_url= talks to the emulator
     return Fixture(
         names={"provider": local.Local(base_url=emu.base_url, model="qwen3:8b", tools=[LOOKUP])},
         replacements=[(re.compile(r"http://localhost:11434/v1"), emu.base_url)],
         requests=lambda: len(emu.requests),
+        # Local() without base_url= talks to the emulator, while a fragment runs.
+        patches=[(local, "DEFAULT_BASE_URL", emu.base_url)],
     )
 
 
@@ -257,10 +281,12 @@ def _cma(stack: contextlib.ExitStack) -> Fixture:
         session = http.post("/v1/sessions", json={"agent": agent_id, "environment_id": env_id})
         session_id = session.json()["id"]
     settings = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": emu.base_url}
-    os.environ.update(settings)
-    provider = ClaudeManagedAgents(agent_id=agent_id, environment_id=env_id)
+    with _environ(settings):
+        provider = ClaudeManagedAgents(agent_id=agent_id, environment_id=env_id)
+        client = provider.client().unwrap()
     return Fixture(
-        names={"provider": provider, "client": provider.client().unwrap()},
+        env=settings,
+        names={"provider": provider, "client": client},
         replacements=[
             (re.compile(r"agent_…"), agent_id),
             (re.compile(r"env_…"), env_id),
@@ -295,9 +321,11 @@ def _agentcore(stack: contextlib.ExitStack) -> Fixture:
         )
     )
     settings = emu.credentials_env()
-    os.environ.update(settings)
+    with _environ(settings):
+        provider = BedrockAgentCore(harness_arn=emu.harness_arn, tools=[LOOKUP])
     return Fixture(
-        names={"provider": BedrockAgentCore(harness_arn=emu.harness_arn, tools=[LOOKUP])},
+        env=settings,
+        names={"provider": provider},
         replacements=[
             (re.compile(r"arn:aws:bedrock-agentcore:[a-z0-9-]+:\d{12}:harness/[^\"'\s]+"), emu.harness_arn)
         ],
@@ -334,8 +362,40 @@ def _otlp(stack: contextlib.ExitStack) -> Fixture:
 
 
 DEFAULT_SETUP = ("openai",)
-"""Started for every page: Local's default URL and the Ollama URL in a block reach the OpenAI
+"""Given to every fragment: Local's default URL and the Ollama URL in it reach the OpenAI
 emulator, and ``provider`` (a ``Local``), ``h`` and ``p`` exist unless the page defines them."""
+
+
+@contextlib.contextmanager
+def _environ(settings: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _hidden_help(fixtures: list[Fixture]) -> Iterator[None]:
+    """A fragment's fixtures' environment and patches, undone when it ends."""
+    env = {k: v for f in fixtures for k, v in f.env.items()}
+    undo: list[tuple[Any, str, Any]] = []
+    with _environ(env):
+        try:
+            for f in fixtures:
+                for target, attribute, value in f.patches:
+                    undo.append((target, attribute, getattr(target, attribute)))
+                    setattr(target, attribute, value)
+            yield
+        finally:
+            for target, attribute, value in reversed(undo):
+                setattr(target, attribute, value)
+
 
 FIXTURES: dict[str, Callable[[contextlib.ExitStack], Fixture]] = {
     "openai": _openai,
@@ -371,13 +431,9 @@ def _is_failure(value: object) -> bool:
 def run_page(path: Path) -> Iterator[dict[str, Any]]:
     module = types.ModuleType("docs_page")
     sys.modules["docs_page"] = module
-    namespace = module.__dict__
-    namespace.update(your_code())
+    namespace = module.__dict__  # what the page's blocks define, as a reader's session holds it
     started: dict[str, Fixture] = {}
     with contextlib.ExitStack() as stack:
-        for name in DEFAULT_SETUP:  # a fragment such as `await run(provider, ...)` needs no directive
-            started[name] = FIXTURES[name](stack)
-            namespace.update(started[name].names)
         for block in blocks(path):
             report: dict[str, Any] = {"line": block.line, "status": "ok", "detail": "", "output": ""}
             unknown = set(block.directive) - KNOWN_KEYS
@@ -389,25 +445,51 @@ def run_page(path: Path) -> Iterator[dict[str, Any]]:
                 }
                 yield report
                 continue
+            missing = [m for m in block.directive.get("needs", "").split(",") if m and not _importable(m)]
+            if missing:
+                report |= {"status": "skip", "detail": f"needs {', '.join(missing)} (not installed)"}
+                yield report
+                continue
             if "skip" in block.directive:
                 reason = block.directive.get("reason", "")
                 report |= {"status": "skip" if reason else "fail", "detail": reason or "skip needs reason="}
                 yield report
                 continue
+            if block.setups and not block.fragment:
+                report |= {
+                    "status": "fail",
+                    "detail": f"setup={','.join(block.setups)} is hidden from the reader: make the block "
+                    "run on its own (a visible set-up block above it) or start it with `# Fragment: …`",
+                }
+                yield report
+                continue
             code = block.code
             try:
-                for name in block.setups:
-                    if name not in started:
-                        started[name] = FIXTURES[name](stack)
-                    namespace.update(started[name].names)
-                for name in started:
-                    for pattern, value in started[name].replacements:
-                        code = pattern.sub(value, code)
+                used: list[Fixture] = []
+                hidden: dict[str, Any] = {}  # under the page's own names
+                named: dict[str, Any] = {}  # the block's own setups' names: over the page's
+                if block.fragment:
+                    hidden.update(your_code())
+                    for name in (*DEFAULT_SETUP, *block.setups):
+                        if name not in started:
+                            started[name] = FIXTURES[name](stack)
+                        used.append(started[name])
+                        (named if name in block.setups else hidden).update(started[name].names)
+                        for pattern, value in started[name].replacements:
+                            code = pattern.sub(value, code)
+                    hidden.update(named)
                 before = {name: started[name].requests() for name in block.setups}
                 previous_outcome = namespace.get("outcome")
                 out = io.StringIO()
-                with contextlib.redirect_stdout(out):
-                    _execute(code, namespace, f"{path.name}:{block.line}")
+                # A fragment sees the hidden names under the page's own (which win); what it
+                # defines stays on the page, as the visible code a reader ran.
+                scope = {**hidden, **namespace, **named} if block.fragment else namespace
+                with contextlib.redirect_stdout(out), _hidden_help(used):
+                    _execute(code, scope, f"{path.name}:{block.line}")
+                if scope is not namespace:
+                    namespace.update(
+                        {k: v for k, v in scope.items() if k not in hidden or v is not hidden[k]}
+                    )
                 report["output"] = out.getvalue()
                 idle = [name for name in block.setups if started[name].requests() == before[name]]
                 expect = block.directive.get("expect")

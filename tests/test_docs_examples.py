@@ -81,14 +81,14 @@ def test_the_harness_fails_broken_quietly_failing_and_idle_examples(tmp_path: Pa
     page.write_text(
         "```python\nraise ValueError('broken example')\n```\n\n"
         "<!-- docs-test: setup=openai -->\n"
-        "```python\nfrom rma_shell import run\n\n"
+        "```python\n# Fragment: a provider of yours\nfrom rma_shell import run\n\n"
         "outcome = await run(provider, handler=h, prompt=p, max_turns=1)\n```\n\n"
-        "<!-- docs-test: setup=cma -->\n```python\nx = 1\n```\n\n"
+        "<!-- docs-test: setup=cma -->\n```python\n# Fragment: a key\nx = 1\n```\n\n"
         '<!-- docs-test: expect="42" -->\n```python\nprint(41)\n```\n\n'
         "<!-- docs-test: skip -->\n```python\npass\n```\n\n"
         "<!-- docs-test: setup=nope -->\n```python\npass\n```\n\n"
         '<!-- docs-test: setup=openai expect="Pro plan" -->\n'
-        "```python\nfrom rma_shell import run\n\n"
+        "```python\n# Fragment: a provider of yours\nfrom rma_shell import run\n\n"
         "outcome = await run(provider, handler=h, prompt=p)\nprint(outcome.unwrap().text)\n```\n\n"
         "```python\nfrom returns.result import Failure\n\noutcome = Failure('shown on purpose')\n```\n"
     )
@@ -109,3 +109,41 @@ def test_the_harness_fails_broken_quietly_failing_and_idle_examples(tmp_path: Pa
     assert "expected '42'" in reports[3]["detail"]
     assert "reason" in reports[4]["detail"]
     assert "nope" in reports[5]["detail"]
+
+
+def test_a_block_runs_as_a_reader_would_unless_visibly_marked_as_a_fragment(tmp_path: Path) -> None:
+    """Hidden help (fixtures, placeholder rewriting, "your code" stand-ins) only for a block whose
+    first line says ``# Fragment:``; an unmarked block sees only what the page's blocks defined."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- docs-test: setup=openai -->\n```python\nx = 1\n```\n\n"  # hidden set-up, unmarked
+        "```python\nprint(MyTools)\n```\n\n"  # a stand-in, unmarked: NameError
+        "```python\nimport os\nprint(os.environ.get('ANTHROPIC_BASE_URL'))\n```\n\n"
+        "<!-- docs-test: setup=cma -->\n"
+        "```python\n# Fragment: needs a key\n"
+        "client_seen = (await client.list_agents()).unwrap() is not None\n"
+        "import os\nbase = os.environ['ANTHROPIC_BASE_URL']\n```\n\n"
+        "```python\nimport os\nprint(client_seen, os.environ.get('ANTHROPIC_BASE_URL'))\n```\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.docs_harness", str(page)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_child_env(),
+        cwd=ROOT,
+    )
+    reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["status"] for r in reports] == ["fail", "fail", "ok", "ok", "ok"], reports
+    assert "# Fragment" in reports[0]["detail"]
+    assert "NameError" in reports[1]["detail"]
+    # The fragment's environment is set while it runs and undone after: the next block is clean.
+    assert reports[2]["output"] == "None\n" and reports[4]["output"] == "True None\n"
+
+
+def test_every_fragment_in_the_docs_says_what_it_needs() -> None:
+    for page in PAGES:
+        for block in blocks(page):
+            if block.fragment:
+                first = block.code.lstrip().split("\n", 1)[0]
+                assert len(first) > len("# Fragment: ") + 10, f"{page.name}:{block.line}: say what it needs"

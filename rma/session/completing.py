@@ -191,7 +191,12 @@ def answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[Too
         for use in uses:
             result = by_id.get(use.id)
             if result is not None:
-                finished.append(DeliverUpdate(ToolCallFinished(use.id, use.name, result.is_error)))
+                ran = use.input if use.input_error is None else None
+                finished.append(
+                    DeliverUpdate(
+                        ToolCallFinished(use.id, use.name, result.is_error, input=ran, output=result.text)
+                    )
+                )
     s, more = drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
     return s, (*finished, *more)
 

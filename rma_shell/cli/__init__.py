@@ -1,8 +1,11 @@
-"""The ``rma`` command line: ``rma demo``, ``rma replay LOG`` and the provisioning commands.
+"""The ``rma`` command line: ``rma demo``, ``rma replay LOG``, ``rma inspect``, ``rma worker`` and
+the provisioning commands.
 
 An argparse front end. ``demo`` runs the bundled agent demo (``rma_shell.demo``);
 ``replay`` checks a log recorded with ``--record`` (or ``run(record=...)``), folds it through
-the pure core and prints the result(s) it reproduces. Exit codes: 0 success, 1 a session
+the pure core and prints the result(s) it reproduces; ``inspect`` serves a journal or a recording
+as a local web page (``rma_shell.inspect``); ``worker`` serves a self-hosted Claude environment
+(``rma_shell.cli.worker``). Exit codes: 0 success, 1 a session
 error or a damaged or unreadable log, 2 bad usage, 130 interrupted (Ctrl-C: one line on
 stderr), 141 a closed stdout (quietly). Settings come from flags, then the environment
 (``RMA_BASE_URL``, ``RMA_MODEL``, ``RMA_API_KEY`` / ``OPENAI_API_KEY``); an API key is
@@ -54,6 +57,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}")
     return value
 
 
@@ -126,6 +139,38 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replay a log that was cut short (its process died) as far as it goes; edits are still refused",
     )
+    inspect = commands.add_parser(
+        "inspect",
+        help="see a journal's sessions (or a recording) in a browser, and decide pending approvals",
+        description=(
+            "Serve a local web page over a journal (SQLite) or a recording (JSONL): its sessions with "
+            "their state, and each session's turns, text, tool calls, token usage, durations and "
+            "errors, followed live while it runs. A call that waits for approval has Allow and Deny "
+            "buttons (recorded as rma_shell.approve records them); a recording is read-only. Listens "
+            "on 127.0.0.1 only unless --host says otherwise. Credentials in the environment "
+            "(RMA_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY, AWS_*) are masked wherever they appear. "
+            "Needs the 'inspect' extra: pip install 'rma-agents[inspect]'.\n\n"
+            "It serves until Ctrl-C. Exit codes: 130 stopped (Ctrl-C), 1 the address is in use or "
+            "cannot be bound, 2 bad usage, a missing file, or the extra not installed."
+        ),
+        formatter_class=_Paragraphs,
+    )
+    inspect.add_argument(
+        "target", metavar="JOURNAL_OR_RECORDING", help="an SQLite journal or a JSONL recording"
+    )
+    inspect.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
+    )
+    inspect.add_argument(
+        "--port", type=_port, default=8321, help="port to listen on (default 8321; 0: any free port)"
+    )
+    inspect.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="a value to mask wherever it appears, besides the environment's credentials (repeatable)",
+    )
     from rma_shell.cli.provision import add_commands
     from rma_shell.cli.worker import add_command as add_worker
 
@@ -180,6 +225,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, environ
         return _demo(args, environ)
     if args.command == "replay":
         return _replay(args)
+    if args.command == "inspect":
+        return _inspect(args)
     if args.command == "worker":
         from rma_shell.cli.worker import run_worker
 
@@ -258,6 +305,35 @@ def _demo(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             record.close()
     code = report(demo, display, secret=api_key)
     return EXIT_BROKEN_PIPE if display.broken else code
+
+
+# ── inspect ──────────────────────────────────────────────────────────────────────────
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        print(
+            "rma inspect: error: needs the 'inspect' extra: pip install 'rma-agents[inspect]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    from rma_shell.inspect import SourceError, serve
+
+    try:
+        serve(args.target, host=args.host, port=args.port, secrets=args.secret)
+    except SourceError as exc:
+        print(f"rma inspect: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # the address: in use, or not this machine's
+        print(
+            f"rma inspect: error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 # ── replay ───────────────────────────────────────────────────────────────────────────

@@ -11,6 +11,9 @@ Claude tool round trip instead of one per record.
 a call that started but left no result runs again with the same idempotency key (or, when it
 is at-most-once, is answered as interrupted), and a call that needs an approval waits for one.
 
+Records carry ``at`` (the wall clock, for the durations ``rma inspect`` shows; nothing reads
+it back to decide anything).
+
 What this is not: the store (``rma_shell.journal.store``) or the resume (``rma_shell.journal.resume``).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +80,7 @@ class SessionJournal:
             self.flush()
 
     def begin(self, provider: str, config_json: str, request: Mapping[str, JSON]) -> None:
-        self._write(fmt.header_record(self.key, provider, config_json, request))
+        self._write(fmt.header_record(self.key, provider, config_json, request, at=time.time()))
 
     def event(self, event: Event, snapshot: Mapping[str, JSON] | None = None) -> None:
         """The event, and in its record ``snapshot`` when that changed: the history's new suffix
@@ -91,23 +95,23 @@ class SessionJournal:
             if rest != self._rest or (listed is not None and len(listed) != self._history):
                 self._rest = rest
                 conn, start, self._history = fmt.conn_text(rest, listed, self._history)
-        self._write(fmt.event_record(encode(event), conn, start), now=False)
+        self._write(fmt.event_record(encode(event), conn, start, at=time.time()), now=False)
 
     def tool_start(self, use: ToolUse, attempt: int) -> None:
         """Durable at once, with everything pending (the turn that asked for it): the tool runs
         next."""
         if use.id is not None:
-            self._pending.append(fmt.tool_start_record(use.id, attempt))
+            self._pending.append(fmt.tool_start_record(use.id, attempt, at=time.time()))
         self.flush()
 
     def tool_result(self, result: ToolResult, *, confirm: bool = False, now: bool = True) -> None:
         """``now=False``: pending, for the batch's last result — the batch's end follows at once
         and is flushed before the results go to the host."""
         if result.tool_use_id is not None:
-            self._write(fmt.tool_result_record(result, confirm=confirm), now=now)
+            self._write(fmt.tool_result_record(result, confirm=confirm, at=time.time()), now=now)
 
     def waiting(self, waiting: Sequence[PendingApproval]) -> None:
-        self._write(fmt.waiting_record(waiting))
+        self._write(fmt.waiting_record(waiting, at=time.time()))
 
     def close(self) -> None:
         """The session is over in this process: let the key go (and close a store it opened)."""
@@ -120,7 +124,7 @@ class SessionJournal:
         # again with the ``output_type`` it is given.
         if isinstance(outcome, Success) and getattr(outcome.unwrap(), "output", None) is not None:
             outcome = Success(attrs.evolve(outcome.unwrap(), output=None))
-        self._write(fmt.end_record(encode(outcome)))
+        self._write(fmt.end_record(encode(outcome), at=time.time()))
 
 
 @attrs.frozen

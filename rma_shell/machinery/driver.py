@@ -190,7 +190,7 @@ class Driver(Generic[C]):
         self.replies: dict[int, tuple[anyio.Event, list[Result[None, SessionError]]]] = {}
         self.next_request = 0
         self.recorder: Recorder | None = None
-        """Set by ``_prepare`` when ``record=`` is given (``rma_shell.recording``)."""
+        """Set by ``prepare_driver`` when ``record=`` is given (``rma_shell.recording``)."""
         self.started_at: float | None = None
         """perf_counter() when the provider opened (``rma.session.start`` was emitted)."""
         self.updates = UpdateHub(self.post)

@@ -160,7 +160,7 @@ class Activities:
                 )
         # run()'s own checks and defaults, so a session means the same under Temporal.
         from rma_shell.run_options import OWN_RUN_OPTIONS, split
-        from rma_shell.session import _prepare
+        from rma_shell.session import prepare_driver
 
         given = {
             "max_turns": spec.max_turns,
@@ -180,18 +180,18 @@ class Activities:
             "stop_grace": spec.stop_grace,
         }
         options, _ = split(given, OWN_RUN_OPTIONS)
-        prepared = _prepare(
-            provider,
-            live=spec.live,
-            handler=handler,
-            prompt=spec.prompt,
-            options=options,
-            provider_opts=dict(spec.provider_opts),
-            approvals_elsewhere=True,  # a call waiting for a person waits in the workflow
-        )
-        if isinstance(prepared, Failure):
-            return Failure(prepared.failure())
-        driver = prepared.unwrap()
+        try:
+            driver = prepare_driver(
+                provider,
+                live=spec.live,
+                handler=handler,
+                prompt=spec.prompt,
+                options=options,
+                provider_opts=dict(spec.provider_opts),
+                approvals_elsewhere=True,  # a call waiting for a person waits in the workflow
+            )
+        except SessionError as error:  # an activity's answer is a value, as run()'s is
+            return Failure(error.with_traceback(None))
         adapter = driver.tools
         adapter.key_scope = scope
         # Observers run nowhere under Temporal (see docs/temporal.md): the workflow asks for

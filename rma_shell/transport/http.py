@@ -19,6 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
+import sniffio
 
 
 @functools.cache
@@ -83,3 +84,26 @@ def env_proxies() -> bool:
     clients honour one, so paths that can go around httpx do not while one is set."""
     found = urllib.request.getproxies()
     return any(found.get(scheme) for scheme in ("http", "https", "all"))
+
+
+def running_loop() -> object | None:
+    """The event loop this code runs in — asyncio's loop, or the trio run (its root task) — or
+    None outside one. A provider's connections belong to the loop that opened them, so a
+    provider reused under another loop (a second ``asyncio.run``, trio after asyncio, a new
+    notebook cell's loop) builds new ones instead of failing with "Event loop is closed"."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return None
+    if library == "trio":
+        import trio
+
+        return trio.lowlevel.current_root_task()
+    import asyncio
+
+    return asyncio.get_running_loop()
+
+
+def of_another_loop(bound: object | None, loop: object | None) -> bool:
+    """Whether connections opened under ``bound`` cannot serve ``loop`` (unknown is fine)."""
+    return bound is not None and loop is not None and bound is not loop

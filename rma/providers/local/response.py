@@ -468,7 +468,20 @@ def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
         call_id, name = event.get("id"), event.get("name")
         call_id = call_id if isinstance(call_id, str) else None
         name = name if isinstance(name, str) else ""
-        finished = ToolCallFinished(call_id, name, kind == REJECTED_TOOL_CALL)
+        given, told = event.get("input"), event.get("message")
+        if not isinstance(told, str):
+            told = duplicate_content() if kind == DUPLICATE_TOOL_CALL else None
+        finished = ToolCallFinished(
+            call_id,
+            name,
+            kind == REJECTED_TOOL_CALL,
+            input=given if isinstance(given, Mapping) else None,
+            output=told
+            if isinstance(told, str)
+            else duplicate_content()
+            if kind == DUPLICATE_TOOL_CALL
+            else None,
+        )
         if event.get(STREAMED) is True:
             return (finished,)
         return (ToolCallStarted(call_id, name), finished)

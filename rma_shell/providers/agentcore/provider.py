@@ -76,6 +76,7 @@ from rma_shell.providers.agentcore.client import (
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider, StopReport
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
+from rma_shell.transport.http import of_another_loop, running_loop
 
 logger = logging.getLogger("rma.providers.bedrock_agentcore")
 
@@ -231,6 +232,7 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         self._http_client = http_client
         self._client = client
         self._injected = client is not None
+        self._loop: object | None = None  # the event loop the built client's connections belong to
         self._seams = _seams
         self._rand: Callable[[], float] = pick(_seams, "rand", random.random)
         self._sleep: Callable[[float], Awaitable[None]] = pick(_seams, "sleep", anyio.sleep)
@@ -306,7 +308,13 @@ class BedrockAgentCore(Provider[AgentCoreConn]):
         return Success(None)
 
     async def client_for(self, region: str) -> Result[AgentCoreClient, SessionError]:
-        """The data/control-plane client for ``region``, built once."""
+        """The data/control-plane client for ``region``, built once (again under a new event
+        loop: connections belong to the loop that opened them)."""
+        loop = running_loop()
+        if not self._injected and of_another_loop(self._loop, loop):
+            self._client = None
+        if loop is not None:
+            self._loop = loop
         if self._client is not None:
             return Success(self._client)
         source = await self._credential_source(region)

@@ -60,7 +60,7 @@ from rma_shell.providers.claude.client import STALE_OR_CUT, CMAClient, StreamRes
 from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 from rma_shell.transport import deadline as silence
-from rma_shell.transport.http import same_origin
+from rma_shell.transport.http import of_another_loop, running_loop, same_origin
 from rma_shell.transport.lean_http import Response as LeanResponse
 
 log = logging.getLogger("rma.providers.claude_managed_agents")
@@ -195,6 +195,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self._api_key_header = api_key_header
         self._client = client
         self._injected = client is not None
+        self._loop: object | None = None  # the event loop the built client's connections belong to
         self._client_options: dict[str, Any] = {
             "max_retries": max_retries,
             "http_client": http_client,
@@ -232,6 +233,11 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         ):
             if isinstance(checked, Failure):
                 return Failure(checked.failure())
+        loop = running_loop()
+        if not self._injected and of_another_loop(self._loop, loop):
+            self._client = None  # its connections belong to a loop that is gone: new ones
+        if loop is not None:
+            self._loop = loop
         if self._client is None:
             env = self._env if self._env is not None else os.environ
             settings = resolve_anthropic(opts=self._opts, app=self._app, env=env)

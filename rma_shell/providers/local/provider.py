@@ -84,7 +84,14 @@ from rma_shell.providers.local.pool import (
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
-from rma_shell.transport.http import env_proxies, host_of, same_origin, shared_ssl_context
+from rma_shell.transport.http import (
+    env_proxies,
+    host_of,
+    of_another_loop,
+    running_loop,
+    same_origin,
+    shared_ssl_context,
+)
 from rma_shell.transport.lean_http import LeanPool, Timeouts
 from rma_shell.transport.lean_http import PoolTimeout as LanePoolTimeout
 from rma_shell.transport.lean_http import Response as LeanResponse
@@ -238,6 +245,7 @@ class Local(Provider[LocalConn]):
         self._chat = chat
         self._http_client = http_client
         self._own_client: httpx.AsyncClient | LeanPool | None = None
+        self._loop: object | None = None  # the event loop ``_own_client`` belongs to
         self.max_connections = max_connections
         self._pool: LocalPool | None = None
         self._timeouts = Timeouts.of(timeout)
@@ -456,7 +464,13 @@ class Local(Provider[LocalConn]):
         session then reuses a pooled connection instead of opening one (the CMA and AgentCore
         providers do the same). ``close()`` closes them; closed ones are rebuilt. Lean h11
         lanes (``rma_shell.transport.lean_http``) unless the environment configures a proxy, which only
-        httpx honours: then httpx lanes (``LocalPool``)."""
+        httpx honours: then httpx lanes (``LocalPool``). Connections opened under another event
+        loop are left to the garbage collector with it, and new ones built."""
+        loop = running_loop()
+        if of_another_loop(self._loop, loop):
+            self._own_client = self._pool = None
+        if loop is not None:
+            self._loop = loop
         if self._own_client is None or self._own_client.is_closed:
             size = self.max_connections or DEFAULT_MAX_CONNECTIONS
             self._timeouts = Timeouts.of(self.timeout)
