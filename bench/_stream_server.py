@@ -15,7 +15,9 @@ long each delta took from the server's socket to wherever it measures.
 - Claude Managed Agents: ``POST /v1/sessions`` creates a session; ``GET
   /v1/sessions/{id}/events/stream`` is its SSE stream; ``POST /v1/sessions/{id}/events`` with a
   ``user.message`` makes the stream send ``session.status_running``, one ``agent.message`` per
-  delta, ``span.model_request_end`` and ``session.status_idle`` (``end_turn``).
+  delta, ``span.model_request_end`` and ``session.status_idle`` (``end_turn``); a stream that
+  asks ``event_deltas=agent.message`` gets one message instead, previewed: ``event_start``, one
+  ``event_delta`` per delta, then the whole ``agent.message``.
 
     python bench/_stream_server.py --chunks 200 --interval-ms 5   # prints "PORT <n>"
 
@@ -35,6 +37,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -116,9 +119,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"type": "not_found_error", "message": path}})
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         if path.startswith("/v1/sessions/") and path.endswith("/events/stream"):
-            self._cma_stream(path.split("/")[3])
+            self._cma_stream(path.split("/")[3], previews="agent.message" in unquote(query))
         else:
             self._json(404, {"error": {"type": "not_found_error", "message": path}})
 
@@ -163,7 +166,7 @@ class Handler(BaseHTTPRequestHandler):
         self._write(encode_event("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}))
         self._end()
 
-    def _cma_stream(self, session_id: str) -> None:
+    def _cma_stream(self, session_id: str, *, previews: bool) -> None:
         with _lock:
             started = _sessions.get(session_id)
         self._chunked("text/event-stream; charset=utf-8")
@@ -176,9 +179,28 @@ class Handler(BaseHTTPRequestHandler):
             self._end()
             return
         frame({"type": "session.status_running"})
-        for _ in range(CHUNKS):
-            time.sleep(INTERVAL_S)
-            frame({"type": "agent.message", "content": [{"type": "text", "text": stamp()}]})
+        if previews:  # event_deltas=agent.message: one message, previewed delta by delta
+            message_id, said = f"sevt_{next(_ids):08d}", []
+            self._write(
+                b"event: event_start\ndata: "
+                + json.dumps(
+                    {"type": "event_start", "event": {"type": "agent.message", "id": message_id}}
+                ).encode()
+                + b"\n\n"
+            )
+            for _ in range(CHUNKS):
+                time.sleep(INTERVAL_S)
+                said.append(stamp())
+                content = {"type": "text", "text": said[-1]}
+                delta = {"type": "content_delta", "index": 0, "content": content}
+                data = json.dumps({"type": "event_delta", "event_id": message_id, "delta": delta})
+                self._write(b"event: event_delta\ndata: " + data.encode() + b"\n\n")
+            whole = [{"type": "text", "text": "".join(said)}]
+            frame({"type": "agent.message", "id": message_id, "content": whole})
+        else:
+            for _ in range(CHUNKS):
+                time.sleep(INTERVAL_S)
+                frame({"type": "agent.message", "content": [{"type": "text", "text": stamp()}]})
         usage = {"input_tokens": 10, "output_tokens": CHUNKS, "cache_read_input_tokens": 0}
         frame({"type": "span.model_request_end", "model_usage": {**usage, "cache_creation_input_tokens": 0}})
         frame({"type": "session.status_idle", "stop_reason": {"type": "end_turn"}})

@@ -11,12 +11,16 @@ client hands it to user code:
   asyncio, at ``handle_update`` (the ``TextDelta``), the provider built once;
 - ``rma-agentcore`` / ``rma-agentcore-asyncio``: ``BedrockAgentCore`` (SigV4 + event-stream
   frames) under trio / asyncio, ``handle_update``;
-- ``rma-cma`` / ``rma-cma-asyncio``: ``ClaudeManagedAgents`` (SSE session stream) under trio /
-  asyncio, ``handle_update``;
+- ``rma-cma`` / ``rma-cma-asyncio``: ``ClaudeManagedAgents`` (SSE session stream, with its
+  default ``event_deltas=("agent.message",)``: one message previewed delta by delta) under trio /
+  asyncio, at ``handle_update`` (each preview's ``TextDelta``; the final message adds none);
+- ``rma-cma-messages``: the same with ``event_deltas=()``: one ``agent.message`` per delta;
 - ``openai-sdk``: ``AsyncOpenAI().chat.completions.create(stream=True)``, at each chunk the
   iterator yields (asyncio) — the peer for Local;
 - ``anthropic-sdk``: ``AsyncAnthropic().beta.sessions.events.stream()``, at each
-  ``agent.message`` the iterator yields (asyncio) — the peer for CMA;
+  ``agent.message`` the iterator yields (asyncio) — the peer for ``rma-cma-messages``;
+- ``anthropic-sdk-deltas``: the same stream with ``event_deltas=["agent.message"]``, at each
+  ``event_delta`` the iterator yields — the peer for ``rma-cma``;
 - ``httpx-sse``: the floor, ``httpx.AsyncClient.stream`` + ``aiter_lines`` + ``json.loads``.
 
 Each client runs one warm-up reply, then ``--runs`` replies; p50 and p99 are over all deltas of
@@ -62,10 +66,12 @@ CLIENTS = (
     "rma-agentcore",
     "rma-agentcore-asyncio",
     "anthropic-sdk",
+    "rma-cma-messages",
+    "anthropic-sdk-deltas",
     "rma-cma",
     "rma-cma-asyncio",
 )
-NEEDS = {"openai-sdk": "openai", "anthropic-sdk": "anthropic"}
+NEEDS = {"openai-sdk": "openai", "anthropic-sdk": "anthropic", "anthropic-sdk-deltas": "anthropic"}
 
 
 class Samples:
@@ -99,7 +105,9 @@ class Updates:
 Once = Callable[[Samples], Awaitable[None]]
 
 
-def rma_client(kind: str, base: str) -> tuple[Callable[[], Any], Callable[[Any, Samples], Awaitable[None]]]:
+def rma_client(
+    kind: str, base: str, deltas: bool = True
+) -> tuple[Callable[[], Any], Callable[[Any, Samples], Awaitable[None]]]:
     from rma_shell import run
 
     def make() -> Any:
@@ -114,7 +122,12 @@ def rma_client(kind: str, base: str) -> tuple[Callable[[], Any], Callable[[Any, 
         from rma_shell.providers.claude import ClaudeManagedAgents
 
         return ClaudeManagedAgents(
-            api_key="sk-ant-bench", base_url=base, env={}, agent_id="agent_b", environment_id="env_b"
+            api_key="sk-ant-bench",
+            base_url=base,
+            env={},
+            agent_id="agent_b",
+            environment_id="env_b",
+            event_deltas=("agent.message",) if deltas else (),
         )
 
     async def once(provider: Any, samples: Samples) -> None:
@@ -134,14 +147,19 @@ async def openai_once(client: Any, samples: Samples) -> None:
             samples.record(chunk.choices[0].delta.content)
 
 
-async def anthropic_once(client: Any, samples: Samples) -> None:
+async def anthropic_once(client: Any, samples: Samples, deltas: bool = False) -> None:
     session = await client.beta.sessions.create(agent="agent_b", environment_id="env_b")
-    stream = await client.beta.sessions.events.stream(session.id)
+    if deltas:
+        stream = await client.beta.sessions.events.stream(session.id, event_deltas=["agent.message"])
+    else:
+        stream = await client.beta.sessions.events.stream(session.id)
     await client.beta.sessions.events.send(
         session.id, events=[{"type": "user.message", "content": [{"type": "text", "text": "go"}]}]
     )
     async for event in stream:
-        if event.type == "agent.message":
+        if event.type == "event_delta" and deltas:
+            samples.record(event.delta.content.text)
+        elif event.type == "agent.message" and not deltas:
             samples.record(event.content[0].text)
         elif event.type == "session.status_idle":
             break
@@ -180,7 +198,7 @@ def measure(name: str, base: str, runs: int) -> Samples:
 
     if name.startswith("rma-"):
         kind = name.split("-")[1]
-        make, once = rma_client(kind, base)
+        make, once = rma_client(kind, base, deltas=not name.endswith("-messages"))
         if name.endswith("-asyncio"):
             asyncio.run(loop(make, once))
         else:
@@ -191,11 +209,15 @@ def measure(name: str, base: str, runs: int) -> Samples:
         import openai
 
         asyncio.run(loop(lambda: openai.AsyncOpenAI(base_url=base + "/v1", api_key="sk-bench"), openai_once))
-    elif name == "anthropic-sdk":
+    elif name.startswith("anthropic-sdk"):
         import anthropic
 
+        deltas = name.endswith("-deltas")
         asyncio.run(
-            loop(lambda: anthropic.AsyncAnthropic(api_key="sk-ant-bench", base_url=base), anthropic_once)
+            loop(
+                lambda: anthropic.AsyncAnthropic(api_key="sk-ant-bench", base_url=base),
+                lambda c, s: anthropic_once(c, s, deltas),
+            )
         )
     else:
         import httpx
@@ -272,6 +294,10 @@ def main() -> int:
             print("# p50 / p99 ratio to openai-sdk:")
             for name, (p50, p99, _) in results.items():
                 print(f"{name:<22} {p50 / peer[0]:5.2f}  {p99 / peer[1]:5.2f}")
+        for mine, theirs in (("rma-cma", "anthropic-sdk-deltas"), ("rma-cma-messages", "anthropic-sdk")):
+            if mine in results and theirs in results:
+                a, b = results[mine], results[theirs]
+                print(f"# {mine} / {theirs}: p50 {a[0] / b[0]:5.2f}  p99 {a[1] / b[1]:5.2f}")
     finally:
         if server.stdin is not None:
             server.stdin.close()

@@ -142,18 +142,20 @@ def test_live_updates_only_add_their_own_deliveries(
     cfg: Any, opened: Opened, evs: list[Event], subclassed: bool
 ) -> None:
     """With an update consumer (issue #14) the machine decides exactly as without one: the
-    commands differ by the ``DeliverUpdate`` ones only, the states by the flag only, and a
-    subclassed stream event still decides as a plain one."""
+    commands differ by the ``DeliverUpdate`` ones only, the states by the flag and what the
+    updates told (``live``, issue #25) only, and a subclassed stream event still decides as a
+    plain one."""
     watched = initial_state(attrs.evolve(cfg, deliver_updates=True))
     events = [_subclassed(e) for e in [opened, *evs]] if subclassed else [opened, *evs]
     for ev, out_plain, plain, out_watched, after in _fold_pair(
         initial_state(cfg), watched, events, lambda e: e
     ):
         assert tuple(c for c in out_watched if not isinstance(c, C.DeliverUpdate)) == out_plain, ev
-        assert {**_value(after), "config": None, "updates": None} == {
+        assert {**_value(after), "config": None, "updates": None, "live": None} == {
             **_value(plain),
             "config": None,
             "updates": None,
+            "live": None,
         }, ev
     for ev, out_plain, plain, out_sub, sub in _fold_pair(
         initial_state(attrs.evolve(cfg, deliver_updates=True)),

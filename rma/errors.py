@@ -21,6 +21,7 @@ identity), picklable, and ``str(err)`` is one line: ``kind: message``.
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -28,7 +29,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 from returns.result import Failure, Result
 
-from rma.vocabulary import JSON, SessionResult
+from rma.vocabulary import JSON, SessionResult, Usage
 
 
 def _field_values(error: SessionError) -> tuple[object, ...]:
@@ -186,6 +187,39 @@ class OutputInvalid(SessionError):
     @property
     def message(self) -> str:
         return f"the final answer ({self.tool}) never validated: {self.detail}"
+
+
+@attrs.frozen
+class ContextWindowExceeded(SessionError):
+    """The conversation no longer fits the model's context window and could not be made to:
+    Local's request was refused for its length again after it was compacted and retried once,
+    or AgentCore's harness stopped with ``model_context_window_exceeded``. ``window`` and
+    ``tokens`` as the host said (None where it did not); ``usage`` is the request's so far."""
+
+    kind: ClassVar[str] = "context_window_exceeded"
+    window: int | None = None
+    tokens: int | None = None
+    host: str | None = None
+    """Which loop host (its codec's name): ``local`` or ``bedrock_agentcore``."""
+    detail: str = ""
+
+    @property
+    def usage(self) -> Usage | None:
+        """The tokens the request's completed turns used (its partial result's usage)."""
+        return self.result.usage if self.result is not None else None
+
+    @property
+    def message(self) -> str:
+        text = "the conversation exceeds the model's context window"
+        if self.window is not None:
+            text += f" of {self.window} tokens"
+        if self.tokens is not None:
+            text += f" (the request has {self.tokens})"
+        return text + (f": {self.detail}" if self.detail else "")
+
+
+WINDOW_EXCEEDED_STOP = "model_context_window_exceeded"
+"""The stop reason a host ends a turn with when the window is full (AgentCore's harness)."""
 
 
 @attrs.frozen
@@ -607,6 +641,47 @@ class TurnLost(SessionError):
         )
 
 
+class SessionErrorKind(enum.StrEnum):
+    """What a Claude Managed Agents ``session.error`` says went wrong (its ``error.type``, SDK
+    2.10.0); ``UNKNOWN`` for ``unknown_error`` and any type a newer host invents."""
+
+    UNKNOWN = "unknown_error"
+    MODEL_OVERLOADED = "model_overloaded_error"
+    MODEL_RATE_LIMITED = "model_rate_limited_error"
+    MODEL_REQUEST_FAILED = "model_request_failed_error"
+    MCP_CONNECTION_FAILED = "mcp_connection_failed_error"
+    MCP_AUTHENTICATION_FAILED = "mcp_authentication_failed_error"
+    BILLING = "billing_error"
+    CREDENTIAL_HOST_UNREACHABLE = "credential_host_unreachable_error"
+    TOOL_USE_LIMIT_REACHED = "tool_use_limit_reached_error"
+    COMPACTION_LIMIT_REACHED = "compaction_limit_reached_error"
+    REPOSITORY_AUTHENTICATION = "repository_authentication_error"
+    REPOSITORY_FORBIDDEN = "repository_forbidden_error"
+    REPOSITORY_NOT_FOUND = "repository_not_found_error"
+    REPOSITORY_CHECKOUT = "repository_checkout_error"
+    REPOSITORY_CLONE = "repository_clone_error"
+
+
+@attrs.frozen
+class HostSessionError(ProviderError):
+    """A ``session.error`` the host reported (Claude Managed Agents): ``error_kind`` types it
+    (``SessionErrorKind`` values; ``error_type`` keeps the raw type, which a newer host may
+    extend), ``retry_status`` says what follows — ``retrying`` (the host goes on),
+    ``exhausted`` (a ``retries_exhausted`` idle) or ``terminal`` (the session ends) — and
+    ``mcp_server_name`` / ``repository_url`` name what failed where the kind has one."""
+
+    kind: ClassVar[str] = "host_session_error"
+    error_kind: str = SessionErrorKind.UNKNOWN.value
+    retry_status: str | None = None
+    mcp_server_name: str | None = None
+    repository_url: str | None = None
+
+    @property
+    def message(self) -> str:
+        then = f" (retry_status: {self.retry_status})" if self.retry_status else ""
+        return f"host session error: {self.error_type or self.error_kind}: {self.detail}{then}"
+
+
 ERROR_TYPES: tuple[type[SessionError], ...] = (
     Timeout,
     MaxTurnsExceeded,
@@ -633,6 +708,7 @@ ERROR_TYPES: tuple[type[SessionError], ...] = (
     EarlyTermination,
     MalformedFrame,
     TurnLost,
+    HostSessionError,
 )
 """Every concrete error, for decoders and exhaustive tests."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from rma.live import LiveUpdate, common_updates
+from rma.live import LiveTurn, LiveUpdate, common_updates
 from rma.vocabulary import JSON, Outcome, ToolResult, ToolUse, TurnResult
 
 DEFAULT_PROMPT = "Begin."
@@ -68,6 +68,20 @@ class ProviderCodec:
         and custom tool-call starts. Pure and total; the machine adds tool-call finishes and
         turn ends. The default knows only the transports' ``rma.attempt_discarded`` marker."""
         return common_updates(event)
+
+    def is_preview(self, event: JSON) -> bool:
+        """Is ``event`` a preview of an event still being produced (Claude's ``event_start`` /
+        ``event_delta``)? A preview feeds live updates only — never ``handle_event``, a turn's
+        events, its dedupe or its telemetry: the final event is the source of truth."""
+        return False
+
+    def live_fold(
+        self, live: LiveTurn, event: JSON, turn: Sequence[JSON]
+    ) -> tuple[LiveTurn, tuple[LiveUpdate, ...]]:
+        """``live_updates`` for hosts whose updates depend on what the open turn already said
+        (``turn``: its events so far, previews excluded). Pure and total. The default folds
+        nothing."""
+        return live, self.live_updates(event)
 
     def pending_tool_uses(self, history: Sequence[JSON]) -> tuple[ToolUse, ...]:
         """Tool uses in ``history`` (oldest first) that still await a result (S-52)."""

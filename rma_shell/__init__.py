@@ -7,7 +7,16 @@ The loop's decisions live in the pure core (``rma``); this package performs the 
 from returns.result import Failure, Result, Success
 
 from rma.errors import SessionError
-from rma.live import AttemptDiscarded, LiveUpdate, TextDelta, ToolCallFinished, ToolCallStarted, TurnFinished
+from rma.live import (
+    AttemptDiscarded,
+    ContextCompacted,
+    LiveUpdate,
+    TextDelta,
+    ThreadActivity,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
 from rma.session.options import CONTINUE, Halt
 from rma.vocabulary import Budget, Outcome, SessionInfo, SessionResult, Terminal, ToolResult, ToolUse, Usage
 from rma_shell.handler import Capabilities, Handler
@@ -31,6 +40,7 @@ __all__ = [
     "AwaitingApproval",
     "Budget",
     "Capabilities",
+    "ContextCompacted",
     "Failure",
     "Halt",
     "Handler",
@@ -56,6 +66,7 @@ __all__ = [
     "Telemetry",
     "Terminal",
     "TextDelta",
+    "ThreadActivity",
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolResult",

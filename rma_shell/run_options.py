@@ -100,7 +100,10 @@ class RunOptions(OneRunOptions, total=False):
     environment_id: str
     title: str
     resources: Any
+    vault_ids: Any
+    initial_events: Any
     history: Any
+    context_window: int
     runtime_session_id: str
     harness_arn: str
     harness: Any

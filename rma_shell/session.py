@@ -360,6 +360,8 @@ class LiveSession:
 
     def __init__(self, driver: Driver[Any]) -> None:
         self._driver = driver
+        self.stream_error: SessionError | None = None
+        """Why the last ``thread_stream`` ended, when it failed."""
 
     @property
     def info(self) -> SessionInfo:
@@ -404,6 +406,50 @@ class LiveSession:
         """
         return UpdateStream(self._driver.updates, ended=self._driver.final is not None)
 
+    async def threads(self) -> Result[list[JSON], SessionError]:
+        """The session's threads — a Claude multi-agent session's primary thread and each
+        sub-agent's (``session_thread`` resources); ``Unsupported`` on other hosts."""
+        conn = self._driver.conn
+        if conn is None:
+            return Failure(Closed())
+        return await self._driver.provider.threads(conn)
+
+    async def thread_events(self, thread_id: str) -> Result[list[JSON], SessionError]:
+        """One thread's events so far, oldest first (raw; the session's own results are
+        unaffected); ``Unsupported`` on hosts without threads."""
+        conn = self._driver.conn
+        if conn is None:
+            return Failure(Closed())
+        return await self._driver.provider.thread_events(conn, thread_id)
+
+    @asynccontextmanager
+    async def thread_stream(self, thread_id: str) -> AsyncIterator[AsyncIterator[JSON]]:
+        """One thread's live events, raw, from now until the block is left or the stream ends
+        (``async with session.thread_stream(tid) as events: async for e in events: …``).
+        Watching a thread changes nothing of the session: its machine reads the primary
+        stream, where sub-agent tool calls are cross-posted and answered once. A stream that
+        fails ends the iteration; ``stream_error`` then says why."""
+        conn = self._driver.conn
+        send, receive = anyio.create_memory_object_stream[JSON](256)
+        box: list[SessionError] = []
+
+        async def pump() -> None:
+            async with send:
+                if conn is None:
+                    box.append(Closed())
+                    return
+                outcome = await self._driver.provider.thread_stream(conn, thread_id, send.send)
+                if isinstance(outcome, Failure):
+                    box.append(outcome.failure())
+
+        async with anyio.create_task_group() as tg, receive:
+            tg.start_soon(pump)
+            self.stream_error = None
+            try:
+                yield _errors_into(receive, box, self)
+            finally:
+                tg.cancel_scope.cancel()
+
     async def _iterate(self) -> AsyncIterator[Result[SessionResult, SessionError]]:
         while True:
             try:
@@ -411,6 +457,15 @@ class LiveSession:
             except anyio.EndOfStream:
                 return
             yield outcome
+
+
+async def _errors_into(
+    events: AsyncIterator[JSON], box: list[SessionError], session: LiveSession
+) -> AsyncIterator[JSON]:
+    async for event in events:
+        yield event
+    if box:
+        session.stream_error = box[0]
 
 
 @spelled_out(host_options=True, without=frozenset({"timeout"}))

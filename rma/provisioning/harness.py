@@ -271,6 +271,80 @@ def model_union(model: JSON) -> JSON:
     return model
 
 
+TRUNCATION_STRATEGIES = ("sliding_window", "summarization", "none")
+"""botocore's ``HarnessTruncationStrategy`` enum (bedrock-agentcore-control 2023-06-05)."""
+
+
+def truncation_config(
+    strategy: object,
+    *,
+    messages_count: object = None,
+    summary_ratio: object = None,
+    preserve_recent_messages: object = None,
+    summarization_system_prompt: object = None,
+) -> Result[dict[str, JSON], InvalidOpts]:
+    """The harness's ``truncation`` member (``HarnessTruncationConfiguration``): how AgentCore
+    keeps a conversation inside the model's window — ``sliding_window`` (the last
+    ``messages_count`` messages), ``summarization`` (``summary_ratio`` of the content condensed,
+    ``preserve_recent_messages`` kept as they are, an optional ``summarization_system_prompt``)
+    or ``none`` (the harness then stops with ``model_context_window_exceeded``, which rma reports
+    as ``ContextWindowExceeded``)."""
+
+    def bad(detail: str) -> Failure[InvalidOpts]:
+        return Failure(InvalidOpts(option="truncation", detail=detail))
+
+    def count(value: object, field: str) -> int | None:
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{field} must be a positive integer, got {value!r}")
+        return value
+
+    if strategy not in TRUNCATION_STRATEGIES:
+        return bad(f"strategy must be one of {', '.join(TRUNCATION_STRATEGIES)}, got {strategy!r}")
+    try:
+        messages = count(messages_count, "messages_count")
+        preserve = count(preserve_recent_messages, "preserve_recent_messages")
+    except ValueError as exc:
+        return bad(str(exc))
+    out: dict[str, JSON] = {"strategy": strategy}
+    if strategy == "sliding_window":
+        if summary_ratio is not None or preserve is not None or summarization_system_prompt is not None:
+            return bad("sliding_window takes messages_count only")
+        if messages is not None:
+            out["config"] = {"slidingWindow": {"messagesCount": messages}}
+    elif strategy == "summarization":
+        if messages is not None:
+            return bad(
+                "summarization takes summary_ratio, preserve_recent_messages, summarization_system_prompt"
+            )
+        summary: dict[str, JSON] = {}
+        if summary_ratio is not None:
+            if (
+                not isinstance(summary_ratio, int | float)
+                or isinstance(summary_ratio, bool)
+                or not 0 < summary_ratio < 1
+            ):
+                return bad(f"summary_ratio must be a number between 0 and 1, got {summary_ratio!r}")
+            summary["summaryRatio"] = float(summary_ratio)
+        if preserve is not None:
+            summary["preserveRecentMessages"] = preserve
+        if summarization_system_prompt is not None:
+            if not isinstance(summarization_system_prompt, str) or not summarization_system_prompt:
+                return bad("summarization_system_prompt must be a non-empty string")
+            summary["summarizationSystemPrompt"] = summarization_system_prompt
+        if summary:
+            out["config"] = {"summarization": summary}
+    elif (
+        messages is not None
+        or summary_ratio is not None
+        or preserve is not None
+        or summarization_system_prompt
+    ):
+        return bad("none takes no settings")
+    return Success(out)
+
+
 def create_body(
     name: str,
     execution_role_arn: str,
@@ -280,13 +354,15 @@ def create_body(
     environment_variables: Mapping[str, str] | None = None,
     client_token: str | None = None,
     extra: Mapping[str, JSON] | None = None,
+    truncation: Mapping[str, JSON] | None = None,
 ) -> Result[dict[str, JSON], InvalidOpts]:
     """B-48 / §11 #1: ``harnessName`` and ``executionRoleArn`` plus only what is set.
 
     The system prompt becomes one text block, the spec's tools inline functions, the model
     config is passed verbatim as the ``model`` union, the environment's config verbatim as
     ``environment`` (omitted when empty). ``extra`` adds other model members verbatim
-    (``maxIterations``, ``truncation``, ``memory``, ``tags`` …).
+    (``maxIterations``, ``memory``, ``tags`` …); ``truncation`` is the context-window setting
+    (``truncation_config``), which wins over one in ``extra``.
     """
     role = execution_role_arn.strip() if isinstance(execution_role_arn, str) else ""
     if not role:
@@ -317,4 +393,10 @@ def create_body(
     for key, value in (extra or {}).items():
         if value is not None:
             body[key] = value
+    if truncation is not None:
+        if not isinstance(truncation, Mapping) or truncation.get("strategy") not in TRUNCATION_STRATEGIES:
+            return Failure(
+                InvalidOpts(option="truncation", detail="build it with truncation_config(strategy, ...)")
+            )
+        body["truncation"] = dict(truncation)
     return Success(body)

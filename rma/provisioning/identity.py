@@ -169,8 +169,10 @@ def is_digest(value: object) -> bool:
 
 
 def agent_identity(spec: AgentSpec) -> JSON:
-    """What an agent's digest covers: everything but its name (V-2)."""
-    return {
+    """What an agent's digest covers: everything but its name (V-2). ``skills``,
+    ``mcp_servers`` and ``multiagent`` count only when set, so a spec that does not use them
+    keeps the digest it had before they existed (and its provisioned agent)."""
+    document: dict[str, JSON] = {
         "identity": AGENT_IDENTITY,
         "system_prompt": spec.system_prompt,
         "tools": [
@@ -179,6 +181,8 @@ def agent_identity(spec: AgentSpec) -> JSON:
         "terminal_tool": spec.terminal_tool,
         "model_config": spec.model_config,
     }
+    document.update(spec.extensions())
+    return document
 
 
 def environment_identity(spec: EnvironmentSpec) -> JSON:

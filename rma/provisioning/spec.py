@@ -45,7 +45,16 @@ RUNTIME_LANG: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 RUNTIME_VERSION: Final = re.compile(r"[0-9A-Za-z][0-9A-Za-z._+-]{0,63}")
 RUNTIME_VIA: Final = ("mise",)
 
-_AGENT_FIELDS: Final = ("name", "system_prompt", "tools", "terminal_tool", "model_config")
+_AGENT_FIELDS: Final = (
+    "name",
+    "system_prompt",
+    "tools",
+    "terminal_tool",
+    "model_config",
+    "skills",
+    "mcp_servers",
+    "multiagent",
+)
 _TOOL_FIELDS: Final = ("name", "description", "input_schema")
 _RUNTIME_FIELDS: Final = ("lang", "version", "via")
 
@@ -149,8 +158,35 @@ def _tool(value: object, path: str) -> ToolSchema:
 # --- agents ---------------------------------------------------------------------------------
 
 
+def _objects(value: object, path: str, key: str) -> tuple[JSON, ...]:
+    """A list of JSON objects, each with a string ``key`` unique in the list (``skills`` by
+    ``skill_id``, ``mcp_servers`` by ``name``)."""
+    out: list[JSON] = []
+    seen: set[str] = set()
+    for i, item in enumerate(_sequence("agent", value, path)):
+        where = identity.index_path(path, i)
+        plain = _json("agent", item, where)
+        if not isinstance(plain, dict):
+            raise _fail("agent", where, f"an object is required, got {type(item).__name__}")
+        ident = plain.get(key)
+        if not isinstance(ident, str) or not ident:
+            raise _fail("agent", f"{where}.{key}", "a non-empty string is required")
+        if ident in seen:
+            raise _fail("agent", f"{where}.{key}", f"duplicate {key} {ident!r}")
+        seen.add(ident)
+        out.append(plain)
+    return tuple(out)
+
+
 def _agent_fields(
-    name: object, system_prompt: object, tools: object, terminal_tool: object, model_config: object
+    name: object,
+    system_prompt: object,
+    tools: object,
+    terminal_tool: object,
+    model_config: object,
+    skills: object = (),
+    mcp_servers: object = (),
+    multiagent: object = None,
 ) -> dict[str, object]:
     checked_name = _name("agent", name)
     if system_prompt is not None and not isinstance(system_prompt, str):
@@ -176,7 +212,17 @@ def _agent_fields(
         "tools": tuple(schemas),
         "terminal_tool": terminal_tool,
         "model_config": _json("agent", model_config, "model_config"),
+        "skills": _objects(skills, "skills", "skill_id"),
+        "mcp_servers": _objects(mcp_servers, "mcp_servers", "name"),
+        "multiagent": None if multiagent is None else _mapping_json(multiagent, "multiagent"),
     }
+
+
+def _mapping_json(value: object, path: str) -> JSON:
+    plain = _json("agent", value, path)
+    if not isinstance(plain, dict):
+        raise _fail("agent", path, f"an object is required, got {type(value).__name__}")
+    return plain
 
 
 @attrs.frozen
@@ -184,7 +230,12 @@ class AgentSpec:
     """An agent to provision (V-1). Build it with ``AgentSpec.create`` or ``AgentSpec.coerce``.
 
     ``name`` is the base of the provider-side name, not part of the identity; the digest
-    covers ``system_prompt``, ``tools``, ``terminal_tool`` and ``model_config`` (V-2).
+    covers ``system_prompt``, ``tools``, ``terminal_tool`` and ``model_config`` (V-2), and
+    ``skills``, ``mcp_servers`` and ``multiagent`` when set — a spec without them has the
+    digest it always had. ``skills`` (objects with a ``skill_id``: ``{"type": "anthropic",
+    "skill_id": "xlsx"}``), ``mcp_servers`` (objects with a ``name``: ``{"type": "url",
+    "name": "docs", "url": "https://…"}``) and ``multiagent`` (the agent's sub-agent roster)
+    go to the host as written; only Claude Managed Agents takes them.
     """
 
     name: str
@@ -192,15 +243,25 @@ class AgentSpec:
     tools: tuple[ToolSchema, ...] = ()
     terminal_tool: str | None = None
     model_config: JSON = None
+    skills: tuple[JSON, ...] = ()
+    mcp_servers: tuple[JSON, ...] = ()
+    multiagent: JSON = None
 
     def __attrs_post_init__(self) -> None:
         try:
             fields = _agent_fields(
-                self.name, self.system_prompt, self.tools, self.terminal_tool, self.model_config
+                self.name,
+                self.system_prompt,
+                self.tools,
+                self.terminal_tool,
+                self.model_config,
+                self.skills,
+                self.mcp_servers,
+                self.multiagent,
             )
         except _Bad as bad:
             raise SpecError(bad.error) from None
-        if fields["tools"] != self.tools or fields["model_config"] != self.model_config:
+        if any(fields[k] != getattr(self, k) for k in ("tools", "model_config", "skills", "mcp_servers")):
             raise SpecError(
                 InvalidSpec(spec="agent", detail="construct specs with AgentSpec.create or AgentSpec.coerce")
             )
@@ -214,9 +275,14 @@ class AgentSpec:
         tools: object = (),
         terminal_tool: object = None,
         model_config: object = None,
+        skills: object = (),
+        mcp_servers: object = (),
+        multiagent: object = None,
     ) -> Result[AgentSpec, InvalidSpec]:
         try:
-            fields = _agent_fields(name, system_prompt, tools, terminal_tool, model_config)
+            fields = _agent_fields(
+                name, system_prompt, tools, terminal_tool, model_config, skills, mcp_servers, multiagent
+            )
         except _Bad as bad:
             return Failure(bad.error)
         return Success(cls(**fields))  # type: ignore[arg-type]
@@ -242,6 +308,9 @@ class AgentSpec:
             tools=fields.get("tools", ()),
             terminal_tool=fields.get("terminal_tool"),
             model_config=fields.get("model_config"),
+            skills=fields.get("skills", ()),
+            mcp_servers=fields.get("mcp_servers", ()),
+            multiagent=fields.get("multiagent"),
         )
 
     @property
@@ -250,14 +319,28 @@ class AgentSpec:
         return identity.agent_digest(self)
 
     def to_json(self) -> dict[str, JSON]:
-        """A plain mapping ``coerce`` turns back into an equal spec."""
-        return {
+        """A plain mapping ``coerce`` turns back into an equal spec (the newer fields only
+        when set, so an older reader takes a spec that does not use them)."""
+        out: dict[str, JSON] = {
             "name": self.name,
             "system_prompt": self.system_prompt,
             "tools": [t.to_json() for t in self.tools],
             "terminal_tool": self.terminal_tool,
             "model_config": self.model_config,
         }
+        out.update(self.extensions())
+        return out
+
+    def extensions(self) -> dict[str, JSON]:
+        """``skills``, ``mcp_servers`` and ``multiagent``, those that are set."""
+        out: dict[str, JSON] = {}
+        if self.skills:
+            out["skills"] = list(self.skills)
+        if self.mcp_servers:
+            out["mcp_servers"] = list(self.mcp_servers)
+        if self.multiagent is not None:
+            out["multiagent"] = self.multiagent
+        return out
 
 
 # --- runtimes and environments --------------------------------------------------------------

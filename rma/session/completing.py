@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from rma._persistent import AppendLog
 from rma.errors import (
+    WINDOW_EXCEEDED_STOP,
+    ContextWindowExceeded,
     GuardFailed,
     Halted,
     MalformedResponse,
@@ -19,7 +21,7 @@ from rma.errors import (
     OutputInvalid,
     UnresolvedRequiresAction,
 )
-from rma.live import ToolCallFinished, TurnFinished
+from rma.live import NO_LIVE_TURN, ToolCallFinished, TurnFinished
 from rma.session.commands import CallGuard, Command, DeliverUpdate, Log, RunTools
 from rma.session.driving import drive
 from rma.session.endings import fail, finish, terminated
@@ -43,7 +45,9 @@ def handle_turn(s: State, events: tuple[JSON, ...]) -> Step:
         tr = s.config.codec.normalize(events)
     except Exception as exc:  # a codec must be total; if it is not, fail typed, never escape
         return fail(s, MalformedResponse(detail=f"could not normalize the turn: {type(exc).__name__}: {exc}"))
-    s = evolve(s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog())
+    s = evolve(
+        s, acc=s.acc.add_turn(events, tr), turns=s.turns + 1, turn_events=AppendLog(), live=NO_LIVE_TURN
+    )
     out: list[Command] = [*turn_stop(s, tr)]
     if s.updates:
         out.append(DeliverUpdate(TurnFinished(s.turns, tr.terminal, tr.stop_reason, tr.usage)))
@@ -87,6 +91,10 @@ def continue_turn(s: State, tr: TurnResult) -> Step:
     cfg = s.config
     if tr.terminal is Terminal.REQUIRES_ACTION:
         return requires_action(s, tr)
+    if tr.terminal is Terminal.TERMINATED and tr.stop_reason == WINDOW_EXCEEDED_STOP:
+        # The host stopped because the window is full: one typed error on every host.
+        result = terminated(s, tr, WINDOW_EXCEEDED_STOP)
+        return fail(s, ContextWindowExceeded(host=cfg.codec.name, detail="the host stopped", result=result))
     if (
         tr.terminal is Terminal.END_TURN
         and cfg.terminal_tool is not None

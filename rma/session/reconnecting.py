@@ -19,7 +19,7 @@ from rma.session.completing import exceeds_max_turns, max_turns_error, run_tools
 from rma.session.driving import deliver_message
 from rma.session.endings import fail, finish
 from rma.session.events import ReconnectFinished, ReconnectTimerFired, StreamClosed, StreamEvent, StreamFailed
-from rma.session.receiving import receive
+from rma.session.receiving import discard_live, receive
 from rma.session.resilience import SYNC_RECONNECT_ATTEMPTS, gave_up, no_terminal_coming, worth_reconnecting
 from rma.session.state import Phase, State, Step, evolve
 from rma.session.telemetry import stream_lifecycle, tool_uses
@@ -95,12 +95,15 @@ def stream_lost_at_rest(s: State, error: SessionError) -> Step:
 def schedule_reconnect(s: State, error: SessionError | None) -> Step:
     attempt = s.reconnect_attempts
     delay = reconnect_backoff_ms(attempt)
+    # What the open turn said live is void: the reconnect re-folds the turn's events.
+    s, discarded = discard_live(s, attempt, None if error is None else error.kind)
     # The dead stream's generation ends here: anything it still delivers is stale (S-24).
     s = evolve(s, phase=Phase.BACKOFF, reconnect_attempts=attempt + 1, gen=s.gen + 1, turn_events=AppendLog())
     fields: dict[str, JSON] = {"attempt": attempt, "delay_ms": delay}
     if error is not None:
         fields["error"] = error.kind
     return s, (
+        *discarded,
         Log("warning", f"stream lost; reconnecting in {delay} ms", fields),
         ScheduleReconnect(delay, attempt),
     )

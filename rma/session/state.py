@@ -16,6 +16,7 @@ import attrs
 
 from rma._persistent import AppendLog, SeenIds
 from rma.errors import SessionError
+from rma.live import NO_LIVE_TURN, LiveTurn
 from rma.session.commands import Command
 from rma.session.events import Event
 from rma.session.options import SessionConfig
@@ -118,6 +119,8 @@ class State:
     last_loss: SessionError | None = None
     """Why the stream was last lost: what a sync run that gives up reports."""
     live_forwarded: int = 0
+    live: LiveTurn = NO_LIVE_TURN
+    """What the open turn's live updates told consumers so far (previews, whether any spoke)."""
     updates: bool = False
     """Whether live updates (``rma.live``) are computed: ``config.deliver_updates`` or a
     consumer that subscribed (``UpdatesWanted``)."""

@@ -188,6 +188,25 @@ class Provider(Generic[C]):
         await anyio.lowlevel.checkpoint()
         return Success(StopReport("not_needed"))
 
+    async def threads(self, conn: C) -> Result[list[JSON], SessionError]:
+        """The session's threads (a multi-agent session's primary and sub-agent threads).
+        Default: ``Unsupported`` — only Claude Managed Agents runs sub-agents in threads."""
+        await anyio.lowlevel.checkpoint()
+        return Failure(Unsupported(operation="threads"))
+
+    async def thread_events(self, conn: C, thread_id: str) -> Result[list[JSON], SessionError]:
+        """One thread's events so far, oldest first. Default: ``Unsupported``."""
+        await anyio.lowlevel.checkpoint()
+        return Failure(Unsupported(operation="thread_events"))
+
+    async def thread_stream(
+        self, conn: C, thread_id: str, on_event: Callable[[JSON], Awaitable[None]]
+    ) -> Result[None, SessionError]:
+        """Read one thread's live stream into ``on_event`` until it ends (a drop is a
+        Failure; the caller cancels to stop). Default: ``Unsupported``."""
+        await anyio.lowlevel.checkpoint()
+        return Failure(Unsupported(operation="thread_stream"))
+
     async def aclose(self, conn: C) -> None:
         """Release what ``open`` acquired (connections). Never raises."""
         await anyio.lowlevel.checkpoint()

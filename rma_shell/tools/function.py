@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, overload
@@ -65,6 +66,7 @@ class FunctionTool:
         timeout: float | None = None,
         requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
         at_most_once: bool = False,
+        repeatable: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@tool needs a function, got {type(fn).__name__}")
@@ -82,12 +84,14 @@ class FunctionTool:
         self.at_most_once = bool(at_most_once)
         """A call that started and left no result (the process died) is never run again: the
         model is told it was interrupted. Otherwise it runs again with the same idempotency key."""
+        self.repeatable = bool(repeatable)
+        """Identical calls each run: Local's duplicate-call guard (L-16) leaves this tool alone."""
         self.timeout = None if timeout is None else float(timeout)
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - an async __call__ counts
         )
         doc = docstring_parser.parse(inspect.getdoc(fn) or "")
-        self.model, self.injected = _arguments_model(fn, self.name, doc)
+        self.model, self.injected = _arguments_model(fn, self.name, doc, _decorating_locals())
         schema = _clean_schema(self.model.model_json_schema())
         if strict:
             schema = strict_schema(schema)
@@ -97,6 +101,7 @@ class FunctionTool:
             description=description if description is not None else summary,
             input_schema=schema,
             strict=strict,
+            repeatable=self.repeatable,
         )
         functools.update_wrapper(self, fn)
 
@@ -153,6 +158,7 @@ def tool(
     timeout: float | None = None,
     requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
     at_most_once: bool = False,
+    repeatable: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -166,6 +172,7 @@ def tool(
     timeout: float | None = None,
     requires_approval: bool | Callable[[Mapping[str, Any]], bool] = False,
     at_most_once: bool = False,
+    repeatable: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a typed function a tool: ``@tool`` or ``@tool(name=..., strict=True, timeout=5)``.
 
@@ -174,7 +181,9 @@ def tool(
     ones nullable, no additional properties). ``timeout`` (seconds) bounds each call: past it
     the call is cancelled and the model gets an error result. ``requires_approval`` (True, or
     a function of the arguments) makes a call wait for ``approve`` in the run's journal;
-    ``at_most_once`` keeps a call the process died in from running again (docs/durable.md).
+    ``at_most_once`` keeps a call the process died in from running again (docs/durable.md);
+    ``repeatable=True`` lets identical calls each run where Local would answer a repeat with
+    its duplicate directive (a clock, a status poll).
     """
     options: dict[str, Any] = {
         "name": name,
@@ -183,6 +192,7 @@ def tool(
         "timeout": timeout,
         "requires_approval": requires_approval,
         "at_most_once": at_most_once,
+        "repeatable": repeatable,
     }
     if fn is not None:
         return FunctionTool(fn, **options)
@@ -216,14 +226,50 @@ def format_validation_error(tool_name: str, exc: pydantic.ValidationError) -> st
     return "\n".join(lines)
 
 
+def _decorating_locals() -> dict[str, Any]:
+    """The local names where ``@tool`` (or ``FunctionTool(...)``) was applied: the first frame
+    outside this module. Under ``from __future__ import annotations`` a parameter's annotation
+    is a string, and a type defined in the enclosing function is found only there."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back  # type: ignore[assignment]
+    return dict(frame.f_locals) if frame is not None else {}
+
+
+def _type_hints(fn: Callable[..., Any], name: str, local_names: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters' type hints, string annotations resolved in the function's module and,
+    failing that, where the decorator was applied; else a ``TypeError`` saying how to fix it."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except NameError:
+        pass
+    except (TypeError, ValueError, AttributeError, SyntaxError) as exc:
+        raise TypeError(f"tool {name}: cannot read its signature and type hints ({exc})") from exc
+    try:
+        return typing.get_type_hints(fn, localns=dict(local_names), include_extras=True)
+    except (TypeError, ValueError, AttributeError, SyntaxError) as exc:
+        raise TypeError(f"tool {name}: cannot read its signature and type hints ({exc})") from exc
+    except NameError as exc:
+        missing = getattr(exc, "name", None) or str(exc)
+        raise TypeError(
+            f"tool {name}: the annotation {missing!r} names a type that is neither in its module nor "
+            "where @tool was applied (under `from __future__ import annotations` annotations are "
+            "strings, resolved when the tool is built). Define the type at module level, or before "
+            "the @tool line in the same function, or apply @tool where the type is visible"
+        ) from exc
+
+
 def _arguments_model(
-    fn: Callable[..., Any], name: str, doc: docstring_parser.Docstring
+    fn: Callable[..., Any],
+    name: str,
+    doc: docstring_parser.Docstring,
+    local_names: Mapping[str, Any] | None = None,
 ) -> tuple[type[pydantic.BaseModel], dict[str, str]]:
     try:
         signature = inspect.signature(fn)
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except (TypeError, ValueError, NameError) as exc:
+    except (TypeError, ValueError) as exc:
         raise TypeError(f"tool {name}: cannot read its signature and type hints ({exc})") from exc
+    hints = _type_hints(fn, name, local_names or {})
     described = {p.arg_name: p.description for p in doc.params if p.description}
     fields: dict[str, Any] = {}
     injected: dict[str, str] = {}

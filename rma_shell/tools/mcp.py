@@ -54,7 +54,11 @@ try:
     import mcp.types as mt
     from mcp import ClientSession, StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared.exceptions import McpError
+
+    try:  # mcp 2.x renamed it
+        from mcp.shared.exceptions import MCPError as McpError  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:  # mcp 1.x
+        from mcp.shared.exceptions import McpError  # type: ignore[attr-defined,no-redef,unused-ignore]
     from mcp.shared.message import SessionMessage
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -130,6 +134,7 @@ class MCPServer:
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
         allowed_tools: Collection[str] | Callable[[str], bool] | None = None,
         kind: str = "stdio",
+        repeatable: bool | Collection[str] = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise MCPServerError(f"MCP server name must be a non-empty string, got {name!r}")
@@ -148,6 +153,16 @@ class MCPServer:
                 f"not one string ({allowed_tools!r})"
             )
         self.allowed_tools = allowed_tools
+        if isinstance(repeatable, str):
+            raise MCPServerError(
+                f"MCP server {name!r}: repeatable is True or a collection of the server's tool names, "
+                f"not one string ({repeatable!r})"
+            )
+        self.repeatable: bool | frozenset[str] = (
+            repeatable if isinstance(repeatable, bool) else frozenset(repeatable)
+        )
+        """Tools whose identical calls each run on Local (a clock, a status poll): all (True) or
+        the named ones (the server's names, before ``prefix``)."""
         self._specs: list[ToolSpec] = []
         self._remote: dict[str, str] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -171,6 +186,7 @@ class MCPServer:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
         allowed_tools: Collection[str] | Callable[[str], bool] | None = None,
+        repeatable: bool | Collection[str] = False,
     ) -> MCPServer:
         """A server spawned as ``command args…`` and spoken to over its stdin/stdout.
 
@@ -204,6 +220,7 @@ class MCPServer:
             connect_timeout=connect_timeout,
             call_timeout=call_timeout,
             allowed_tools=allowed_tools,
+            repeatable=repeatable,
         )
 
     @classmethod
@@ -217,6 +234,7 @@ class MCPServer:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
         allowed_tools: Collection[str] | Callable[[str], bool] | None = None,
+        repeatable: bool | Collection[str] = False,
     ) -> MCPServer:
         """A server at ``url`` spoken to over streamable HTTP, with ``headers`` on every request."""
         try:
@@ -265,6 +283,7 @@ class MCPServer:
             call_timeout=call_timeout,
             allowed_tools=allowed_tools,
             kind="http",
+            repeatable=repeatable,
         )
 
     # ── ToolSource ──
@@ -314,7 +333,9 @@ class MCPServer:
             return Failure(f"{exc}; the call to {name} was not made")
         session = conn.session
         assert session is not None
-        request_id = session._request_id  # the id call_tool is about to use (assigned before any await)
+        # mcp 1.x: the id call_tool is about to use (assigned before any await), for the
+        # cancellation we send on a timeout; mcp 2.x sends that itself when a call is abandoned.
+        request_id: int | None = getattr(session, "_request_id", None)
         timeout = math.inf if self.call_timeout is None else self.call_timeout
         with anyio.CancelScope() as released:
             conn.calls.add(released)
@@ -322,7 +343,7 @@ class MCPServer:
                 with anyio.move_on_after(timeout) as waited:
                     result = await session.call_tool(remote, arguments)
             except McpError as exc:
-                if exc.error.code == _SESSION_TERMINATED:
+                if _session_ended(exc.error.code, exc.error.message):
                     conn.drop("ended the session")
                     return _SESSION_ENDED
                 if exc.error.code == mt.CONNECTION_CLOSED:
@@ -427,9 +448,14 @@ class MCPServer:
             # group given one would wrap it in an ExceptionGroup).
             await tg.__aexit__(None, None, None)
 
-    async def _timed_out(self, name: str, conn: _Connection, session: ClientSession, request_id: int) -> str:
+    async def _timed_out(
+        self, name: str, conn: _Connection, session: ClientSession, request_id: int | None
+    ) -> str:
         timeout = f"{self.call_timeout:g}"
-        with contextlib.suppress(Exception), anyio.move_on_after(_PING_TIMEOUT):
+        with (
+            contextlib.suppress(Exception),
+            anyio.move_on_after(_PING_TIMEOUT if request_id is not None else 0),
+        ):
             await session.send_notification(
                 mt.ClientNotification(
                     mt.CancelledNotification(
@@ -485,10 +511,15 @@ class MCPServer:
                 )
             if local in remote:
                 raise MCPServerError(f"MCP server {self.name!r} lists tool {tool.name!r} twice")
-            schema = dict(tool.inputSchema or {})
+            schema = dict(_field(tool, "inputSchema") or {})
             schema.setdefault("type", "object")
             description = tool.description or tool.title or ""
-            specs.append(ToolSpec(name=local, description=description, input_schema=schema))
+            repeats = self.repeatable is True or (
+                isinstance(self.repeatable, frozenset) and tool.name in self.repeatable
+            )
+            specs.append(
+                ToolSpec(name=local, description=description, input_schema=schema, repeatable=repeats)
+            )
             remote[local] = tool.name
         self._specs, self._remote = specs, remote
 
@@ -549,6 +580,28 @@ class _BreakWatch(httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
+def _session_ended(code: int, message: str) -> bool:
+    """Whether an error says the server does not know the HTTP session: mcp 1.x gives a 404 the
+    code ``32600``; mcp 2.x passes on the server's own 404 body (``-32600``, "Session not
+    found") or says "Session terminated"."""
+    if code == _SESSION_TERMINATED:
+        return True
+    text = message.lower()
+    return code == -_SESSION_TERMINATED and ("session not found" in text or "session terminated" in text)
+
+
+_SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def _field(value: object, camel: str) -> Any:
+    """A field of an SDK type under either SDK's name: mcp 1.x keeps the wire's camelCase
+    (``inputSchema``), mcp 2.x snake_case attributes (``input_schema``)."""
+    snake = _SNAKE.sub("_", camel).lower()
+    if hasattr(value, snake):
+        return getattr(value, snake)
+    return getattr(value, camel, None)
+
+
 async def _list_tools(session: ClientSession) -> list[mt.Tool]:
     tools: list[mt.Tool] = []
     cursor: str | None = None
@@ -557,7 +610,7 @@ async def _list_tools(session: ClientSession) -> list[mt.Tool]:
         params = mt.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
         page = await session.list_tools(params=params)
         tools.extend(page.tools)
-        cursor = page.nextCursor
+        cursor = _field(page, "nextCursor")
         if cursor is None or cursor in seen:
             return tools
         seen.add(cursor)
@@ -567,10 +620,11 @@ def _output(server: str, tool: str, result: mt.CallToolResult) -> ToolOutput:
     parts = [_block_text(block) for block in result.content]
     texts = [part for part in parts if part is not None]
     has_text = any(isinstance(block, mt.TextContent) for block in result.content)
-    if not has_text and result.structuredContent is not None:
-        texts.insert(0, json.dumps(result.structuredContent, ensure_ascii=False, separators=(",", ":")))
+    structured = _field(result, "structuredContent")
+    if not has_text and structured is not None:
+        texts.insert(0, json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
     text = "\n".join(texts)
-    if result.isError:
+    if _field(result, "isError"):
         return Failure(text or f"MCP server {server}: {tool} failed (no details)")
     return Success(text)
 
@@ -579,14 +633,14 @@ def _block_text(block: mt.ContentBlock) -> str | None:
     if isinstance(block, mt.TextContent):
         return block.text
     if isinstance(block, mt.ImageContent | mt.AudioContent):
-        return f"[{block.type}: {block.mimeType}, {_b64_size(block.data)} bytes]"
+        return f"[{block.type}: {_field(block, 'mimeType')}, {_b64_size(block.data)} bytes]"
     if isinstance(block, mt.ResourceLink):
         return f"[resource link: {block.name} <{block.uri}>]"
     if isinstance(block, mt.EmbeddedResource):
         res = block.resource
         if isinstance(res, mt.TextResourceContents):
             return res.text
-        return f"[resource: {res.uri}, {res.mimeType or 'binary'}, {_b64_size(res.blob)} bytes]"
+        return f"[resource: {res.uri}, {_field(res, 'mimeType') or 'binary'}, {_b64_size(res.blob)} bytes]"
     return f"[{getattr(block, 'type', 'content')}]"  # pragma: no cover - future block types
 
 

@@ -63,6 +63,9 @@ class OutputTool:
             or "Call this tool once to give your final answer: its arguments are the answer."
             + (f" {own}" if own else ""),
             input_schema=schema,
+            # A repeated invalid answer gets its validation errors (and uses a re-prompt) on
+            # every host: Local's duplicate guard must not answer it instead.
+            repeatable=True,
         )
 
     # The declaration's fields, so ``tools=[..., output]`` works on every provider directly.
@@ -73,6 +76,10 @@ class OutputTool:
     @property
     def input_schema(self) -> Mapping[str, JSON]:
         return self.spec.input_schema
+
+    @property
+    def repeatable(self) -> bool:
+        return True
 
     def validate(self, arguments: Mapping[str, Any]) -> Result[Any, str]:
         """The typed answer, or the validation errors to send back to the model."""

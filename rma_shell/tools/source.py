@@ -2,10 +2,10 @@
 
 A ``ToolSpec`` is a declaration in the neutral form every provider's ``tools=`` takes (an
 object with ``name``, ``description`` and ``input_schema``; ``strict`` where the host holds
-arguments to the schema). A ``ToolSource`` is started and stopped as an async context manager
-(an MCP source connects or spawns its server there), lists its tools once started, and runs a
-call. Not a toolbox: it does not validate, time out or truncate — the toolbox does that for
-every source alike.
+arguments to the schema; ``repeatable`` where identical calls are meant to run again). A
+``ToolSource`` is started and stopped as an async context manager (an MCP source connects or
+spawns its server there), lists its tools once started, and runs a call. Not a toolbox: it
+does not validate, time out or truncate — the toolbox does that for every source alike.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ class ToolSpec:
     description: str
     input_schema: Mapping[str, JSON] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
     strict: bool = False
+    repeatable: bool = False
+    """Calls may repeat with the same arguments and each runs (a clock, a status poll, a retried
+    answer): Local's duplicate-call guard leaves them alone. Never sent on the wire."""
 
 
 @runtime_checkable

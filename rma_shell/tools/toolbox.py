@@ -244,6 +244,7 @@ def as_specs(tools: Sequence[object]) -> list[ToolSpec]:
                     description=str(item.get("description", "")),
                     input_schema=item.get("input_schema") or item.get("parameters") or {"type": "object"},
                     strict=bool(item.get("strict", False)),
+                    repeatable=bool(item.get("repeatable", False)),
                 )
             )
     return out

@@ -69,6 +69,10 @@ from rma_shell.testing.claude import (
     status_running,
     status_terminated,
     text_turn,
+    thread_created,
+    thread_message_received,
+    thread_message_sent,
+    thread_status,
     tool_turn,
 )
 
@@ -611,6 +615,10 @@ BUILDERS = {
     "status_terminated",
     "text_turn",
     "tool_turn",
+    "thread_created",
+    "thread_status",
+    "thread_message_sent",
+    "thread_message_received",
 }
 NOT_EVENT_BUILDERS = {
     "BETA",
@@ -630,6 +638,9 @@ NOT_EVENT_BUILDERS = {
     "requires_action_from_earlier_batch",
     "status_once",
     "terminal_while_disconnected",
+    "cut_message",  # previews only, never stored: properties/test_cma_emulator_sdk_types.py
+    "cut_preview",
+    "in_thread",  # a thread's own event, not the session's: properties/test_cma_emulator_sdk_types.py
 }
 SNAPSHOT = {
     "input_tokens": 812,
@@ -778,6 +789,16 @@ async def _drive_fixture_session(client: CMAClient, emu: CMAEmulator, sid: str) 
     await send(_user("and again"))
     await send(_user("last"), {"type": "system.message", "content": [{"type": "text", "text": "be brief"}]})
     await send({"type": "user.interrupt"})
+    emu.emit(
+        sid,
+        thread_created("sthr_c1", "helper"),
+        thread_message_sent("sthr_c1", "help", to_agent_name="helper"),
+        thread_status("sthr_c1", "helper", "running"),
+        thread_status("sthr_c1", "helper", "rescheduled"),
+        thread_message_received("sthr_c1", "done", from_agent_name="helper"),
+        thread_status("sthr_c1", "helper", "idle", {"type": "end_turn"}),
+        thread_status("sthr_c1", "helper", "terminated"),
+    )
     emu.emit(sid, session_error("fatal", retry_status="terminal"), status_terminated())
 
 

@@ -70,7 +70,11 @@ async def test_R14_Better_a_sync_run_survives_drops_and_ends_as_undisturbed(
     for at in (0, 1, 3, 5, 8):
         with CMAEmulator(script(), api_key=KEY, faults=[drop_stream_after(at, times=2)]) as emu:
             outcome, tools = await a_run(emu, providers)
-            streams = [q for q in emu.requests if q.method == "GET" and q.path.endswith("/events/stream")]
+            streams = [
+                q
+                for q in emu.requests
+                if q.method == "GET" and q.path.split("?")[0].endswith("/events/stream")
+            ]
             posts = [q for q in emu.requests if q.method == "POST" and q.path.endswith("/events")]
         assert comparable(outcome) == comparable(base), f"drop after {at}"
         assert tools.calls == base_tools.calls, f"drop after {at}: each tool use runs once"
@@ -103,7 +107,9 @@ async def test_C46_Better_a_transient_answer_on_the_stream_connect_is_retried(
     # Issue #12: this ended the run with http_error 429.
     with CMAEmulator([text_turn("ok")], api_key=KEY, faults=[fault]) as emu:
         outcome, _ = await a_run(emu, providers)
-        streams = [q for q in emu.requests if q.method == "GET" and q.path.endswith("/events/stream")]
+        streams = [
+            q for q in emu.requests if q.method == "GET" and q.path.split("?")[0].endswith("/events/stream")
+        ]
     assert outcome.unwrap().text == "ok"
     assert len(streams) == 1 + fault.times
 
@@ -174,7 +180,9 @@ async def test_C46_R14_a_stream_connect_throttled_past_the_clients_retries_is_re
     fault = status_once(429, retry_after_ms=10, method="GET", path=STREAM, times=5)
     with CMAEmulator([text_turn("ok")], api_key=KEY, faults=[fault]) as emu:
         outcome, _ = await a_run(emu, providers)
-        streams = [q for q in emu.requests if q.method == "GET" and q.path.endswith("/events/stream")]
+        streams = [
+            q for q in emu.requests if q.method == "GET" and q.path.split("?")[0].endswith("/events/stream")
+        ]
         kickoffs = [q for q in emu.requests if q.method == "POST" and q.path.endswith("/events")]
     assert outcome.unwrap().text == "ok"
     assert len(streams) == 6 and len(kickoffs) == 1

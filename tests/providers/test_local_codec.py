@@ -469,6 +469,46 @@ def test_L16_duplicate_within_one_response() -> None:
     assert [u.id for u in local.normalize(events).custom_tool_uses] == ["a"]
 
 
+def test_L16_a_repeatable_tool_runs_every_identical_call() -> None:
+    clock = {"name": "now", "description": "The time", "input_schema": {"type": "object"}, "repeatable": True}
+    conv = conv_of(tools=[WEATHER, clock])
+    calls = [
+        call("now", {}, "a"),
+        call("now", {}, "b"),
+        call("get_weather", {}, "c"),
+        call("get_weather", {}, "d"),
+    ]
+    conv, body, events = poll(conv, user("go"), response(calls=calls))
+    assert [u.id for u in local.normalize(events).custom_tool_uses] == ["a", "b", "c"]
+    assert types(events) == ["local.duplicate_tool_call", "local.model_response"]
+    # rma's flag is never declared to the server.
+    assert all("repeatable" not in json.dumps(tool) for tool in body["tools"])
+
+
+def test_L16_an_already_declared_repeatable_tool_loses_the_flag_on_the_wire() -> None:
+    declared = {"type": "function", "function": {"name": "now"}, "repeatable": True}
+    conv = conv_of(tools=[declared])
+    assert conv.repeatable == frozenset({"now"})
+    assert conv.tools == (
+        {
+            "type": "function",
+            "function": {"name": "now", "description": "", "parameters": {"type": "object"}},
+        },
+    )
+
+
+def test_L16_the_terminal_tool_is_never_answered_as_a_duplicate() -> None:
+    conv = conv_of(terminal_tool="submit")
+    conv, _, _ = poll(conv, user("go"), response(calls=[call("submit", {"x": 1}, "a")]))
+    conv = apply_input(
+        conv, resume([ToolUse("a", "submit")], [ToolResult("a", "bad", is_error=True)])
+    ).unwrap()
+    conv, _ = prepare_request(conv, stream=False)[:2]
+    conv, events = apply_response(conv, response(calls=[call("submit", {"x": 1}, "b")])).unwrap()
+    assert types(events) == ["local.model_response"]
+    assert [u.id for u in local.normalize(events).custom_tool_uses] == ["b"]
+
+
 def test_L17_all_duplicates_is_requires_action_with_zero_uses() -> None:
     conv = conv_of()
     conv, _, _ = poll(conv, user("go"), response(calls=[call("get_weather", {}, "a")]))

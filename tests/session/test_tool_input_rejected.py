@@ -160,7 +160,9 @@ async def test_C14_a_tool_use_whose_input_is_not_an_object_is_answered_as_an_err
             result = (await run(provider, handler=tools, prompt="go", timeout=30)).unwrap()
         finally:
             await provider.close()
-        (session_id,) = [q.path.split("/")[3] for q in emu.requests if q.path.endswith("/events/stream")]
+        (session_id,) = [
+            q.path.split("/")[3] for q in emu.requests if q.path.split("?")[0].endswith("/events/stream")
+        ]
         posted = [e for e in emu.history(session_id) if e.get("type") == "user.custom_tool_result"]
     assert tools.calls == [("lookup", {})]  # only the null input ran, as {}
     assert [e["is_error"] for e in posted] == [True, True, False]
@@ -177,7 +179,9 @@ async def test_a_Claude_tool_input_nested_hundreds_deep_is_an_error_result_not_a
             outcome = await run(provider, handler=tools, prompt="go", timeout=30)
         finally:
             await provider.close()
-        (session_id,) = [q.path.split("/")[3] for q in emu.requests if q.path.endswith("/events/stream")]
+        (session_id,) = [
+            q.path.split("/")[3] for q in emu.requests if q.path.split("?")[0].endswith("/events/stream")
+        ]
         posted = [e for e in emu.history(session_id) if e.get("type") == "user.custom_tool_result"]
     assert outcome.unwrap().text == "done" and tools.calls == []
     assert posted[0]["is_error"] is True

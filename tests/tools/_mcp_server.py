@@ -17,13 +17,24 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import anyio
 import mcp.types as mt
-from mcp.server.fastmcp import Context, FastMCP, Image
+
+try:  # mcp 1.x
+    from mcp.server.fastmcp import Context, Image
+    from mcp.server.fastmcp import FastMCP as Server
+
+    V2 = False
+except ImportError:  # mcp 2.x renamed FastMCP to MCPServer
+    from mcp.server.mcpserver import Context, Image  # type: ignore[no-redef]
+    from mcp.server.mcpserver import MCPServer as Server  # type: ignore[assignment]
+
+    V2 = True
 
 LABEL = os.environ.get("RMA_MCP_LABEL", "mcp")
-app = FastMCP("rma-test-server", log_level="WARNING")
+app: Any = Server("rma-test-server", log_level="WARNING")
 CALLS: list[str] = []
 
 
@@ -67,10 +78,12 @@ async def wait(seconds: float) -> str:
 
 
 @app.tool()
-def block(seconds: float) -> str:
-    """Block the whole server (no other request is answered), then answer."""
+async def block(seconds: float) -> str:
+    """Block the whole server (no other request is answered), then answer. Async, so that it
+    runs on the server's event loop whatever the SDK does with sync tools (mcp 2.x runs them in
+    a worker thread)."""
     CALLS.append("block")
-    time.sleep(seconds)
+    time.sleep(seconds)  # noqa: ASYNC251 - blocking the server's loop is the point
     return "unblocked"
 
 
@@ -90,7 +103,12 @@ async def hang(marker: str) -> str:
 
 @app.tool()
 def fail(why: str) -> str:
-    """Raise: the SDK answers with an isError result."""
+    """Raise: the SDK answers with an isError result (mcp 2.x keeps the text of a ``ToolError``
+    only: any other exception is a crash whose text it keeps to itself)."""
+    if V2:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        raise ToolError(f"refused: {why}")
     raise ValueError(f"refused: {why}")
 
 
@@ -103,11 +121,27 @@ def picture() -> list[object]:
 @app.tool()
 def header(ctx: Context, which: str = "x-rma-test") -> str:
     """A header (X-Rma-Test unless named) of the HTTP request that carried this call."""
+    if V2:
+        headers = ctx.headers
+        return str(headers.get(which)) if headers is not None else "no request"
     request = ctx.request_context.request
     return str(request.headers.get(which)) if request is not None else "no request"
 
 
 def _paginate(size: int) -> None:
+    if V2:
+
+        async def paged_v2(ctx: Any, params: mt.PaginatedRequestParams | None) -> mt.ListToolsResult:
+            tools = await app.list_tools()
+            start = int(params.cursor) if params and params.cursor else 0
+            end = start + size
+            return mt.ListToolsResult(
+                tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None
+            )
+
+        app._handle_list_tools = paged_v2
+        return
+
     async def paged(request: mt.ListToolsRequest) -> mt.ListToolsResult:
         tools = await app.list_tools()
         start = int(request.params.cursor) if request.params and request.params.cursor else 0
@@ -123,7 +157,9 @@ def main() -> None:
             f.write(str(os.getpid()))
     if os.environ.get("RMA_MCP_PAGE_SIZE"):
         _paginate(int(os.environ["RMA_MCP_PAGE_SIZE"]))
-    if sys.argv[1:2] == ["http"]:
+    if sys.argv[1:2] == ["http"] and V2:
+        app.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["http"]:
         app.settings.host = "127.0.0.1"
         app.settings.port = int(sys.argv[2])
         app.run(transport="streamable-http")

@@ -181,3 +181,48 @@ def test_returns_are_serialised_for_the_model() -> None:
     assert serialise(Failure("nope")) == Failure("nope")
     bad = serialise(object())
     assert isinstance(bad, Failure) and "object, which cannot be serialised to JSON" in bad.failure()
+
+
+def test_repeatable_reaches_the_declaration_rma_reads_and_defaults_to_off() -> None:
+    @tool(repeatable=True)
+    def now() -> str:
+        """The time."""
+        return "12:00"
+
+    @tool
+    def weather(city: str) -> str:
+        """Weather."""
+        return city
+
+    assert now.repeatable and now.spec.repeatable
+    assert not weather.repeatable and not weather.spec.repeatable
+
+
+async def test_a_repeatable_tool_runs_each_identical_call_on_local() -> None:
+    from rma_shell import run
+    from rma_shell.providers.local import Local
+    from rma_shell.testing import OpenAIEmulator
+    from rma_shell.tools import Toolbox
+
+    ran: list[str] = []
+
+    @tool(repeatable=True)
+    def now() -> str:
+        """The time."""
+        ran.append("now")
+        return f"12:0{len(ran)}"
+
+    script = [
+        {"tool_calls": [{"id": "a", "name": "now", "arguments": {}}]},
+        {"tool_calls": [{"id": "b", "name": "now", "arguments": {}}]},
+        {"content": "done"},
+    ]
+    with OpenAIEmulator(script) as emu:
+        box = Toolbox(now)
+        outcome = await run(
+            Local(base_url=emu.base_url, model="m", tools=box.tools()), handler=box, prompt="t?"
+        )
+        last = emu.requests[-1].body["messages"]
+    assert outcome.unwrap().text == "done"
+    assert ran == ["now", "now"]
+    assert [m["content"] for m in last if m["role"] == "tool"] == ["12:01", "12:02"]

@@ -153,6 +153,18 @@ async def test_answers_that_never_validate_fail_once_the_reprompts_are_spent(hos
     assert sent == [(REFUSED, True)]  # the second invalid answer ended the run instead
 
 
+@pytest.mark.parametrize("host", sorted(HOSTS))
+async def test_the_same_invalid_answer_twice_gets_its_errors_and_spends_the_reprompts(host: str) -> None:
+    # Local's duplicate guard once answered the repeat itself, so it slipped past max_reprompts.
+    outcome, sent, _ = await HOSTS[host]([BAD, BAD], max_reprompts=1)
+    error = outcome.failure()
+    assert isinstance(error, OutputInvalid) and error.tool == "final_result"
+    assert sent == [(REFUSED, True)]
+    outcome, sent, _ = await HOSTS[host]([BAD, BAD, GOOD], max_reprompts=2)
+    assert outcome.unwrap().output == Forecast(city="Oslo", temp_c=3.5)
+    assert sent == [(REFUSED, True), (REFUSED, True), ("Final answer received.", False)]
+
+
 async def test_a_model_that_does_not_call_the_tool_is_reprompted() -> None:
     with OpenAIEmulator(
         [

@@ -64,8 +64,9 @@ from typing import Final, Literal
 
 import attrs
 
-from rma.live import LiveUpdate, TextDelta, ToolCallStarted
+from rma.live import ContextCompacted, LiveTurn, LiveUpdate, TextDelta, ToolCallStarted
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
+from rma.providers.claude import previews
 from rma.session.events import Reconnected
 from rma.vocabulary import (
     JSON,
@@ -251,16 +252,23 @@ def message_text(event: JSON) -> str | None:
 
 
 def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
-    """``rma.live`` updates of one event: an ``agent.message``'s text (one delta per message,
-    E-10) and an ``agent.custom_tool_use``'s start. Host-run tools (``agent.tool_use``,
-    ``agent.mcp_tool_use``) are not custom calls: they have no update."""
+    """``rma.live`` updates of one final event: an ``agent.message``'s text (one delta per
+    message, E-10 — token deltas come from previews: ``rma.providers.claude.previews``), an
+    ``agent.custom_tool_use``'s start (with the sub-agent thread it was cross-posted from) and
+    a sub-agent thread's activity (``ThreadActivity``). Host-run tools (``agent.tool_use``,
+    ``agent.mcp_tool_use``) are not custom calls: they have no update. The host's own
+    compaction (``agent.thread_context_compacted``) is a ``ContextCompacted`` without numbers."""
     kind = event_type(event)
+    if kind == "agent.thread_context_compacted":
+        return (ContextCompacted(reason="host"),)
     if kind == AGENT_MESSAGE:
         text = message_text(event)
         return (TextDelta(text),) if text else ()
     if kind == AGENT_CUSTOM_TOOL_USE:
         use = _tool_use(event)
-        return (ToolCallStarted(use.id, use.name),)
+        return (ToolCallStarted(use.id, use.name, _thread(event)),)
+    if kind is not None and EVENT_ROLES.get(kind) is Role.THREAD:
+        return previews.thread_updates(event)
     return ()
 
 
@@ -956,6 +964,14 @@ class ClaudeManagedAgentsCodec(ProviderCodec):
 
     def live_updates(self, event: JSON) -> tuple[LiveUpdate, ...]:
         return live_updates(event)
+
+    def is_preview(self, event: JSON) -> bool:
+        return previews.is_preview(event)
+
+    def live_fold(
+        self, live: LiveTurn, event: JSON, turn: Sequence[JSON]
+    ) -> tuple[LiveTurn, tuple[LiveUpdate, ...]]:
+        return previews.fold(live, event, turn, live_updates)
 
     def pending_tool_uses(self, history: Sequence[JSON]) -> tuple[ToolUse, ...]:
         return pending_tool_uses(history)

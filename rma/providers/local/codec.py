@@ -37,7 +37,11 @@ Decisions where the reference was silent, weak or crash-prone:
 - **Unknown tool names** are answered the same way, with an error naming the available
   tools. The terminal tool counts as known even when it is not among ``tools``.
 - **Duplicate calls** (L-16) are also detected *within* one response, not only against
-  earlier responses of the request.
+  earlier responses of the request. Two kinds of tool are exempt and run every time: a tool
+  declared ``repeatable`` (a clock, a status poll: ``@tool(repeatable=True)``) and the terminal
+  tool (a repeated final answer is checked again — a typed answer's validation errors go back
+  and use a re-prompt, as on the other hosts — instead of being told to call the terminal
+  tool it just called).
 - **Tool results go back in call order.** Qwen/Hermes-style chat templates drop
   ``tool_call_id`` and pair the n-th result with the n-th call, so the answers Local makes
   itself (duplicates, rejected calls) are held back while other calls of the same reply wait

@@ -19,6 +19,7 @@ from returns.result import Failure
 
 from rma._persistent import AppendLog, GrowOnlySet, JoinedBytes
 from rma.errors import InvalidOpts, ProviderError, SessionError
+from rma.providers.local.context import ContextState, grown
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import RequestTemplate, encode_json
 
@@ -159,6 +160,11 @@ class Conversation:
     poll_events: tuple[JSON, ...] = ()
     """Directive events of the poll being prepared; emitted first by ``apply_response``."""
     nudged: bool = False
+    context: ContextState | None = None
+    """The context-window policy's state (``rma.providers.local.context``); None without a window."""
+    repeatable: frozenset[str] = frozenset()
+    """Tools whose identical calls each run: the duplicate-call guard (L-16) skips them, as it
+    skips the terminal tool (a repeated answer is checked again, not refused as a repeat)."""
 
 
 def role_of(message: JSON) -> object:
@@ -170,6 +176,10 @@ def appended(conv: Conversation, messages: Sequence[JSON], **changes: Any) -> Co
     (one evolve: a poll makes several of these)."""
     if messages:
         encoded = [encode_json(m) for m in messages]  # first: a message that is not JSON changes nothing
+        size = len(conv.history)
         changes["history"] = conv.history.extend(messages)
         changes["encoded"] = conv.encoded.extend(encoded)
+        context = changes.get("context", conv.context)
+        if context is not None:
+            changes["context"] = grown(context, messages, encoded, size)
     return attrs.evolve(conv, **changes) if changes else conv

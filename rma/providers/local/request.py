@@ -12,11 +12,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 from returns.result import Failure, Result, Success
 
 from rma._persistent import AppendLog, GrowOnlySet, JoinedBytes
 from rma.errors import ProviderError, SessionError
 from rma.provider import Input
+from rma.providers.local.context import (
+    CONTEXT_COMPACTED,
+    CONTEXT_WINDOW,
+    DEFAULT_SHORTEN_TO,
+    ContextState,
+    body_parts,
+    calibrated,
+    count,
+    messages_of,
+    new_state,
+    plan,
+    ranges,
+    raw_count,
+    request_started,
+    summary_due,
+    summary_messages,
+    with_summary,
+)
 from rma.providers.local.conversation import (
     DEFAULT_MAX_TURNS,
     DIRECTIVE,
@@ -45,12 +64,19 @@ _CONFIG_ONLY_KEYS = frozenset({"model", "base_url", "api_key", "metadata"})
 """model_config keys that configure the transport, never sent as request params."""
 
 
+def _repeatable(tool: object) -> bool:
+    """Whether a tool opted out of the duplicate-call guard (``repeatable``: a mapping key or an
+    attribute, as ``ToolSpec`` and ``@tool`` carry it). Never part of the declaration."""
+    flag = tool.get("repeatable") if isinstance(tool, Mapping) else getattr(tool, "repeatable", None)
+    return flag is True
+
+
 def _tool_spec(tool: object) -> Result[JSON, SessionError]:
     """A declaration from a spec tool: a mapping or an object with name/description/input_schema
     (and ``strict``) (L-2, L-5 — both shapes accepted), or an already-declared
     ``{"type": "function", …}``, which is kept as declared — ``strict`` and any other field the
     API defines reach the wire unchanged; only a missing description or parameters is filled
-    in (L-5)."""
+    in (L-5). ``repeatable`` is rma's, read by ``_repeatable`` and never declared."""
     if isinstance(tool, Mapping):
         function = tool.get("function")
         if tool.get("type") == "function" and isinstance(function, Mapping):
@@ -65,7 +91,7 @@ def _tool_spec(tool: object) -> Result[JSON, SessionError]:
             declared = dict(function)
             declared["description"] = function.get("description") or ""
             declared["parameters"] = function.get("parameters") or {"type": "object"}
-            return Success({**tool, "function": declared})
+            return Success({**{k: v for k, v in tool.items() if k != "repeatable"}, "function": declared})
         name, description = tool.get("name"), tool.get("description")
         schema = tool.get("input_schema", tool.get("parameters"))
         strict = tool.get("strict")
@@ -153,6 +179,10 @@ def start(
     history: Sequence[JSON] | None = None,
     *,
     max_history_messages: int | None = None,
+    context_window: int | None = None,
+    window_source: str = "option",
+    shorten_to: int = DEFAULT_SHORTEN_TO,
+    summarize: bool = False,
 ) -> Result[Conversation, SessionError]:
     """A fresh conversation, or a reattached one when ``history`` is non-empty (L-4, L-28).
 
@@ -160,6 +190,12 @@ def start(
     carries the leading system message plus at most that many of the latest messages,
     moved so that a tool message is never sent without the assistant message that made
     its call (when the newest messages are one such group, the group is kept whole).
+
+    ``context_window`` (tokens) turns on the context policy instead
+    (``rma.providers.local.context``): each request is planned to fit the window, shortening old
+    tool results to ``shorten_to`` characters, then dropping the oldest turns whole.
+    ``window_source`` says where the number came from (reported with it); ``summarize`` has
+    the dropped turns condensed by the model (``summary_request`` / ``summarized``).
     """
     if system_prompt is not None and not isinstance(system_prompt, str):
         return invalid_option("system_prompt", "must be a string")
@@ -175,10 +211,19 @@ def start(
         return invalid_option(
             "max_history_messages", f"must be a positive integer, got {max_history_messages!r}"
         )
+    for option, value in (("context_window", context_window), ("shorten_to", shorten_to)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            return invalid_option(option, f"must be a positive integer (tokens), got {value!r}")
+    if context_window is not None and max_history_messages is not None:
+        return invalid_option(
+            "max_history_messages",
+            "cuts the history by message count; context_window fits it to the window: choose one",
+        )
     if isinstance(tools, (str, bytes, Mapping)):
         return invalid_option("tools", "must be a list of tools")
     declarations: list[JSON] = []
     names: list[str] = []
+    repeatable: set[str] = set()
     for tool in tools:
         declared = _tool_spec(tool)
         if isinstance(declared, Failure):
@@ -189,6 +234,8 @@ def start(
             return invalid_option("tools", f"tool {name!r} is declared twice")
         names.append(name)
         declarations.append(decl)
+        if _repeatable(tool):
+            repeatable.add(name)
     configured = _model_config(model_config)
     if isinstance(configured, Failure):
         return configured
@@ -215,6 +262,18 @@ def start(
         encoded = [encode_json(m) for m in seeded]
     except (TypeError, ValueError) as exc:
         return invalid_option("history", f"messages must be JSON: {exc}")
+    context = None
+    if context_window is not None:
+        context = new_state(
+            context_window,
+            seeded,
+            encoded,
+            params=params,
+            fixed_bytes=len(template.head) + len(template.tools) + len(template.params),
+            shorten_to=shorten_to,
+            source=window_source,
+            summarize=summarize,
+        )
     return Success(
         Conversation(
             template=template,
@@ -230,6 +289,8 @@ def start(
             resumed=bool(history),
             max_history_messages=max_history_messages,
             pending_calls=_pending_in(seeded),
+            repeatable=frozenset(repeatable),
+            context=context,
         )
     )
 
@@ -304,6 +365,9 @@ def _apply_messages(conv: Conversation, messages: object) -> Result[Conversation
             return bad_input(f"input message is not JSON: {exc}", None)
         fresh.append(dict(message))
     closing = _answers_in_call_order(conv, ())
+    if conv.context is not None:
+        begin = len(conv.history) + len(closing)
+        conv = attrs.evolve(conv, context=request_started(conv.context, begin, begin + len(fresh)))
     # L-13: a user message starts a fresh request.
     return Success(
         appended(
@@ -418,13 +482,23 @@ def request_body_bytes(conv: Conversation, stream: bool) -> bytes:
     The messages are already held comma-joined, so this is one copy of their bytes.
     """
     template = conv.template
+    if conv.context is not None:
+        pieces = ranges(conv.context, len(conv.history))
+        if all(kind == "full" for kind, _, _ in pieces):  # nothing shortened: one copy, as without
+            spans = [(start, stop) for _, start, stop in pieces]
+            return conv.encoded.splice(template.head, spans, _body_tail(template, stream))
+        parts = body_parts(conv.context, conv.encoded)
+        return b"".join((template.head, b",".join(parts), _body_tail(template, stream)))
     return conv.encoded.splice(template.head, _window(conv), _body_tail(template, stream))
 
 
 def request_body(conv: Conversation, stream: bool = False) -> dict[str, JSON]:
     """The same body as a dict, for pluggable chat callables (``Local(chat=…)``)."""
     history = conv.history
-    messages = [history[i] for start, stop in _window(conv) for i in range(start, stop)]
+    if conv.context is not None:
+        messages = messages_of(conv.context, history)
+    else:
+        messages = [history[i] for start, stop in _window(conv) for i in range(start, stop)]
     return build_request_body(conv.model, messages, conv.tools, stream=stream, params=conv.params)
 
 
@@ -441,5 +515,150 @@ def prepare_request(conv: Conversation, stream: bool) -> tuple[Conversation, byt
         text = final_turn_text(conv.terminal_tool)
         directive.append({"role": "user", "content": text})
         events.append({"type": DIRECTIVE, "role": ROLE_FINAL_TURN, "text": text})
-    conv = appended(conv, directive, polls=conv.polls + 1, poll_events=tuple(events))
+    conv = appended(conv, directive, polls=conv.polls + 1)
+    if conv.context is not None:
+        conv, noted = _fitted(conv, "window")
+        events.extend(noted)
+    conv = attrs.evolve(conv, poll_events=tuple(events))
     return conv, request_body_bytes(conv, stream=stream), tuple(events)
+
+
+def _fitted(conv: Conversation, reason: str, budget: int | None = None) -> tuple[Conversation, list[JSON]]:
+    """The conversation with its request planned to fit the window, and the events saying so:
+    the window when first known, and a compaction when this plan shortened or dropped more."""
+    before = conv.context
+    assert before is not None
+    size = len(conv.history)
+    events: list[JSON] = []
+    if not before.announced:
+        events.append({"type": CONTEXT_WINDOW, "tokens": before.window, "source": before.source})
+    tokens_before = count(before, size)
+    after = plan(before, conv.history, conv.encoded, budget=budget)
+    if after.keep_from != before.keep_from or after.shortened != before.shortened:
+        events.append(
+            {
+                "type": CONTEXT_COMPACTED,
+                "reason": reason,
+                "dropped": after.dropped,
+                "shortened": after.shortened,
+                "tokens_before": tokens_before,
+                "tokens_after": count(after, size),
+                "window": after.window,
+            }
+        )
+    after = attrs.evolve(after, announced=True, planned=raw_count(after, size))
+    return attrs.evolve(conv, context=after), events
+
+
+def fits(conv: Conversation) -> bool:
+    """Whether the planned request fits the window by the policy's own count (always, without one)."""
+    ctx = conv.context
+    return ctx is None or count(ctx, len(conv.history)) + ctx.reserve <= ctx.window
+
+
+def measured(conv: Conversation, tokens: int) -> tuple[Conversation, tuple[JSON, ...]]:
+    """The conversation after the server's tokenizer counted the planned request's prompt as
+    ``tokens`` (``/tokenize``): the count calibrates the estimate, and the request is planned
+    again when it no longer fits. Returns the events of that second plan (a compaction)."""
+    ctx = conv.context
+    if ctx is None:
+        return conv, ()
+    conv = attrs.evolve(conv, context=calibrated(ctx, tokens))
+    conv, events = _fitted(conv, "window")
+    return attrs.evolve(conv, poll_events=(*conv.poll_events, *events)), tuple(events)
+
+
+def compacted_after_refusal(
+    conv: Conversation, window: int | None, tokens: int | None, *, source: str = "refusal"
+) -> tuple[Conversation, tuple[JSON, ...]] | None:
+    """The conversation planned again after the server refused its request for its length
+    (``window``/``tokens`` as the refusal said, when it did), and the compaction event; None when
+    nothing more can be left out — the window is then exceeded for good.
+
+    Without a window so far the refusal's own number becomes it. The second plan aims below
+    the server's count: the estimate is scaled by what the server counted, and the budget
+    shrinks by an eighth, so a near miss is not repeated.
+    """
+    ctx = conv.context
+    if ctx is None:
+        if window is None:
+            return None
+        ctx = new_state(
+            window,
+            conv.history.to_tuple(),
+            conv.encoded.to_tuple(),
+            params=conv.params,
+            fixed_bytes=len(conv.template.head) + len(conv.template.tools) + len(conv.template.params),
+            source=source,
+        )
+        ctx = attrs.evolve(ctx, announced=True, planned=raw_count(ctx, len(conv.history)))
+        start_at = _last_user(conv)
+        ctx = request_started(ctx, start_at, start_at + 1) if start_at is not None else ctx
+    elif window is not None and window < ctx.window:
+        ctx = attrs.evolve(ctx, window=window, reserve=min(ctx.reserve, window // 8))
+    if tokens is not None:
+        ctx = calibrated(ctx, tokens)
+    before = (ctx.keep_from, ctx.shortened)
+    conv = attrs.evolve(conv, context=ctx)
+    conv, events = _fitted(conv, "refused", budget=ctx.budget - ctx.budget // 8)
+    after = conv.context
+    assert after is not None
+    if (after.keep_from, after.shortened) == before:
+        return None
+    return attrs.evolve(conv, poll_events=(*conv.poll_events, *events)), tuple(events)
+
+
+def _last_user(conv: Conversation) -> int | None:
+    """Index of the current request's user message (the last one that is not Local's own)."""
+    for i in range(len(conv.history) - 1, -1, -1):
+        if role_of(conv.history[i]) == "user":
+            return i
+    return None
+
+
+def context_state(conv: Conversation) -> ContextState | None:
+    return conv.context
+
+
+SUMMARY_MAX_TOKENS = 512
+
+
+def summary_request(conv: Conversation) -> dict[str, JSON] | None:
+    """The request body asking the model to condense the turns the plan just dropped (and the
+    earlier summary), or None when no summary is due. No tools: the answer is text."""
+    ctx = conv.context
+    if ctx is None or summary_due(ctx) is None:
+        return None
+    params = {k: v for k, v in conv.params.items() if k not in ("max_tokens", "max_completion_tokens")}
+    params["max_tokens"] = min(SUMMARY_MAX_TOKENS, max(ctx.window // 8, 16))
+    return build_request_body(
+        conv.model, summary_messages(ctx, conv.history), (), stream=False, params=params
+    )
+
+
+def summarized(conv: Conversation, text: str | None) -> tuple[Conversation, tuple[JSON, ...]]:
+    """The conversation with the model's summary of the dropped turns placed after the system
+    prompt, planned again (the summary takes room too), and the event saying so. ``text`` None
+    (the summary call failed): the dropped turns are left unsummarized, and not asked again."""
+    ctx = conv.context
+    assert ctx is not None
+    if text is None or not text.strip():
+        return attrs.evolve(conv, context=attrs.evolve(ctx, summarized_to=ctx.keep_from)), ()
+    size = len(conv.history)
+    before = count(ctx, size)
+    conv = attrs.evolve(conv, context=with_summary(ctx, text.strip()))
+    conv, more = _fitted(conv, "window")
+    after = conv.context
+    assert after is not None
+    event: JSON = {
+        "type": CONTEXT_COMPACTED,
+        "reason": "summary",
+        "dropped": after.dropped,
+        "shortened": after.shortened,
+        "tokens_before": before,
+        "tokens_after": count(after, size),
+        "window": after.window,
+        "summarized": True,
+    }
+    events = (*more, event)
+    return attrs.evolve(conv, poll_events=(*conv.poll_events, *events)), events

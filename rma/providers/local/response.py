@@ -19,7 +19,15 @@ from returns.result import Failure, Result, Success
 
 from rma._persistent import GrowOnlySet
 from rma.errors import MalformedResponse, SessionError
-from rma.live import LiveUpdate, TextDelta, ToolCallFinished, ToolCallStarted, common_updates
+from rma.live import (
+    LiveUpdate,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    common_updates,
+    context_compacted,
+)
+from rma.providers.local.context import CONTEXT_COMPACTED, calibrated
 from rma.providers.local.conversation import (
     CUT_OFF_TEMPLATE,
     DIRECTIVE,
@@ -242,6 +250,9 @@ def apply_response(
             )
             continue
         assert call.input is not None
+        if call.name in conv.repeatable or call.name == conv.terminal_tool:
+            fresh.append(call)  # runs every time: not a loop the guard should break
+            continue
         key = (call.name, compact_json(call.input, sort_keys=True))
         if key in seen:
             answers.append({"role": "tool", "tool_call_id": call.id, "content": duplicate_content()})
@@ -284,10 +295,15 @@ def apply_response(
         for answered in answer_events:
             answered[STREAMED] = True
     events = (*conv.poll_events, *directive_events, *answer_events, response_event)
+    context = conv.context
+    prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
+    if context is not None and isinstance(prompt_tokens, int) and not isinstance(prompt_tokens, bool):
+        context = calibrated(context, prompt_tokens)  # the server's count of what was sent
     try:
         conv = appended(
             conv,
             history_add,
+            context=context,
             seen_calls=seen,
             pending_calls=tuple((c.id, c.name) for c in fresh),
             held_answers=held,
@@ -464,6 +480,8 @@ def live_updates(event: JSON) -> tuple[LiveUpdate, ...]:
             out.append(TextDelta(text))
         out.extend(ToolCallStarted(use.id, use.name) for use in _uses(message))
         return tuple(out)
+    if kind == CONTEXT_COMPACTED:
+        return (context_compacted(event),)
     if kind in (REJECTED_TOOL_CALL, DUPLICATE_TOOL_CALL):
         call_id, name = event.get("id"), event.get("name")
         call_id = call_id if isinstance(call_id, str) else None

@@ -139,13 +139,16 @@ async def provision_harness(
     max_polls: int | None = None,
     environment_variables: Mapping[str, str] | None = None,
     extra: Mapping[str, JSON] | None = None,
+    truncation: Mapping[str, JSON] | None = None,
     read_timeout: float = CLIENT_RECEIVE_TIMEOUT_S,
     telemetry: Telemetry | None = None,
     _seams: Seams | None = None,
 ) -> Result[HarnessHandle, SessionError]:
     """Create (or adopt) the harness for ``agent`` in ``environment`` and wait until it and its
-    endpoint are READY. ``timeout`` (seconds) is the whole budget; without it the legacy
-    ``poll_interval`` × (``max_polls`` + 1) rule applies, at least 365 s (B-62).
+    endpoint are READY. ``truncation`` (``rma.provisioning.harness.truncation_config``) is how the
+    harness keeps the conversation inside the model's window. ``timeout`` (seconds) is the whole
+    budget; without it the legacy ``poll_interval`` × (``max_polls`` + 1) rule applies, at least
+    365 s (B-62).
     ``read_timeout`` (seconds) bounds one control-plane call's answer."""
     clock: Callable[[], float] = pick(_seams, "clock", anyio.current_time)
     sleep: Callable[[float], Awaitable[None]] = pick(_seams, "sleep", anyio.sleep)
@@ -163,6 +166,7 @@ async def provision_harness(
         environment_variables=environment_variables,
         client_token=client_token(),
         extra=extra,
+        truncation=truncation,
     )
     if isinstance(body, Failure):
         return Failure(body.failure())

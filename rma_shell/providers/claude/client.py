@@ -567,19 +567,26 @@ class CMAClient:
         return await self._list_all(f"/v1/sessions/{session_id}/events", {"order": "asc", "limit": limit})
 
     @asynccontextmanager
-    async def stream_events(self, session_id: str) -> AsyncIterator[Result[StreamResponse, SessionError]]:
+    async def stream_events(
+        self, session_id: str, *, event_deltas: Sequence[str] = (), thread_id: str | None = None
+    ) -> AsyncIterator[Result[StreamResponse, SessionError]]:
         """Open ``GET …/events/stream``; yields the streaming response (``aiter_bytes``,
         ``aread``, ``headers``; an ``httpx.Response`` on httpx, a lean one on a lean lane).
+        ``event_deltas`` asks previews of those event types (``agent.message``,
+        ``agent.thinking``: ``event_deltas[]=…``, as the SDK encodes it); ``thread_id`` opens
+        that session thread's stream (``…/threads/{id}/stream``) instead.
 
         Opening it is retried like any idempotent call (issue #12): a transient status (408,
         409, 429, 5xx, 529, or ``x-should-retry: true``) or a connection that failed, up to
         ``max_retries`` times, honouring ``retry-after-ms`` / ``retry-after``. Once the stream is
         open nothing is retried here: a drop mid-stream is the session machine's to reconnect.
         """
-        path = f"/v1/sessions/{session_id}/events/stream"
+        path = self._stream_path(session_id, thread_id)
+        query = _query({"event_deltas": list(event_deltas)}) if event_deltas else None
+        target = f"{path}?{query}" if query else path
         attempt = 0
         while True:
-            opened, retry_after, retryable, held = await self._open_stream(path)
+            opened, retry_after, retryable, held = await self._open_stream(target)
             try:
                 if isinstance(opened, Success) or not retryable or attempt >= self.max_retries:
                     yield opened
@@ -590,9 +597,30 @@ class CMAClient:
             await self._back_off("GET", path, error, attempt, retry_after)
             attempt += 1
 
-    def stream_url(self, session_id: str) -> str:
+    def stream_url(self, session_id: str, thread_id: str | None = None) -> str:
         """Where ``stream_events`` reads ``session_id``'s events (for errors that name it)."""
-        return self._url(f"/v1/sessions/{session_id}/events/stream")
+        return self._url(self._stream_path(session_id, thread_id))
+
+    @staticmethod
+    def _stream_path(session_id: str, thread_id: str | None) -> str:
+        if thread_id is None:
+            return f"/v1/sessions/{session_id}/events/stream"
+        return f"/v1/sessions/{session_id}/threads/{thread_id}/stream"
+
+    # ── session threads (multi-agent sessions) ──
+
+    async def list_threads(self, session_id: str) -> Result[list[JSON], SessionError]:
+        return await self._list_all(f"/v1/sessions/{session_id}/threads", {"limit": 1000})
+
+    async def get_thread(self, session_id: str, thread_id: str) -> Result[JSON, SessionError]:
+        return await self.request("GET", f"/v1/sessions/{session_id}/threads/{thread_id}")
+
+    async def list_thread_events(
+        self, session_id: str, thread_id: str, *, limit: int = 1000
+    ) -> Result[list[JSON], SessionError]:
+        return await self._list_all(
+            f"/v1/sessions/{session_id}/threads/{thread_id}/events", {"order": "asc", "limit": limit}
+        )
 
     async def _open_stream(
         self, path: str

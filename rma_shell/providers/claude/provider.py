@@ -57,6 +57,7 @@ from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import OpenRequest, Provider, StopReport
 from rma_shell.providers.claude.client import STALE_OR_CUT, CMAClient, StreamResponse
+from rma_shell.providers.claude.session_options import FRESH_ONLY, check_deltas, initial_events, vault_ids
 from rma_shell.seams import Seams
 from rma_shell.telemetry import Telemetry
 from rma_shell.transport import deadline as silence
@@ -128,6 +129,9 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     ``files_beta``, ``read_timeout`` (seconds; the older ``receive_timeout`` in milliseconds is
     still read, as an option or an ``app_config`` key). ``agent_id``/``environment_id`` (or
     ``agent=``/``environment=`` handles, S-13) may be given here or per run (a run's wins).
+    ``event_deltas`` (``("agent.message",)``) asks every event stream for previews of those
+    types: an ``agent.message`` then reaches live updates token by token (``TextDelta``s), its
+    final event still the source of truth (``()``: one delta per message).
     ``stream_idle_timeout`` (1800 s) bounds silence on the event stream;
     ``cleanup_timeout`` (5 s) bounds, in total, deleting a session whose budget the API did
     not confirm (S-73). The client's ``max_retries`` (default 2) and ``http_client`` are
@@ -148,7 +152,18 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     model_config_keys = frozenset({"metadata", "api_key", "base_url"})
     """What a run's ``model_config`` may carry here: its metadata and, for this session only,
     credentials and a base URL (C-5). The model is the agent's."""
-    run_options = frozenset({"agent", "agent_id", "environment", "environment_id", "title", "resources"})
+    run_options = frozenset(
+        {
+            "agent",
+            "agent_id",
+            "environment",
+            "environment_id",
+            "title",
+            "resources",
+            "vault_ids",
+            "initial_events",
+        }
+    )
 
     @refuses_unknown_options
     def __init__(
@@ -171,9 +186,12 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         title: str | None = None,
         metadata: Mapping[str, str] | None = None,
         resources: Sequence[Mapping[str, Any]] | None = None,
+        vault_ids: Sequence[str] | None = None,
+        initial_events: Sequence[Mapping[str, Any]] | None = None,
         model: str | Mapping[str, Any] | None = None,
         stream_idle_timeout: float = 1800.0,
         cleanup_timeout: float = 5.0,
+        event_deltas: Sequence[str] = ("agent.message",),
         client: CMAClient | None = None,
         telemetry: Telemetry | None = None,
         max_retries: int = 2,
@@ -215,11 +233,18 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         self.title = title
         self.metadata = dict(metadata or {})
         self.resources = list(resources or [])
+        self.vault_ids = list(vault_ids or [])
+        self.initial_events = list(initial_events or [])
         self.model = model
         """The model an ``Agent`` provisions its Claude agent with when it names none itself
         (a run on an existing agent uses that agent's model)."""
         self.stream_idle_timeout = stream_idle_timeout
         self.cleanup_timeout = cleanup_timeout
+        self.event_deltas: tuple[str, ...] = (
+            (event_deltas,) if isinstance(event_deltas, str) else tuple(event_deltas)
+        )
+        """The event types every stream asks previews of (``event_deltas``): token-sized
+        ``TextDelta``s for ``agent.message``; ``agent.thinking`` previews are start-only."""
 
     def __repr__(self) -> str:
         return f"ClaudeManagedAgents(agent_id={self.agent_id!r}, environment_id={self.environment_id!r})"
@@ -230,6 +255,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             check_count(self._client_options["max_retries"], "max_retries"),
             check_seconds(self.stream_idle_timeout, "stream_idle_timeout", allow_inf=True),
             check_seconds(self.cleanup_timeout, "cleanup_timeout", allow_zero=True, allow_inf=True),
+            check_deltas(self.event_deltas),
         ):
             if isinstance(checked, Failure):
                 return Failure(checked.failure())
@@ -318,9 +344,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(InvalidOpts("journal", "the journaled Claude snapshot has no session id"))
         # A reattach: what only a fresh session takes (its title, metadata, resources, budget)
         # was applied when it was created.
-        extra = {
-            k: v for k, v in request.extra.items() if k not in ("title", "session_metadata", "resources")
-        }
+        extra = {k: v for k, v in request.extra.items() if k not in FRESH_ONLY}
         opened = await self.open(attrs.evolve(request, session_id=session_id, extra=extra, budget=None))
         if isinstance(opened, Success):
             # The journal knows what the stopped process took of the history (the machine's seen
@@ -338,7 +362,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(built.failure())
         client = built.unwrap()
         if request.session_id is not None:
-            for option in ("title", "session_metadata", "resources"):
+            for option in FRESH_ONLY:
                 if request.extra.get(option) is not None:
                     return Failure(
                         InvalidOpts(option, "applies to a fresh session; it cannot be set on reattach")
@@ -374,6 +398,16 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         resources = list(request.extra.get("resources") or self.resources)
         if resources:
             body["resources"] = resources
+        vaults = vault_ids(request.extra.get("vault_ids") or self.vault_ids)
+        if isinstance(vaults, Failure):
+            return Failure(vaults.failure())
+        if vaults.unwrap():
+            body["vault_ids"] = list(vaults.unwrap())
+        initial = initial_events(request.extra.get("initial_events") or self.initial_events, request)
+        if isinstance(initial, Failure):
+            return Failure(initial.failure())
+        if initial.unwrap():
+            body["initial_events"] = list(initial.unwrap())
         wanted = request.budget.to_wire() if request.budget is not None else None
         if wanted is not None:
             body["budget"] = wanted
@@ -398,7 +432,19 @@ class ClaudeManagedAgents(Provider[CMAConn]):
                     cleanup_error=cleanup_error,
                 )
             )
-        return Success(CMAConn(session_id, session=_agent_summary(session), client=run_client))
+        # A session created with initial events is already at work: the run follows that
+        # turn the way it follows a reattached session's (no kickoff; its prompt comes after),
+        # all of it — nothing of its history is settled (``attached``: not a first attach).
+        started = bool(initial.unwrap())
+        return Success(
+            CMAConn(
+                session_id,
+                resumed=started,
+                attached=started,
+                session=_agent_summary(session),
+                client=run_client,
+            )
+        )
 
     async def _discard(self, client: CMAClient, session_id: str) -> tuple[str, SessionError | None]:
         """Delete a session no prompt may reach, within ``cleanup_timeout`` in total —
@@ -511,15 +557,25 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         on_connected: Callable[[], Awaitable[None]],
         on_event: Callable[[JSON], Awaitable[None]],
     ) -> Result[None, SessionError]:
+        return await self._stream(conn, on_connected, on_event, None)
+
+    async def _stream(
+        self,
+        conn: CMAConn,
+        on_connected: Callable[[], Awaitable[None]],
+        on_event: Callable[[JSON], Awaitable[None]],
+        thread_id: str | None,
+    ) -> Result[None, SessionError]:
         built = self._client_of(conn)
         if isinstance(built, Failure):
             return Failure(built.failure())
         client = built.unwrap()
-        async with client.stream_events(conn.session_id) as opened:
+        opening = client.stream_events(conn.session_id, event_deltas=self.event_deltas, thread_id=thread_id)
+        async with opening as opened:
             if isinstance(opened, Failure):
                 return Failure(opened.failure())
             response = opened.unwrap()
-            url, rid = client.stream_url(conn.session_id), request_id(response.headers)
+            url, rid = client.stream_url(conn.session_id, thread_id), request_id(response.headers)
             await on_connected()
             idle_s = self.stream_idle_timeout
             with anyio.CancelScope() as idle:
@@ -594,6 +650,26 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         return Success((conn, found.reconnected(conn.session_id)))
 
     # ── live-session extras ──
+
+    async def threads(self, conn: CMAConn) -> Result[list[JSON], SessionError]:
+        """The session's threads: the primary one and each sub-agent's (multi-agent sessions)."""
+        built = self._client_of(conn)
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        return await built.unwrap().list_threads(conn.session_id)
+
+    async def thread_events(self, conn: CMAConn, thread_id: str) -> Result[list[JSON], SessionError]:
+        built = self._client_of(conn)
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        return await built.unwrap().list_thread_events(conn.session_id, thread_id)
+
+    async def thread_stream(
+        self, conn: CMAConn, thread_id: str, on_event: Callable[[JSON], Awaitable[None]]
+    ) -> Result[None, SessionError]:
+        """One thread's stream (with the provider's ``event_deltas``), read as the session's
+        own is; the session machine never sees it: it is for watching a sub-agent."""
+        return await self._stream(conn, anyio.lowlevel.checkpoint, on_event, thread_id)
 
     async def interrupt(self, conn: CMAConn) -> Result[None, SessionError]:
         return await self.push_input(conn, self.codec.interrupt_input())

@@ -381,6 +381,7 @@ def agent_body(spec: AgentSpec, name: str) -> dict[str, JSON]:
         body["system"] = spec.system_prompt
     if spec.tools:
         body["tools"] = [{"type": "custom", **tool.to_json()} for tool in spec.tools]
+    body.update(spec.extensions())  # skills, mcp_servers, multiagent: as written, when set
     return body
 
 

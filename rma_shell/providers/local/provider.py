@@ -18,21 +18,21 @@ and then failed — retried or not — is followed by an ``rma.attempt_discarded
 failed poll returns the conn it was given, unchanged, so nothing of a failed attempt leaks into
 the history. Cancelling the caller's cancel scope aborts an in-flight request.
 
-Over 800 lines (831) for now: the provider's open, snapshot/restore and its one request path
-(retries, streamed and whole replies, the lean lanes or a caller's client) share ``LocalConn``
-and the provider's settings; the request path is the part that could become a module of its own.
+The POST itself and the reading of its answer (streamed or whole, the lean lanes or a caller's
+client) are ``rma_shell.providers.local.transport``'s (``RequestPath``, mixed in; ``LocalConn``
+lives there and is re-exported here); the context window's I/O (discovery, token counts,
+summaries, refusals) is ``rma_shell.providers.local.window``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import logging
 import random
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -42,17 +42,11 @@ from returns.result import Failure, Result, Success
 
 from rma._persistent import GrowOnlySet
 from rma.errors import (
-    AuthenticationError,
-    HttpError,
     InvalidOpts,
     MalformedResponse,
     SessionError,
-    StreamDropped,
-    TransportError,
-    error_text,
 )
-from rma.live import attempt_discarded_event
-from rma.origin import error_code, request_id, undialable, with_origin
+from rma.origin import undialable, with_origin
 from rma.provider import Input
 from rma.providers.local.codec import (
     CODEC,
@@ -65,41 +59,55 @@ from rma.providers.local.codec import (
     start,
     transcript,
 )
-from rma.providers.local.stream import StreamedReply
+from rma.providers.local.context import DEFAULT_SHORTEN_TO, restored, saved
+from rma.providers.local.request import (
+    compacted_after_refusal,
+    request_body_bytes,
+)
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
-from rma.redact import redact_error, redact_text
 from rma.retry import is_transient_error, next_delay_s
 from rma.session.option_checks import check_count, check_seconds, check_url
 from rma.vocabulary import JSON
-from rma.wire.sse import SSEDecoder
+from rma.wire.openai_chat import encode_json
 from rma_shell.logging import log_fields
 from rma_shell.options import refuses_unknown_options
 from rma_shell.providers.base import LiveSink, OpenRequest, PollOutcome, Provider
 from rma_shell.providers.local.pool import (
     DEFAULT_MAX_CONNECTIONS,
     LocalPool,
-    SlotTimeout,
     check_max_connections,
+)
+from rma_shell.providers.local.transport import (
+    DEFAULT_BASE_URL,
+    LiveAttempt,
+    LocalConn,
+    RequestPath,
+    discarded,
+    target_of,
+)
+from rma_shell.providers.local.window import (
+    ContextHook,
+    Discovered,
+    counted,
+    discover,
+    exceeded,
+    hooked,
+    refusal,
+    summarized_by_model,
 )
 from rma_shell.seams import Seams, pick
 from rma_shell.telemetry import Telemetry
 from rma_shell.telemetry import default as default_telemetry
 from rma_shell.transport.http import (
     env_proxies,
-    host_of,
     of_another_loop,
     running_loop,
     same_origin,
     shared_ssl_context,
 )
 from rma_shell.transport.lean_http import LeanPool, Timeouts
-from rma_shell.transport.lean_http import PoolTimeout as LanePoolTimeout
-from rma_shell.transport.lean_http import Response as LeanResponse
 
 logger = logging.getLogger("rma.providers.local")
-
-DEFAULT_BASE_URL = "http://localhost:11434/v1"
-"""Ollama's OpenAI-compatible endpoint: the common "local model" default."""
 
 ChatFn = Callable[[dict[str, JSON]], Any]
 """``chat(body) -> response`` (async or sync): a non-streamed chat-completions response
@@ -108,62 +116,13 @@ when transient). Exceptions propagate; the session reports them as a provider er
 
 Sleep = Callable[[float], Awaitable[None]]
 
-_BODY_PREVIEW = 2000
-_CHUNK_PREVIEW = 120
-_DRAIN_S = 1.0
-"""How long the rest of a stream may take to end after ``data: [DONE]``."""
-
 
 def _default_session_id() -> str:
     """L-6: "local_" + 16 lowercase hex characters (8 random bytes)."""
     return "local_" + secrets.token_hex(8)
 
 
-@attrs.frozen
-class LocalConn:
-    """A Local session: its id and conversation, plus the HTTP client it talks through."""
-
-    session_id: str
-    conversation: Conversation
-    client: httpx.AsyncClient | LeanPool | None = attrs.field(default=None, eq=False, repr=False)
-    """The caller's client, the provider's own httpx lanes, or its own lean lanes."""
-    base_url: str = DEFAULT_BASE_URL
-    api_key: str | None = attrs.field(default=None, repr=False)
-    """Per session: ``run(model_config=...)`` may carry a gateway lane's URL and granted key."""
-    target: httpx.URL | str = attrs.field(default="", eq=False, repr=False)
-    """``url`` parsed once (httpx parses a string URL twice per request); ``url`` itself when
-    it does not parse, so the request fails as it would have."""
-
-    @property
-    def url(self) -> str:
-        return self.base_url.rstrip("/") + "/chat/completions"
-
-    def redact(self, text: str) -> str:
-        return redact_text(text, (self.api_key,))
-
-    def redact_error(self, error: SessionError) -> SessionError:
-        """The error with the key masked wherever a server may have echoed it (bodies included)."""
-        return redact_error(error, (self.api_key,))
-
-
-@attrs.define
-class _LiveAttempt:
-    """Where one poll's streamed chunks go, and how many events its current attempt sent."""
-
-    live: LiveSink
-    poll: int
-    sent: int = 0
-    attempt: int = 0
-
-
-def _target(url: str) -> httpx.URL | str:
-    try:
-        return httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        return url
-
-
-class Local(Provider[LocalConn]):
+class Local(RequestPath, Provider[LocalConn]):
     """An in-process agent loop over any OpenAI-compatible chat-completions endpoint.
 
     Keyword options (explicit option > the same key in ``model_config`` > default):
@@ -171,7 +130,11 @@ class Local(Provider[LocalConn]):
     token; never shown in repr or logs), ``system_prompt``, ``tools`` (dicts or objects with
     ``name``, ``description``, ``input_schema``), ``terminal_tool``, ``model_config`` (model,
     base_url, api_key, metadata and extra request params such as temperature), ``stream``,
-    ``max_history_messages`` (request truncation, off by default),
+    ``max_history_messages`` (request truncation, off by default), ``context_window`` (tokens,
+    or ``"auto"`` to ask the server; every request is then planned to fit it by
+    ``rma.providers.local.context``; also per run), ``shorten_to`` (characters an old tool result
+    keeps when shortened), ``context_hook`` (``fn(messages) -> messages`` before each call),
+    ``summarize`` (the dropped turns condensed by the model),
     ``max_retries``/``backoff_base``/``backoff_cap`` (transient failures, L-31; seconds),
     ``timeout`` (seconds per HTTP request), ``chat`` (replaces HTTP entirely), ``http_client`` (a
     caller-owned ``httpx.AsyncClient``; without one the provider builds its own on first use,
@@ -193,7 +156,7 @@ class Local(Provider[LocalConn]):
     """
 
     codec: LocalCodec = CODEC
-    run_options = frozenset({"history", "model_config", "agent", "environment"})
+    run_options = frozenset({"history", "model_config", "agent", "environment", "context_window"})
 
     @refuses_unknown_options
     def __init__(
@@ -208,6 +171,10 @@ class Local(Provider[LocalConn]):
         model_config: Mapping[str, Any] | str | None = None,
         stream: bool = False,
         max_history_messages: int | None = None,
+        context_window: int | str | None = None,
+        shorten_to: int = DEFAULT_SHORTEN_TO,
+        context_hook: ContextHook | None = None,
+        summarize: bool = False,
         max_retries: int = 3,
         backoff_base: float = 1.0,
         backoff_cap: float = 30.0,
@@ -238,6 +205,13 @@ class Local(Provider[LocalConn]):
         self.terminal_tool = terminal_tool
         self.streaming = stream
         self.max_history_messages = max_history_messages
+        self.context_window = context_window
+        self.shorten_to = shorten_to
+        self.context_hook = context_hook
+        self.summarize = summarize
+        self._discovered: dict[tuple[str, str | None], Discovered] = {}
+        self._probes: httpx.AsyncClient | None = None
+        """Windows the servers said, by (base URL, model): asked once per provider."""
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -360,6 +334,24 @@ class Local(Provider[LocalConn]):
                     "history=<its transcript> (session_id= then names it)",
                 )
             )
+        window = request.extra.get("context_window", self.context_window)
+        found = Discovered()
+        if window == "auto":
+            if self._chat is not None:
+                return Failure(
+                    InvalidOpts(option="context_window", detail='"auto" asks the server: not with chat=')
+                )
+            model_name = model_config.get("model")
+            key = (base_url, model_name if isinstance(model_name, str) else None)
+            found = self._discovered.get(key) or await discover(
+                base_url, key[1], api_key, self._probe_client()
+            )
+            self._discovered[key] = found
+            window = found.window
+        elif window is not None and (not isinstance(window, int) or isinstance(window, bool)):
+            return Failure(
+                InvalidOpts(option="context_window", detail=f'tokens (an int) or "auto", got {window!r}')
+            )
         started = start(
             system_prompt,
             tools,
@@ -368,6 +360,10 @@ class Local(Provider[LocalConn]):
             request.max_turns,
             history,
             max_history_messages=self.max_history_messages,
+            context_window=window,
+            window_source=found.source or "option",
+            shorten_to=self.shorten_to,
+            summarize=self.summarize,
         )
         if isinstance(started, Failure):
             return Failure(started.failure())
@@ -384,8 +380,10 @@ class Local(Provider[LocalConn]):
         if target is None:
             if len(self._targets) >= 64:  # per-run gateway URLs: keep the memo bounded
                 self._targets.clear()
-            target = self._targets[url] = _target(url)
-        return Success(LocalConn(session_id, started.unwrap(), client, base_url, api_key, target))
+            target = self._targets[url] = target_of(url)
+        return Success(
+            LocalConn(session_id, started.unwrap(), client, base_url, api_key, found.tokenize_url, target)
+        )
 
     def session_id(self, conn: LocalConn) -> str | None:
         return conn.session_id
@@ -411,6 +409,7 @@ class Local(Provider[LocalConn]):
             "held_answers": list(c.held_answers),
             "call_order": list(c.call_order),
             "nudged": c.nudged,
+            "context": saved(c.context) if c.context is not None else None,
         }
 
     async def restore(
@@ -441,6 +440,14 @@ class Local(Provider[LocalConn]):
                 call_order=tuple(snapshot.get("call_order") or ()),
                 nudged=bool(snapshot.get("nudged")),
             )
+            context = snapshot.get("context")
+            if conversation.context is not None and isinstance(context, Mapping):
+                conversation = attrs.evolve(
+                    conversation,
+                    context=restored(
+                        conversation.context, conversation.history, conversation.encoded, context
+                    ),
+                )
         except (TypeError, ValueError) as exc:
             return Failure(InvalidOpts("journal", f"the journaled Local snapshot does not fit: {exc}"))
         return Success(attrs.evolve(conn, session_id=session_id, conversation=conversation))
@@ -450,6 +457,10 @@ class Local(Provider[LocalConn]):
             "model": conn.conversation.model,
             "gen_ai_provider": self.gen_ai_provider_name,
         }
+        context = conn.conversation.context
+        if context is not None:  # the window the run plans against, and who said it
+            out["context_window"] = context.window
+            out["context_window_source"] = context.source
         if self._chat is None:
             try:
                 url = httpx.URL(conn.base_url)
@@ -458,6 +469,15 @@ class Local(Provider[LocalConn]):
             out["server_address"] = url.host or None
             out["server_port"] = url.port or (443 if url.scheme == "https" else 80)
         return out
+
+    def _probe_client(self) -> httpx.AsyncClient:
+        """The client window discovery and token counting use: the caller's, else one of the
+        provider's own, built on first use and closed by ``close()``."""
+        if self._http_client is not None:
+            return self._http_client
+        if self._probes is None or self._probes.is_closed:
+            self._probes = httpx.AsyncClient(trust_env=bool(env_proxies()))
+        return self._probes
 
     def _client(self) -> httpx.AsyncClient | LeanPool:
         """The provider's own connections, built on first use and shared by its sessions: a
@@ -487,6 +507,10 @@ class Local(Provider[LocalConn]):
 
     async def close(self) -> None:
         """Close the HTTP client this provider built (providers are reusable across runs)."""
+        probes, self._probes = self._probes, None
+        if probes is not None:
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                await probes.aclose()
         own, pool, self._own_client, self._pool = self._own_client, self._pool, None, None
         closing = pool if pool is not None else own if isinstance(own, LeanPool) else None
         if closing is not None:
@@ -507,16 +531,31 @@ class Local(Provider[LocalConn]):
             return PollOutcome(Failure(applied.failure()), conn)
         stream = self.streaming and self._chat is None
         conv, body, directives = prepare_request(applied.unwrap(), stream=stream)
-        sink = _LiveAttempt(live, conv.polls) if stream and live is not None else None
+        if conv.context is not None:
+            conv, body, directives = await self._fitted(conn, conv, body, directives, stream)
+        sink = LiveAttempt(live, conv.polls) if stream and live is not None else None
         if sink is not None:
             for event in directives:  # this poll's directives lead its events (L-20)
                 await sink.live(event)
-        if self._chat is not None:
-            response = await self._with_retries(conn, lambda: self._call_chat(conv))
-        else:
-            response = await self._with_retries(
-                conn, lambda: self._post(conn, body, stream=stream, sink=sink), sink
-            )
+        response = await self._send_request(conn, conv, body, stream, sink)
+        refused_for_length = refusal(response)
+        if refused_for_length is not None:
+            # The server refused the request for its length: compact harder and retry once.
+            window, tokens = refused_for_length
+            again = compacted_after_refusal(conv, window, tokens)
+            if again is None:
+                return PollOutcome(Failure(exceeded(window, tokens, "nothing more could be left out")), conn)
+            conv, more = again
+            directives = (*directives, *more)
+            if sink is not None:
+                for event in more:
+                    await sink.live(event)
+            body = request_body_bytes(conv, stream=stream)
+            response = await self._send_request(conn, conv, body, stream, sink)
+            refused_for_length = refusal(response)
+            if refused_for_length is not None:
+                window, tokens = refused_for_length
+                return PollOutcome(Failure(exceeded(window, tokens, "refused again after compacting")), conn)
         if isinstance(response, Failure):
             return PollOutcome(Failure(conn.redact_error(response.failure())), conn)
         folded = apply_response(conv, response.unwrap(), streamed=sink is not None)
@@ -524,7 +563,7 @@ class Local(Provider[LocalConn]):
             refused = folded.failure()
             if self._chat is None:  # an error body in a 2xx answer: still the host's
                 refused = with_origin(refused, url=conn.url)
-            await _discarded(sink, refused)
+            await discarded(sink, refused)
             return PollOutcome(Failure(conn.redact_error(refused)), conn)
         new_conv, events = folded.unwrap()
         if sink is not None:
@@ -533,11 +572,47 @@ class Local(Provider[LocalConn]):
                 await sink.live(event)
         return PollOutcome(Success(events), attrs.evolve(conn, conversation=new_conv))
 
+    async def _fitted(
+        self, conn: LocalConn, conv: Conversation, body: bytes, directives: tuple[JSON, ...], stream: bool
+    ) -> tuple[Conversation, bytes, tuple[JSON, ...]]:
+        """The planned request checked by the server's tokenizer where it has one, and the dropped
+        turns summarized when ``summarize`` is on (``rma_shell.providers.local.window``)."""
+        events: tuple[JSON, ...] = ()
+        if conn.tokenize_url is not None:
+            conv, counted_events = await counted(conv, conn.tokenize_url, conn.api_key, self._probe_client())
+            events += counted_events
+        if self.summarize:
+            conv, summary_events = await summarized_by_model(
+                conv, lambda request: self._send_body(conn, request), session_id=conn.session_id
+            )
+            events += summary_events
+        if not events:
+            return conv, body, directives
+        return conv, request_body_bytes(conv, stream=stream), (*directives, *events)
+
+    async def _send_body(self, conn: LocalConn, request: dict[str, JSON]) -> Result[JSON, SessionError]:
+        """A request of rma's own (the summary): not streamed, retried as any call."""
+        if self._chat is not None:
+            return await self._with_retries(conn, lambda: self._call_chat_body(request))
+        encoded = encode_json(request)
+        return await self._with_retries(conn, lambda: self._post(conn, encoded, stream=False))
+
+    async def _send_request(
+        self, conn: LocalConn, conv: Conversation, body: bytes, stream: bool, sink: LiveAttempt | None
+    ) -> Result[JSON, SessionError]:
+        """One chat call with its retries: the body as planned, or as the user's hook rewrote it."""
+        hook = self.context_hook
+        if self._chat is not None:
+            return await self._with_retries(conn, lambda: self._call_chat(conv))
+        if hook is not None:
+            body = encode_json(hooked(hook, request_body(conv, stream=stream)))
+        return await self._with_retries(conn, lambda: self._post(conn, body, stream=stream, sink=sink), sink)
+
     async def _with_retries(
         self,
         conn: LocalConn,
         attempt: Callable[[], Awaitable[tuple[Result[JSON, SessionError], Mapping[str, str] | None]]],
-        sink: _LiveAttempt | None = None,
+        sink: LiveAttempt | None = None,
     ) -> Result[JSON, SessionError]:
         """L-31/L-32 Better: retry transient failures with backoff, honouring Retry-After.
 
@@ -552,7 +627,7 @@ class Local(Provider[LocalConn]):
             if not isinstance(result, Failure):
                 return result
             error = result.failure()
-            await _discarded(sink, error)
+            await discarded(sink, error)
             if retry >= self.max_retries or not is_transient_error(error):
                 return result
             delay = next_delay_s(
@@ -626,8 +701,14 @@ class Local(Provider[LocalConn]):
         }
 
     async def _call_chat(self, conv: Conversation) -> tuple[Result[JSON, SessionError], None]:
+        body = request_body(conv, stream=False)
+        if self.context_hook is not None:
+            body = hooked(self.context_hook, body)
+        return await self._call_chat_body(body)
+
+    async def _call_chat_body(self, body: dict[str, JSON]) -> tuple[Result[JSON, SessionError], None]:
         assert self._chat is not None
-        produced = self._chat(request_body(conv, stream=False))
+        produced = self._chat(body)
         if inspect.isawaitable(produced):
             produced = await produced
         else:
@@ -640,202 +721,6 @@ class Local(Provider[LocalConn]):
             ), None
         return Success(produced), None
 
-    # -- HTTP --
-
-    def _headers(self, conn: LocalConn, *, stream: bool) -> dict[str, str]:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream" if stream else "application/json",
-        }
-        if conn.api_key:
-            headers["Authorization"] = f"Bearer {conn.api_key}"
-        return headers
-
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/") + "/chat/completions"
-
-    async def _post(
-        self, conn: LocalConn, body: bytes, *, stream: bool, sink: _LiveAttempt | None = None
-    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
-        """One POST; a failure names the host (and port), the code and the ``x-request-id``."""
-        result, headers = await self._post_once(conn, body, stream=stream, sink=sink)
-        if isinstance(result, Failure):
-            error = result.failure()
-            code = error_code(error.body) if isinstance(error, HttpError) else None
-            stamped = with_origin(error, url=conn.url, request_id=request_id(headers), code=code)
-            return Failure(stamped), headers
-        return result, headers
-
-    async def _post_once(
-        self, conn: LocalConn, body: bytes, *, stream: bool, sink: _LiveAttempt | None
-    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
-        client = conn.client
-        if client is None:
-            return Failure(
-                TransportError(detail="the Local conn has no HTTP client", error_type="no_client")
-            ), None
-        pool = self._pool if self._pool is not None and client is self._pool.client else None
-        if pool is not None:  # the provider's httpx lanes: queue fairly for one of its connections
-            try:
-                async with pool.lane(self.timeout) as lane:
-                    return await self._send(conn, lane, body, stream=stream, sink=sink)
-            except SlotTimeout as exc:
-                return Failure(TransportError(detail=str(exc), error_type="timeout")), None
-        return await self._send(conn, client, body, stream=stream, sink=sink)
-
-    async def _send(
-        self,
-        conn: LocalConn,
-        client: httpx.AsyncClient | LeanPool,
-        body: bytes,
-        *,
-        stream: bool,
-        sink: _LiveAttempt | None,
-    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
-        """One POST over httpx or the provider's lean lanes (which raise httpx's exception
-        classes, so a failure is reported the same either way)."""
-        headers = self._headers(conn, stream=stream)
-        try:
-            if isinstance(client, LeanPool):
-                url = conn.target if isinstance(conn.target, httpx.URL) else httpx.URL(conn.url)
-                try:
-                    lean = await client.request("POST", url, headers, body, self._timeouts)
-                except LanePoolTimeout as exc:
-                    return Failure(TransportError(detail=str(exc), error_type="timeout")), None
-                try:
-                    if stream:
-                        return await self._read_stream(conn, lean, sink)
-                    return self._decode(conn, lean.status_code, await lean.aread()), lean.headers
-                finally:
-                    await lean.aclose()
-            target, timeout = conn.target or conn.url, self.timeout
-            if stream:
-                async with client.stream(
-                    "POST", target, content=body, headers=headers, timeout=timeout
-                ) as response:
-                    return await self._read_stream(conn, response, sink)
-            response = await client.post(target, content=body, headers=headers, timeout=timeout)
-            return self._decode(conn, response.status_code, response.content), response.headers
-        except httpx.DecodingError as exc:
-            return Failure(MalformedResponse(detail=f"undecodable response body: {exc}")), None
-        except httpx.HTTPError as exc:
-            return Failure(
-                TransportError(detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
-            ), None
-
-    async def _read_stream(
-        self, conn: LocalConn, response: httpx.Response | LeanResponse, sink: _LiveAttempt | None
-    ) -> tuple[Result[JSON, SessionError], Mapping[str, str] | None]:
-        """An SSE reply read chunk by chunk, each decoded chunk fed live as it arrives."""
-        content_type = response.headers.get("content-type", "")
-        if not 200 <= response.status_code < 300 or "text/event-stream" not in content_type:
-            # An error, or a server that ignored "stream": decode it as a plain body.
-            return self._decode(conn, response.status_code, await response.aread()), response.headers
-        decoder = SSEDecoder()
-        reply = StreamedReply(sink.poll if sink is not None else 0)
-        chunks = response.aiter_bytes()
-        try:
-            async for data in chunks:
-                for message in decoder.feed(data):
-                    if message.data == "[DONE]":
-                        await _drain(chunks)
-                        return reply.finish(), response.headers
-                    try:
-                        chunk = json.loads(message.data)
-                    except ValueError:
-                        # A corrupt chunk could have been any part of the reply: the attempt
-                        # fails like a drop, so the request is re-sent (bounded by
-                        # max_retries) and nothing of this stream's partial reply is kept.
-                        detail = f"a stream chunk is not JSON: {message.data[:_CHUNK_PREVIEW]!r}"
-                        return Failure(StreamDropped(detail=detail)), response.headers
-                    fed = reply.feed(chunk)
-                    if isinstance(fed, Failure):
-                        return Failure(fed.failure()), response.headers
-                    if sink is not None:
-                        for event in fed.unwrap():
-                            sink.sent += 1
-                            await sink.live(event)
-        except httpx.DecodingError:
-            raise  # an undecodable body: MalformedResponse in _send
-        except httpx.HTTPError as exc:  # the stream broke after the response began
-            broke = TransportError(detail=conn.redact(f"{type(exc).__name__}: {exc}"), error_type=_kind(exc))
-            return Failure(broke), response.headers
-        finally:
-            # Closed here, not whenever the event loop gets to finalise it.
-            await _aclose(chunks)
-        decoder.close()
-        if reply.finish_reason is not None:
-            # The server closed cleanly after the last choice without "data: [DONE]"
-            # (some do); the reply is complete.
-            return reply.finish(), response.headers
-        return Failure(
-            StreamDropped(detail="stream closed before data: [DONE]", clean_close=True)
-        ), response.headers
-
-    def _decode(self, conn: LocalConn, status: int, content: bytes) -> Result[JSON, SessionError]:
-        try:
-            decoded: JSON = json.loads(content) if content else None
-            is_json = True
-        except ValueError:
-            decoded, is_json = content[:_BODY_PREVIEW].decode("utf-8", errors="replace"), False
-        if 200 <= status < 300:
-            if not is_json:
-                return Failure(MalformedResponse(detail="response body is not JSON", response=decoded))
-            return Success(decoded)
-        if status == 401:
-            message = conn.redact(error_text(decoded))
-            error = decoded.get("error") if isinstance(decoded, Mapping) else None
-            code = (error.get("code") or error.get("type")) if isinstance(error, Mapping) else None
-            return Failure(
-                AuthenticationError(
-                    detail=f"HTTP 401: {message}",
-                    status=401,
-                    error_code=code if isinstance(code, str) else None,
-                    error_message=message,
-                    host=host_of(conn.target),
-                )
-            )
-        return Failure(HttpError(status=status, body=decoded, method="POST", url=conn.redact(conn.url)))
-
-
-async def _discarded(sink: _LiveAttempt | None, error: SessionError) -> None:
-    """Tell the session the attempt's streamed events are void (only if it streamed any)."""
-    if sink is not None and sink.sent:
-        sink.sent = 0
-        await sink.live(attempt_discarded_event(sink.attempt, error.kind))
-
-
-async def _drain(chunks: AsyncIterator[bytes]) -> None:
-    """Read a stream that sent ``data: [DONE]`` to its end (servers end the body right after).
-
-    The response then completes: httpx's stream iterators finish here instead of being
-    finalised later by the event loop, and the connection goes back to the pool rather than
-    being closed half-read. Bounded by ``_DRAIN_S``; whatever follows [DONE] is ignored, and a
-    failure to read it does not matter — the reply is whole.
-    """
-    with anyio.move_on_after(_DRAIN_S), contextlib.suppress(httpx.HTTPError):
-        async for _ in chunks:
-            pass
-
-
-async def _aclose(chunks: AsyncIterator[bytes]) -> None:
-    """Close an async byte iterator now (a no-op once it is exhausted)."""
-    aclose = getattr(chunks, "aclose", None)
-    if aclose is not None:
-        await aclose()
-
-
-def _kind(exc: httpx.HTTPError) -> str:
-    """The rma.retry transport kind of an httpx failure."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "connect_timeout"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, httpx.ConnectError):
-        return "econnrefused"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "closed"
-    if isinstance(exc, (httpx.ReadError, httpx.WriteError, httpx.CloseError)):
-        return "econnreset"
-    return "protocol"

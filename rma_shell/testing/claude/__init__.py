@@ -46,7 +46,14 @@ Faults (``inject`` or ``faults=``; global or per session; each for ``times`` occ
 ``status_once`` (the stream's ``GET …/events/stream`` included), ``drop_stream_after``,
 ``error_frame``, ``requires_action_from_earlier_batch``, ``terminal_while_disconnected``,
 ``close_idle_connection``, ``slow_interrupt`` (an interrupt the session is slow to obey),
-``cut_response_head``. A wrong or missing key always gets a 401.
+``cut_response_head``, ``cut_preview`` (a stream cut in the middle of a message's previews).
+
+Streams that ask ``event_deltas`` (``agent.message``, ``agent.thinking``) get ``event_start``
+/ ``event_delta`` previews (``delta_chars`` of text each) before each such event;
+``cut_message`` scripts a message previewed and never finished. Multi-agent sessions: see
+``threads`` (``thread_created``, ``thread_status``, ``thread_message_sent`` /
+``…_received``, ``in_thread``, ``custom_tool_use(…, session_thread_id=…)``).
+A wrong or missing key always gets a 401.
 
 Scripted turns are played synchronously while the triggering POST is handled (before its
 response is written), under the emulator's lock: a callable turn may call the emulator's own
@@ -71,11 +78,13 @@ from rma_shell.testing.claude.events import (
     agent_tool_result,
     agent_tool_use,
     custom_tool_use,
+    cut_message,
     idle_budget_reached,
     idle_end_turn,
     idle_refusal,
     idle_requires_action,
     idle_retries_exhausted,
+    in_thread,
     model_request_end,
     model_request_start,
     model_usage,
@@ -90,12 +99,17 @@ from rma_shell.testing.claude.events import (
     status_running,
     status_terminated,
     text_turn,
+    thread_created,
+    thread_message_received,
+    thread_message_sent,
+    thread_status,
     tool_turn,
 )
 from rma_shell.testing.claude.events import TurnFunction as TurnFunction
 from rma_shell.testing.claude.faults import (
     CMAFault,
     close_idle_connection,
+    cut_preview,
     cut_response_head,
     drop_stream_after,
     error_frame,
@@ -124,6 +138,8 @@ __all__ = [
     "agent_tool_use",
     "close_idle_connection",
     "custom_tool_use",
+    "cut_message",
+    "cut_preview",
     "cut_response_head",
     "drop_stream_after",
     "error_frame",
@@ -132,6 +148,7 @@ __all__ = [
     "idle_refusal",
     "idle_requires_action",
     "idle_retries_exhausted",
+    "in_thread",
     "model_request_end",
     "model_request_start",
     "model_usage",
@@ -150,5 +167,9 @@ __all__ = [
     "status_terminated",
     "terminal_while_disconnected",
     "text_turn",
+    "thread_created",
+    "thread_message_received",
+    "thread_message_sent",
+    "thread_status",
     "tool_turn",
 ]

@@ -301,6 +301,85 @@ def pause(seconds: float = math.inf) -> JSONDict:
     return {"type": PAUSE_TYPE, "seconds": seconds}
 
 
+PREVIEW_ONLY_TYPE = "emulator.preview_only"
+"""The ``type`` of ``cut_message``'s marker: previewed to streams that ask, never stored."""
+
+IN_THREAD_TYPE = "emulator.in_thread"
+"""The ``type`` of ``in_thread``'s marker: its event goes to one thread's own stream only."""
+
+
+def cut_message(text: str | Sequence[str]) -> JSONDict:
+    """Not an event: a message the model began but never finished (an error or interrupt
+    mid-stream). Streams that asked ``event_deltas=agent.message`` get its ``event_start`` and
+    ``event_delta`` previews; no ``agent.message`` follows and nothing is stored (follow it
+    with ``model_request_end``, which closes the preview, as the host does)."""
+    return {"type": PREVIEW_ONLY_TYPE, "content": _text_blocks(text)}
+
+
+def thread_created(session_thread_id: str, agent_name: str) -> JSONDict:
+    """``session.thread_created``: a sub-agent thread started (the thread is listed from now)."""
+    return {
+        "type": "session.thread_created",
+        "session_thread_id": session_thread_id,
+        "agent_name": agent_name,
+    }
+
+
+def thread_status(
+    session_thread_id: str,
+    agent_name: str,
+    status: str,
+    stop_reason: Mapping[str, Any] | None = None,
+) -> JSONDict:
+    """``session.thread_status_<status>`` (``running``, ``idle``, ``rescheduled``,
+    ``terminated``), on the thread's own stream and cross-posted to the primary one. An idle
+    without ``stop_reason`` ended its turn."""
+    event: JSONDict = {
+        "type": f"session.thread_status_{status}",
+        "session_thread_id": session_thread_id,
+        "agent_name": agent_name,
+    }
+    if status == "idle":
+        event["stop_reason"] = dict(stop_reason or {"type": "end_turn"})
+    return event
+
+
+def thread_message_sent(
+    to_session_thread_id: str, text: str, *, to_agent_name: str | None = None
+) -> JSONDict:
+    """``agent.thread_message_sent``: the session's agent wrote to a sub-agent thread."""
+    event: JSONDict = {
+        "type": "agent.thread_message_sent",
+        "to_session_thread_id": to_session_thread_id,
+        "content": _text_blocks(text),
+    }
+    if to_agent_name is not None:
+        event["to_agent_name"] = to_agent_name
+    return event
+
+
+def thread_message_received(
+    from_session_thread_id: str, text: str, *, from_agent_name: str | None = None
+) -> JSONDict:
+    """``agent.thread_message_received``: a sub-agent thread wrote to the session's agent."""
+    event: JSONDict = {
+        "type": "agent.thread_message_received",
+        "from_session_thread_id": from_session_thread_id,
+        "content": _text_blocks(text),
+    }
+    if from_agent_name is not None:
+        event["from_agent_name"] = from_agent_name
+    return event
+
+
+def in_thread(session_thread_id: str, event: Mapping[str, Any]) -> JSONDict:
+    """Not an event of the primary stream: ``event`` happens in a sub-agent thread, stored in
+    its history (``…/threads/{id}/events``) and sent to its streams only. A thread's
+    ``agent.custom_tool_use`` needs no wrapper: give ``custom_tool_use`` its
+    ``session_thread_id`` and it lands in the thread and is cross-posted to the primary stream."""
+    return {"type": IN_THREAD_TYPE, "session_thread_id": session_thread_id, "event": dict(event)}
+
+
 def text_turn(text: str | Sequence[str], *, usage: Mapping[str, Any] | None = None) -> list[JSONDict]:
     """A whole turn ending the way a plain answer does: running, model request (start, the
     message, end with ``usage``), idle ``end_turn``."""

@@ -23,6 +23,7 @@ FaultKind = Literal[
     "close_idle",
     "slow_interrupt",
     "cut_head",
+    "cut_preview",
 ]
 
 
@@ -82,6 +83,13 @@ def drop_stream_after(n: int, *, times: int = 1) -> CMAFault:
     """Close the next SSE connection abruptly (no final chunk) after it carried ``n`` events.
     Events emitted afterwards still go to the history."""
     return CMAFault("drop_stream", times=times, after=max(0, n))
+
+
+def cut_preview(after_deltas: int = 1, *, times: int = 1) -> CMAFault:
+    """Close the next SSE connection that previews an ``agent.message`` abruptly, mid-preview:
+    after its ``event_start`` and ``after_deltas`` of its ``event_delta`` frames, before the
+    final event (which still goes to the history)."""
+    return CMAFault("cut_preview", times=times, after=max(0, after_deltas))
 
 
 def error_frame(

@@ -24,7 +24,7 @@ from rma_shell.testing.claude.state import (
     _Resource,
     _Session,
 )
-from rma_shell.testing.claude.streams import _Events
+from rma_shell.testing.claude.threads import _Threads
 from rma_shell.testing.claude.wire import (
     _budget,
     _check_mcp_references,
@@ -49,7 +49,7 @@ from rma_shell.testing.claude.wire import (
 JSONDict = dict[str, Any]
 
 
-class _Resources(_Events):
+class _Resources(_Threads):
     """The resource routes (called under the emulator's lock)."""
 
     # -- agents --
@@ -284,6 +284,8 @@ class _Resources(_Events):
                 return self._list_events(session, q)
         elif len(rest) >= 2 and rest[1] == "resources":
             return self._route_resources(method, self._session(rest[0]), rest[2:], body, q)
+        elif len(rest) >= 2 and rest[1] == "threads":
+            return self._route_threads(method, self._session(rest[0]), rest[2:], q)
         raise _Rejected(404, f"Not found: {method} /v1/sessions/{'/'.join(rest)}")
 
     def _session_agent(self, spec: Any) -> JSONDict:

@@ -169,6 +169,18 @@ class CMAEmulator(_Resources, _WorkQueue):
         with self._lock:
             return len(self._session(session_id).subscribers)
 
+    def thread_subscribers(self, session_id: str, thread_id: str) -> int:
+        """How many streams of one sub-agent thread are open."""
+        with self._lock:
+            thread = self._session(session_id).threads.get(thread_id)
+            return 0 if thread is None else len(thread.subscribers)
+
+    def thread_history(self, session_id: str, thread_id: str) -> list[JSONDict]:
+        """A copy of one sub-agent thread's stored events, oldest first."""
+        with self._lock:
+            thread = self._session(session_id).threads.get(thread_id)
+            return [] if thread is None else copy.deepcopy([e for _, e in thread.history])
+
     def wait_for_subscribers(self, session_id: str, count: int = 1, timeout: float = 5.0) -> None:
         """Block until at least ``count`` streams of the session are open."""
         with self._changed:
@@ -326,6 +338,11 @@ class CMAEmulator(_Resources, _WorkQueue):
             if method != "GET":
                 raise _Rejected(404, f"Not found: {method} {path}")
             self._stream(h, parts[2], query, request_id)
+            return None
+        if len(parts) == 6 and parts[1] == "sessions" and parts[3] == "threads" and parts[5] == "stream":
+            if method != "GET":
+                raise _Rejected(404, f"Not found: {method} {path}")
+            self._stream(h, parts[2], query, request_id, thread_id=parts[4])
             return None
         params = _Query(query)
         with self._lock:

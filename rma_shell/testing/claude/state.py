@@ -46,6 +46,7 @@ class _Subscriber:
         self.deltas = deltas
         self.drop_after: int | None = None
         self.error: CMAFault | None = None
+        self.cut_preview: CMAFault | None = None
         self.watched = False
         """Whether ``_HangupWatch`` tells this stream when its client hangs up."""
 
@@ -149,6 +150,17 @@ class _Session:
     outcome_starts: dict[str, str] = attrs.Factory(dict)
     resources: list[tuple[int, JSONDict]] = attrs.Factory(list)
     created: float = 0.0
+    threads: dict[str, _Thread] = attrs.Factory(dict)
+    """Sub-agent threads by id, in creation order (``session.thread_created``)."""
+
+
+@attrs.define
+class _Thread:
+    """A session thread: its resource, its own history and the streams reading it."""
+
+    data: JSONDict
+    history: list[tuple[int, JSONDict]] = attrs.Factory(list)
+    subscribers: list[_Subscriber] = attrs.Factory(list)
 
 
 _SESSION_AGENT_KEYS = (

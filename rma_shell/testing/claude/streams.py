@@ -23,6 +23,7 @@ from typing import Any
 from rma_shell.testing._loopback import LoopbackHandler
 from rma_shell.testing.claude.events import (
     PAUSE_TYPE,
+    PREVIEW_ONLY_TYPE,
     ServerEvent,
     SessionView,
     idle_end_turn,
@@ -59,6 +60,13 @@ from rma_shell.testing.claude.wire import (
 )
 
 JSONDict = dict[str, Any]
+
+
+class _PreviewOnly:
+    """A queued ``cut_message``: previewed, never sent whole."""
+
+    def __init__(self, event: JSONDict) -> None:
+        self.event = event
 
 
 class _Events(_Core):
@@ -313,6 +321,9 @@ class _Events(_Core):
         kind = event.get("type")
         if not isinstance(kind, str):
             raise TypeError(f"a scripted event needs a string 'type': {template!r}")
+        if kind == PREVIEW_ONLY_TYPE:
+            self._preview_only(session, event)
+            return event
         if kind == "span.model_request_end" and "model_request_start_id" not in event:
             if session.open_model_request is None:
                 self._emit(session, model_request_start())
@@ -420,16 +431,27 @@ class _Events(_Core):
     # -- events: stream --
 
     def _stream(
-        self, h: LoopbackHandler, session_id: str, query: list[tuple[str, str]], request_id: str
+        self,
+        h: LoopbackHandler,
+        session_id: str,
+        query: list[tuple[str, str]],
+        request_id: str,
+        thread_id: str | None = None,
     ) -> None:
+        """``GET …/events/stream`` (or a thread's ``…/threads/{id}/stream``) as SSE."""
         deltas = frozenset(v for k, v in query if k in ("event_deltas[]", "event_deltas"))
         sub = _Subscriber(h.connection, deltas)
         with self._lock:
             session = self._session(session_id)
-            drop = self._take("drop_stream", session_id)
-            sub.drop_after = drop.after if drop is not None else None
-            sub.error = self._take("error_frame", session_id)
-            session.subscribers.append(sub)
+            if thread_id is not None:
+                self._thread_subscribers(session, thread_id).append(sub)
+            else:
+                drop = self._take("drop_stream", session_id)
+                sub.drop_after = drop.after if drop is not None else None
+                sub.error = self._take("error_frame", session_id)
+                if "agent.message" in deltas:
+                    sub.cut_preview = self._take("cut_preview", session_id)
+                session.subscribers.append(sub)
             self._changed.notify_all()
             # Held-back events (requires_action_from_earlier_batch) reach the new subscriber.
             self._flush_deferred(session)
@@ -442,19 +464,30 @@ class _Events(_Core):
             h.end_headers()
             if self._ping_interval is None:
                 self._hangups.watch(sub)
-            self._pump(h, sub, lambda: self._detach(session_id, sub))
+            self._pump(h, sub, lambda: self._detach(session_id, sub, thread_id))
         except OSError:
             h.close_connection = True
         finally:
-            self._detach(session_id, sub)
+            self._detach(session_id, sub, thread_id)
             self._hangups.unwatch(sub)
 
-    def _detach(self, session_id: str, sub: _Subscriber) -> None:
+    def _thread_subscribers(self, session: _Session, thread_id: str) -> list[_Subscriber]:
+        """A thread's live streams (the session's own for its primary thread)."""
+        raise NotImplementedError  # the threads mixin
+
+    def _detach(self, session_id: str, sub: _Subscriber, thread_id: str | None = None) -> None:
         with self._lock:
             session_now = self._sessions.get(session_id)
-            if session_now is not None and sub in session_now.subscribers:
-                session_now.subscribers.remove(sub)
-                self._changed.notify_all()
+            if session_now is None:
+                return
+            lists = [session_now.subscribers]
+            if thread_id is not None:
+                lists.extend(t.subscribers for t in session_now.threads.values())
+            for subs in lists:
+                if sub in subs:
+                    subs.remove(sub)
+                    self._changed.notify_all()
+                    return
 
     def _pump(self, h: LoopbackHandler, sub: _Subscriber, detach: Callable[[], None]) -> None:
         def write(data: bytes) -> None:
@@ -506,33 +539,61 @@ class _Events(_Core):
             if item is _END:
                 write(b"")
                 return
+            if isinstance(item, _PreviewOnly):
+                if not self._preview(sub, item.event, frame):
+                    detach()
+                    self._hangups.unwatch(sub)
+                    self._abort(h)
+                    return
+                continue
             event: JSONDict = item
-            if event["type"] in sub.deltas and event["type"] in ("agent.message", "agent.thinking"):
-                frame(
-                    "event_start",
-                    {"type": "event_start", "event": {"type": event["type"], "id": event["id"]}},
-                )
-                if event["type"] == "agent.message":
-                    for index, block in enumerate(event.get("content") or []):
-                        text = block.get("text") if isinstance(block, dict) else None
-                        if not isinstance(text, str):
-                            continue
-                        for at in range(0, len(text), self._delta_chars):
-                            delta = {
-                                "type": "content_delta",
-                                "index": index,
-                                "content": {"type": "text", "text": text[at : at + self._delta_chars]},
-                            }
-                            frame(
-                                "event_delta",
-                                {"type": "event_delta", "event_id": event["id"], "delta": delta},
-                            )
+            if not self._preview(sub, event, frame):
+                # cut_preview: the connection dies mid-preview; the event itself is in the history.
+                detach()
+                self._hangups.unwatch(sub)
+                self._abort(h)
+                return
             frame(event["type"], event)
             sent += 1
             last_write = time.monotonic()
             if event["type"] == "session.deleted":
                 write(b"")
                 return
+
+    def _preview(self, sub: _Subscriber, event: JSONDict, frame: Callable[[str, Any], None]) -> bool:
+        """``event_start`` and ``event_delta`` frames of ``event`` when ``sub`` asked for
+        previews of its type (text in ``delta_chars`` pieces); False when ``cut_preview`` cuts
+        the connection in the middle of them."""
+        kind = event["type"]
+        if kind not in sub.deltas or kind not in ("agent.message", "agent.thinking"):
+            return True
+        frame("event_start", {"type": "event_start", "event": {"type": kind, "id": event["id"]}})
+        if kind != "agent.message":
+            return True  # agent.thinking previews are start-only
+        cut = sub.cut_preview
+        sent = 0
+        for index, block in enumerate(event.get("content") or []):
+            text = block.get("text") if isinstance(block, dict) else None
+            if not isinstance(text, str):
+                continue
+            for at in range(0, len(text), self._delta_chars):
+                if cut is not None and sent >= cut.after:
+                    return False
+                delta = {
+                    "type": "content_delta",
+                    "index": index,
+                    "content": {"type": "text", "text": text[at : at + self._delta_chars]},
+                }
+                frame("event_delta", {"type": "event_delta", "event_id": event["id"], "delta": delta})
+                sent += 1
+        # Fewer deltas than the cut asked for: cut before the final event all the same.
+        return cut is None
+
+    def _preview_only(self, session: _Session, template: JSONDict) -> None:
+        """``cut_message``: previews of a message that never comes, to the live streams only."""
+        event: JSONDict = {"type": "agent.message", "id": self._id("sevt"), "content": template["content"]}
+        for sub in session.subscribers:
+            sub.queue.put(_PreviewOnly(event))
 
     @staticmethod
     def _abort(h: LoopbackHandler) -> None:

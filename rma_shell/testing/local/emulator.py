@@ -176,7 +176,7 @@ _STATUS_ERRORS: dict[int, tuple[str, str, str | None]] = {
 
 class _Rejected(Exception):
     def __init__(
-        self, status: int, message: str, kind: str, param: str | None = None, code: str | None = None
+        self, status: int, message: str, kind: str, param: str | None = None, code: str | int | None = None
     ):
         super().__init__(message)
         self.status, self.message, self.kind, self.param, self.code = status, message, kind, param, code
@@ -320,6 +320,15 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def prompt_tokens(body: Mapping[str, Any]) -> int:
+    """The emulator's tokenizer: a request's prompt tokens (its messages and tools, a token per
+    four characters of their JSON plus three per message for the chat template)."""
+    messages = body.get("messages") or []
+    tools = body.get("tools")
+    text = json.dumps(messages) + (json.dumps(tools) if tools else "")
+    return _estimate_tokens(text) + 3 * len(messages)
+
+
 class OpenAIEmulator(LoopbackEmulator):
     """The emulator; use as a context manager (``with OpenAIEmulator(turns) as emu``)."""
 
@@ -335,10 +344,14 @@ class OpenAIEmulator(LoopbackEmulator):
         api_key: str | None = None,
         model: str | None = None,
         chunk_chars: int = 4,
+        context_window: int | None = None,
     ) -> None:
         """``api_key``: when set, requests must carry ``Authorization: Bearer <api_key>``
         (else 401). ``model``: when set, other models get a 404 ``model_not_found``.
-        ``chunk_chars``: how many characters of content or arguments go in one SSE chunk."""
+        ``chunk_chars``: how many characters of content or arguments go in one SSE chunk.
+        ``context_window``: the model's window, as vLLM serves one: ``/v1/models`` says it as
+        ``max_model_len``, ``POST /tokenize`` counts a request's tokens, and a request whose
+        prompt (plus its ``max_tokens``) exceeds it gets vLLM's 400 — without using a turn."""
         self._turns = [t if isinstance(t, Turn) else Turn(t) for t in turns]
         self._faults: dict[int, tuple[Fault, ...]] = {
             index: (fault,) if isinstance(fault, Fault) else tuple(fault)
@@ -347,6 +360,9 @@ class OpenAIEmulator(LoopbackEmulator):
         self._api_key = api_key
         self._model = model
         self._chunk_chars = max(1, chunk_chars)
+        self.context_window = context_window
+        self.refused = 0
+        """How many requests the context limit refused."""
         self._lock = threading.Lock()
         self._init_loopback()
         self._answered = 0
@@ -411,11 +427,19 @@ class OpenAIEmulator(LoopbackEmulator):
         if h.command == "GET" and path == "/v1/models":
             self._check_auth(headers)
             model = self._model or "emulator-model"
-            data = {
-                "object": "list",
-                "data": [{"id": model, "object": "model", "created": 0, "owned_by": "rma"}],
-            }
-            self._send_json(h, 200, data)
+            entry: JSONDict = {"id": model, "object": "model", "created": 0, "owned_by": "rma"}
+            if self.context_window is not None:
+                entry["max_model_len"] = self.context_window
+            self._send_json(h, 200, {"object": "list", "data": [entry]})
+            return
+        if h.command == "POST" and path == "/tokenize" and self.context_window is not None:
+            self._check_auth(headers)
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                raise _invalid("tokenize needs 'messages'", "messages")
+            count = prompt_tokens(body)
+            self._send_json(
+                h, 200, {"count": count, "max_model_len": self.context_window, "tokens": [0] * count}
+            )
             return
         if h.command != "POST" or path != "/v1/chat/completions":
             raise _Rejected(404, f"Invalid URL ({h.command} {path})", "invalid_request_error")
@@ -435,6 +459,8 @@ class OpenAIEmulator(LoopbackEmulator):
             if fault.kind == "status":
                 self._send_status_fault(h, fault)
                 return
+        if self.context_window is not None:
+            self._check_window(body)
         with self._lock:
             turn_index = self._answered
         if turn_index >= len(self._turns):
@@ -450,6 +476,29 @@ class OpenAIEmulator(LoopbackEmulator):
             self._send_stream(h, body, message, usage, finish, body_fault, faults)
         else:
             self._send_completion(h, body, message, usage, finish, body_fault)
+
+    def _check_window(self, body: JSONDict) -> None:
+        """vLLM's refusal of a request longer than the window (its message and body, HTTP 400)."""
+        window = self.context_window
+        assert window is not None
+        prompt = prompt_tokens(body)
+        wanted = body.get("max_completion_tokens") or body.get("max_tokens")
+        if prompt >= window:
+            message = (
+                f"This model's maximum context length is {window} tokens. However, your request has "
+                f"{prompt} input tokens. Please reduce the length of the input messages."
+            )
+        elif isinstance(wanted, int) and prompt + wanted > window:
+            message = (
+                f"'max_tokens' or 'max_completion_tokens' is too large: {wanted}. This model's maximum "
+                f"context length is {window} tokens and your request has {prompt} input tokens "
+                f"({wanted} > {window} - {prompt})."
+            )
+        else:
+            return
+        with self._lock:
+            self.refused += 1
+        raise _Rejected(400, message, "BadRequestError", None, 400)
 
     def _claim(self) -> None:
         """The turn is answered: counted before the bytes that finish it leave, because a
@@ -493,7 +542,11 @@ class OpenAIEmulator(LoopbackEmulator):
         if turn.usage is not None:
             usage = dict(turn.usage)
         else:
-            prompt = _estimate_tokens(json.dumps(body.get("messages")))
+            prompt = (
+                prompt_tokens(body)
+                if self.context_window is not None
+                else _estimate_tokens(json.dumps(body.get("messages")))
+            )
             completion = _estimate_tokens(
                 (message["content"] or "") + "".join(c["function"]["arguments"] for c in calls)
             )
