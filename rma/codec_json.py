@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma import errors, live, vocabulary
+from rma import content, errors, live, vocabulary
 from rma.session import commands, events, options
 
 _REGISTRY: dict[str, type] = {}
@@ -29,7 +29,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _module in (vocabulary, errors, events, commands, options, live):
+for _module in (vocabulary, content, errors, events, commands, options, live):
     for _value in vars(_module).values():
         if isinstance(_value, type) and attrs.has(_value) and _value.__module__ == _module.__name__:
             register(_value)
@@ -85,16 +85,30 @@ def to_jsonable(value: Any) -> Any:
     return _other(value)
 
 
-_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
-"""Per attrs class: (attribute, JSON key) of the fields an encoding carries (init, not ``codec``)."""
+_FIELDS: dict[type, tuple[tuple[str, str, bool], ...]] = {}
+"""Per attrs class: (attribute, JSON key, omitted when empty) of the fields an encoding carries
+(init, not ``codec``)."""
+
+OMIT_EMPTY = "rma.codec_json.omit_empty"
+"""Field metadata: an empty value is not written. For a field added to a recorded value, so
+what a newer version writes without using it still reads on an older one (a Temporal worker
+deployed before, a journal resumed by an older process) — ``ToolResult.content``."""
 
 
-def _fields(cls: type) -> tuple[tuple[str, str], ...]:
+_OMITTING: set[type] = set()
+"""The attrs classes with a field omitted when empty."""
+
+
+def _fields(cls: type) -> tuple[tuple[str, str, bool], ...]:
     fields = _FIELDS.get(cls)
     if fields is None:
         fields = _FIELDS[cls] = tuple(
-            (f.name, f.alias or f.name) for f in attrs.fields(cls) if f.init and f.name != "codec"
+            (f.name, f.alias or f.name, bool(f.metadata.get(OMIT_EMPTY)))
+            for f in attrs.fields(cls)
+            if f.init and f.name != "codec"
         )
+        if any(omit for _, _, omit in fields):
+            _OMITTING.add(cls)
     return fields
 
 
@@ -110,8 +124,10 @@ def _other(value: Any) -> Any:
     cls = type(value)
     if attrs.has(cls):
         out: dict[str, Any] = {"$type": cls.__name__}
-        for name, key in _fields(cls):
-            out[key] = to_jsonable(getattr(value, name))
+        for name, key, omit in _fields(cls):
+            field = getattr(value, name)
+            if not (omit and not field):
+                out[key] = to_jsonable(field)
         return out
     if isinstance(value, Mapping):
         body = {str(k): to_jsonable(v) for k, v in value.items()}
@@ -216,8 +232,9 @@ def _dict_text(value: dict[Any, Any]) -> str:
     return '{"$dict":' + body + "}" if any(k.startswith("$") for k in keys) else body
 
 
-_ATTRS_TEXT: dict[type, tuple[str, tuple[tuple[str, str], ...]]] = {}
-"""Per attrs class: its ``{"$type":…`` opening and, per field, (attribute, ``,"key":``)."""
+_ATTRS_TEXT: dict[type, tuple[str, tuple[tuple[str, str, bool], ...]]] = {}
+"""Per attrs class: its ``{"$type":…`` opening and, per field, (attribute, ``,"key":``,
+omitted when empty)."""
 
 
 def _attrs_text(value: Any) -> str:
@@ -226,10 +243,17 @@ def _attrs_text(value: Any) -> str:
     if shape is None:
         shape = _ATTRS_TEXT[cls] = (
             '{"$type":' + _plain(cls.__name__),
-            tuple((name, "," + _plain(key) + ":") for name, key in _fields(cls)),
+            tuple((name, "," + _plain(key) + ":", omit) for name, key, omit in _fields(cls)),
         )
     opening, fields = shape
-    return opening + "".join([key + dumps(getattr(value, name)) for name, key in fields]) + "}"
+    if cls not in _OMITTING:  # the hot path: every field written
+        return opening + "".join([key + dumps(getattr(value, name)) for name, key, _ in fields]) + "}"
+    parts: list[str] = []
+    for name, key, omit in fields:
+        field = getattr(value, name)
+        if not (omit and not field):
+            parts.append(key + dumps(field))
+    return opening + "".join(parts) + "}"
 
 
 def loads(text: str) -> Any:

@@ -423,6 +423,24 @@ class InvalidTurnGuard(SessionError):
 
 
 @attrs.frozen
+class ToolContentUnsupported(SessionError):
+    """A tool result held content the host cannot take in a tool result (an image on AgentCore,
+    a document or a file id on an OpenAI-compatible server): ``content`` names it."""
+
+    kind: ClassVar[str] = "tool_content_unsupported"
+    provider: str = ""
+    content: str = ""
+    tool_use_id: str | None = None
+
+    @property
+    def message(self) -> str:
+        return (
+            f"the result of tool use {self.tool_use_id!r} holds {self.content}, which {self.provider} "
+            "cannot take in a tool result (see docs/tools.md: rich results per host)"
+        )
+
+
+@attrs.frozen
 class OutcomeUnsupported(SessionError):
     """An outcome was given to a provider without native outcomes (X-4)."""
 
@@ -696,6 +714,7 @@ ERROR_TYPES: tuple[type[SessionError], ...] = (
     InvalidOpts,
     InvalidTurnGuard,
     OutcomeUnsupported,
+    ToolContentUnsupported,
     BudgetUnsupported,
     BudgetNotConfirmed,
     AuthenticationError,

@@ -221,6 +221,8 @@ def tool_result_record(result: ToolResult, *, confirm: bool = False, at: float |
         "text": result.text,
         "is_error": result.is_error,
     }
+    if result.content:  # a rich result's parts, tagged as the recording codec writes them
+        body["content"] = list(result.content)
     if confirm:
         body["confirm"] = True
     return _stamped(body, at)
@@ -352,7 +354,12 @@ def load(
             elif kind == "tool_start":
                 starts[str(record["id"])] = int(record["attempt"])
             elif kind == "tool_result":
-                result = ToolResult(str(record["id"]), str(record["text"]), bool(record["is_error"]))
+                result = ToolResult(
+                    str(record["id"]),
+                    str(record["text"]),
+                    bool(record["is_error"]),
+                    from_jsonable(record.get("content", [])),
+                )
                 (verdicts if record.get("confirm") else results)[result.tool_use_id] = result  # type: ignore[index]
             elif kind == "waiting":
                 for call in record["calls"]:

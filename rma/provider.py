@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from rma.content import TEXT_ONLY, ContentLimits
 from rma.live import LiveTurn, LiveUpdate, common_updates
 from rma.vocabulary import JSON, Outcome, ToolResult, ToolUse, TurnResult
 
@@ -41,6 +42,9 @@ class ProviderCodec:
     empty_resume_safe: bool = False
     """True when a resume carrying no tool results is a valid input (Local: S-56 Better)."""
     has_text_delta: bool = False
+    content_limits: ContentLimits = TEXT_ONLY
+    """What the host takes in a tool result besides text (``rma.content``): text only unless
+    the codec says more."""
 
     def kickoff_input(self, prompt: str | None, outcome: Outcome | None) -> Input:
         if outcome is not None:

@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from rma.content import Part, content_parts, text_of
+
 JSON = Any
 """A decoded JSON value (dict, list, str, int, float, bool or None)."""
 
@@ -167,11 +169,28 @@ def _preview_json(value: object) -> str:
 
 @attrs.frozen
 class ToolResult:
-    """The text a handler returned for one tool use (D-3)."""
+    """What a handler returned for one tool use (D-3): its text, and its rich ``content``.
+
+    ``content`` is empty for a text result. A rich result (``rma.content``: text, images,
+    documents) holds its ordered parts there and, in ``text``, their text as a text-only
+    reader sees it (``rma.content.text_of``); hosts render ``content`` (``ToolResult.of``
+    builds one).
+    """
 
     tool_use_id: str | None
     text: str = ""
     is_error: bool = False
+    content: tuple[Part, ...] = attrs.field(
+        default=(), converter=content_parts, metadata={"rma.codec_json.omit_empty": True}
+    )
+
+    @classmethod
+    def of(cls, tool_use_id: str | None, parts: Iterable[Part], is_error: bool = False) -> ToolResult:
+        """A rich result of ``parts``; plain text alone stays a text result."""
+        parts = content_parts(parts)
+        if all(isinstance(p, str) for p in parts):
+            return cls(tool_use_id, "".join(str(p) for p in parts), is_error)
+        return cls(tool_use_id, text_of(parts), is_error, parts)
 
 
 @attrs.frozen

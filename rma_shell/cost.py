@@ -226,3 +226,20 @@ def _decimal(value: object, field: str) -> Decimal:
     if not amount.is_finite() or amount < 0:
         raise ValueError(f"{field}: must be a finite, non-negative amount, got {value!r}")
     return amount
+
+
+def label(model: str, *, rates: Mapping[str, Rates] | None = None) -> Callable[[str, Usage], str | None]:
+    """A display of what a usage cost on ``model`` — ``"$0.0123"``, ``"0.0123 EUR"`` — or None
+    where no price is known: the inspector's cost seam (``rma inspect --model``,
+    ``rma_shell.inspect.app(journal, price=label("gpt-4.1"))``), given the host's name and a
+    usage."""
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"model: must be a non-empty string, got {model!r}")
+
+    def shown(host: str, usage: Usage) -> str | None:
+        cost = price(usage, model, host=host or None, rates=rates)
+        if cost is None:
+            return None
+        return f"${cost.amount:.4f}" if cost.currency == "USD" else f"{cost.amount:.4f} {cost.currency}"
+
+    return shown

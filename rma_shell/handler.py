@@ -11,8 +11,9 @@ handler does — raise, return a wrong shape — becomes an ``is_error`` result 
 ``Cancelled``, asyncio's ``CancelledError``) is never swallowed.
 
 What a tool may return (``result_of``): a ``str`` (sent as is), a JSON-serialisable ``dict`` or
-``list`` (sent as its JSON text), or ``Success(value)`` / ``Failure(value)`` of either (a
-``Failure`` is an ``is_error`` result). Anything else is an ``is_error`` result naming the type.
+``list`` (sent as its JSON text), a rich result — an ``rma.content.Image`` or ``Document``, or
+a list of them with text, in order — or ``Success(value)`` / ``Failure(value)`` of any of those
+(a ``Failure`` is an ``is_error`` result). Anything else is an ``is_error`` result naming the type.
 A raising tool is logged at WARNING on ``rma.handler`` with its traceback.
 """
 
@@ -32,6 +33,7 @@ import anyio
 import attrs
 from returns.result import Failure, Success
 
+from rma.content import Document, Image, Part, is_rich
 from rma.live import LiveUpdate
 from rma.session.options import CallShape, event_hook_shape, handler_shape, update_hook_shape
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse, call_info
@@ -109,9 +111,27 @@ def result_of(tool_use_id: str | None, value: object) -> ToolResult:
     return _text_of(tool_use_id, value, False, "{}")
 
 
+def _rich_of(tool_use_id: str | None, inner: object, is_error: bool) -> ToolResult:
+    """A rich result: an ``Image`` / ``Document``, or a list of them with text (and JSON
+    values, written as their JSON text) in order."""
+    items = list(inner) if isinstance(inner, list | tuple) else [inner]
+    parts: list[Part] = []
+    for item in items:
+        if isinstance(item, str | Image | Document):
+            parts.append(item)
+            continue
+        text = _text_of(tool_use_id, item, is_error, "list item {}")
+        if text.is_error and not is_error:
+            return text
+        parts.append(text.text)
+    return ToolResult.of(tool_use_id, parts, is_error)
+
+
 def _text_of(tool_use_id: str | None, inner: object, is_error: bool, shape: str) -> ToolResult:
     if isinstance(inner, str):
         return ToolResult(tool_use_id, inner, is_error)
+    if is_rich(inner):
+        return _rich_of(tool_use_id, inner, is_error)
     if isinstance(inner, dict | list):
         try:
             return ToolResult(tool_use_id, json.dumps(inner, ensure_ascii=False, allow_nan=False), is_error)
@@ -124,8 +144,8 @@ def _text_of(tool_use_id: str | None, inner: object, is_error: bool, shape: str)
 
 def _bad_shape(what: str) -> str:
     return (
-        f"tool error: handler returned {what}; expected str, a JSON dict or list, "
-        "or Success/Failure of one of those"
+        f"tool error: handler returned {what}; expected str, a JSON dict or list, an Image or "
+        "Document (or a list of them with text), or Success/Failure of one of those"
     )
 
 
@@ -133,7 +153,8 @@ class Handler(Protocol):
     """The handler contract: what runs the session's tools in your process.
 
     ``handle_tool_call(name, input, ctx[, info])``, sync (run in a worker thread) or async,
-    returns a ``str``, a JSON ``dict``/``list``, or ``Success``/``Failure`` of one. A plain
+    returns a ``str``, a JSON ``dict``/``list``, a rich result (an ``rma.content.Image`` or
+    ``Document``, or a list of them with text), or ``Success``/``Failure`` of one. A plain
     callable of 3 or 4 arguments is a handler too; a ``Toolbox`` is one. Optional members,
     each found once (``Capabilities.of``): ``handle_event(event, ctx[, info])`` (raw events),
     ``handle_update(update, ctx[, info])`` (``rma.live`` updates), ``confirm_tool_use(name,
@@ -392,7 +413,13 @@ class HandlerAdapter:
             raise
         result = result_of(use.id, value)
         limit = self._max_result_chars
-        if limit is not None and len(result.text) > limit:
+        if limit is not None and result.content:
+            # A rich result: the cap counts its text parts only (media have the host's byte
+            # limits, applied by the core when the results are sent).
+            parts = truncate_parts(result.content, limit)
+            if parts != result.content:
+                result = ToolResult.of(result.tool_use_id, parts, result.is_error)
+        elif limit is not None and len(result.text) > limit:
             # truncate measures an already-cut text (a toolbox's own cap) by what it shows and
             # keeps its count: the smaller of the two caps applies once.
             cut = truncate(result.text, limit)
@@ -476,6 +503,24 @@ def truncate(text: str, limit: int) -> str:
     if len(shown) <= limit:
         return text
     return f"{shown[:limit]}\n[truncated: {total - limit} of {total} characters not shown]"
+
+
+def truncate_parts(parts: tuple[Part, ...], limit: int) -> tuple[Part, ...]:
+    """A rich result's parts with its text cut to ``limit`` characters in all (media untouched).
+
+    Each text part gets what the earlier ones left, measured as ``truncate`` measures (by the
+    shown part of an already-cut text), so capping twice cuts once, to the smaller cap.
+    """
+    left = limit
+    out: list[Part] = []
+    for part in parts:
+        if not isinstance(part, str):
+            out.append(part)
+            continue
+        cut = truncate(part, left)
+        out.append(cut)
+        left = max(0, left - len(_shown(cut)[0]))
+    return tuple(out)
 
 
 _MARKER = re.compile(r"\n\[truncated: ([0-9]+) of ([0-9]+) characters not shown\]")

@@ -37,6 +37,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
             "workspace answer.txt: 55; the agent said: The 10th Fibonacci number is 55.",
         ),
         (
+            "webhook_receiver.py",
+            "ticket-42 resumed on session.requires_action: end_turn: ada@example.com is on the Pro plan.",
+        ),
+        (
             "temporal_scale_out.py",
             "12 sessions done on 3 workers (one killed mid-run); 24 charges, each applied once",
         ),

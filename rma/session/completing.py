@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+
 from rma._persistent import AppendLog
+from rma.content import fit_parts, text_of
 from rma.errors import (
     WINDOW_EXCEEDED_STOP,
     ContextWindowExceeded,
@@ -19,6 +22,7 @@ from rma.errors import (
     MalformedResponse,
     MaxTurnsExceeded,
     OutputInvalid,
+    ToolContentUnsupported,
     UnresolvedRequiresAction,
 )
 from rma.live import NO_LIVE_TURN, ToolCallFinished, TurnFinished
@@ -186,6 +190,10 @@ def answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[Too
     """Resume with the batch's results, the rejected inputs' answers in their place."""
     uses, confirms = s.pending_uses, s.pending_confirmations
     results = _with_rejections(uses, results)
+    fitted = _fit_content(s, results)
+    if isinstance(fitted, ToolContentUnsupported):
+        return fail(s, fitted)
+    results = fitted
     if s.config.output_tool and s.config.terminal_tool is not None:
         checked = _check_output_answers(s, uses, results)
         if isinstance(checked, tuple):
@@ -207,6 +215,28 @@ def answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[Too
                 )
     s, more = drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
     return s, (*finished, *more)
+
+
+def _fit_content(s: State, results: Sequence[ToolResult]) -> Sequence[ToolResult] | ToolContentUnsupported:
+    """Rich results as the host takes them (``rma.content.fit_parts``): an item over the host's
+    byte limit replaced by a note; a kind the host cannot take ends the request, typed."""
+    if all(not r.content for r in results):
+        return results
+    limits = s.config.codec.content_limits
+    out: list[ToolResult] = []
+    for result in results:
+        if not result.content:
+            out.append(result)
+            continue
+        parts = fit_parts(limits, result.content)
+        if isinstance(parts, str):
+            return ToolContentUnsupported(
+                provider=s.config.codec.name, content=parts, tool_use_id=result.tool_use_id
+            )
+        out.append(
+            result if parts == result.content else attrs.evolve(result, content=parts, text=text_of(parts))
+        )
+    return tuple(out)
 
 
 def _results_content(results: Sequence[ToolResult]) -> list[JSON]:

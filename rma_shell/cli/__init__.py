@@ -171,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="VALUE",
         help="a value to mask wherever it appears, besides the environment's credentials (repeatable)",
     )
+    inspect.add_argument(
+        "--model",
+        default=None,
+        help="price each usage as this model's (a genai-prices model id; needs the 'cost' extra)",
+    )
     from rma_shell.cli.provision import add_commands
     from rma_shell.cli.worker import add_command as add_worker
 
@@ -322,8 +327,23 @@ def _inspect(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from rma_shell.inspect import SourceError, serve
 
+    shown = None
+    if args.model is not None:
+        try:
+            import genai_prices  # noqa: F401
+        except ImportError:
+            needs = "--model needs the 'cost' extra: pip install 'rma-agents[cost]'"
+            print(f"rma inspect: error: {needs}", file=sys.stderr)
+            return EXIT_USAGE
+        from rma_shell.cost import label
+
+        try:
+            shown = label(args.model)
+        except ValueError as exc:
+            print(f"rma inspect: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     try:
-        serve(args.target, host=args.host, port=args.port, secrets=args.secret)
+        serve(args.target, host=args.host, port=args.port, secrets=args.secret, price=shown)
     except SourceError as exc:
         print(f"rma inspect: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping
@@ -42,6 +43,7 @@ from rma_shell.handler import Capabilities, HandlerAdapter, accepts
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
+from rma_shell.temporal.carry import snapshot_delta
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
 from rma_shell.temporal.spec import SessionSpec
 
@@ -55,6 +57,8 @@ class Registry:
     providers: Mapping[str, Provider[Any]]
     handlers: Mapping[str, object]
     turn_guards: Mapping[str, Callable[[Mapping[str, Any]], Any]] = attrs.field(factory=dict)
+    contexts: Mapping[str, object] = attrs.field(factory=dict)
+    """Objects handed to tools as ``ctx`` (``run()``'s ``context=``), by the name a spec gives."""
 
 
 @attrs.define
@@ -67,6 +71,7 @@ class _Prepared:
     request: OpenRequest
     adapter: HandlerAdapter
     spec: SessionSpec
+    context: object = None
 
 
 def _error(exc: BaseException) -> ProviderError:
@@ -85,9 +90,12 @@ async def _heartbeating(every_s: float) -> AsyncIterator[Callable[[], None]]:
         activity.heartbeat()
 
     async def ticker() -> None:
+        # The first beat after an interval, not at the start: the heartbeat timeout runs from
+        # the start anyway, and an activity that ends sooner (most of them) then costs the
+        # server no heartbeat call at all (issue #28).
         while True:
-            beat()
             await anyio.sleep(every_s)
+            beat()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(ticker)
@@ -105,6 +113,8 @@ def _beating(fn: Act) -> Act:
 
     @functools.wraps(fn)
     async def wrapper(self: Any, inp: dict[str, Any]) -> dict[str, Any]:
+        if activity.info().is_local:  # no heartbeats: its workflow task's timeout rules
+            return await fn(self, inp)
         recorded = inp["spec"].get("timeouts", {})  # the recorded keys (Timeouts.to_json)
         every = max(0.05, float(recorded.get("heartbeat_s", 10.0)) / 4)
         async with _heartbeating(every):
@@ -158,6 +168,11 @@ class Activities:
                 return Failure(
                     InvalidOpts("turn_guard", f"this worker registered no turn guard {spec.turn_guard!r}")
                 )
+        context = None
+        if spec.context is not None:
+            if spec.context not in self.registry.contexts:
+                return Failure(InvalidOpts("context", f"this worker registered no context {spec.context!r}"))
+            context = self.registry.contexts[spec.context]
         # run()'s own checks and defaults, so a session means the same under Temporal.
         from rma_shell.run_options import OWN_RUN_OPTIONS, split
         from rma_shell.session import prepare_driver
@@ -178,6 +193,7 @@ class Activities:
             "tool_timeout": spec.tool_timeout,
             "max_tool_result_chars": spec.max_tool_result_chars,
             "stop_grace": spec.stop_grace,
+            "context": context,
         }
         options, _ = split(given, OWN_RUN_OPTIONS)
         try:
@@ -197,7 +213,7 @@ class Activities:
         # Observers run nowhere under Temporal (see docs/temporal.md): the workflow asks for
         # no deliveries, so the machine builds none.
         config = attrs.evolve(driver.config, deliver_events=False, deliver_updates=False)
-        out = _Prepared(provider, handler, config, driver.opts.open_request, adapter, spec)
+        out = _Prepared(provider, handler, config, driver.opts.open_request, adapter, spec, context)
         self._prepared[key] = out
         while len(self._prepared) > self._cache_size:
             self._prepared.popitem(last=False)
@@ -212,8 +228,15 @@ class Activities:
         except Exception as exc:
             return Failure(_error(exc))
         if isinstance(restored, Success):
-            await self.conns.put(key, version, p.provider, restored.unwrap())
+            await self.conns.put(key, version, p.provider, restored.unwrap(), snap, _size(snap))
         return restored
+
+    def _lacks_snap(self, inp: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``{"need_snap": …}`` when the workflow sent its snapshot by reference (``snap_ref``)
+        and this worker does not hold that version: the workflow sends it again, inline."""
+        if inp.get("snap_ref") and self.conns.get(inp["key"], inp["version"]) is None:
+            return {"need_snap": True, "attempt": activity.info().attempt}
+        return None
 
     async def _session(self, inp: Mapping[str, Any]) -> Result[tuple[_Prepared, Any], SessionError]:
         key = inp["key"]
@@ -226,13 +249,20 @@ class Activities:
             return Failure(conn.failure())
         return Success((p, conn.unwrap()))
 
-    async def _changed(self, inp: Mapping[str, Any], p: _Prepared, conn: Any) -> JSON:
-        """The conn's new snapshot when an activity changed it (cached under the next version)."""
+    async def _changed(self, inp: Mapping[str, Any], p: _Prepared, conn: Any) -> dict[str, Any]:
+        """What changed in the conn's snapshot when an activity changed it (``snap_delta``,
+        ``carry.snapshot_delta``: a Local turn records the messages it added, not the whole
+        conversation again) and about how large it now is (``snap_bytes``); the conn cached
+        under the next version. Nothing when nothing changed."""
         snap = snapshot(p.provider, conn)
-        if snap == inp["snap"]:
-            return None
-        await self.conns.put(inp["key"], inp["version"] + 1, p.provider, conn)
-        return snap
+        held = self.conns.entry(inp["key"], inp["version"])
+        old, size = (held.snap, held.size) if held is not None else (inp.get("snap"), _size(inp.get("snap")))
+        if snap == old:
+            return {}
+        delta = snapshot_delta(old, snap)
+        size += len(json.dumps(delta))
+        await self.conns.put(inp["key"], inp["version"] + 1, p.provider, conn, snap, size)
+        return {"snap_delta": delta, "snap_bytes": size}
 
     # ── activities ──
 
@@ -251,14 +281,18 @@ class Activities:
         if isinstance(opened, Failure):
             return {"outcome": _encode(Failure(opened.failure()))}
         conn = opened.unwrap()
-        await self.conns.put(inp["key"], 0, p.provider, conn)
+        snap = snapshot(p.provider, conn)
+        await self.conns.put(inp["key"], 0, p.provider, conn, snap, _size(snap))
         body = {
             "session_id": p.provider.session_id(conn),
             "resumed": p.provider.resumed(conn),
             "config": to_jsonable(p.config),
-            "snap": snapshot(p.provider, conn),
+            "snap": snap,
+            "snap_bytes": _size(snap),
             "has_transcript": type(p.provider).transcript is not Provider.transcript,
             "streaming": p.config.codec.mode is Mode.STREAMING,
+            # Tools the workflow never runs as local activities (a retry there starts at attempt 1).
+            "at_most_once": sorted(_at_most_once(p.handler)),
         }
         return {"outcome": {"$ok": None}, "opened": body}
 
@@ -266,6 +300,9 @@ class Activities:
     @_beating
     async def poll(self, inp: dict[str, Any]) -> dict[str, Any]:
         """One request/response turn (``PollTurn``): the turn's events, or its error."""
+        lacking = self._lacks_snap(inp)
+        if lacking is not None:
+            return lacking
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"result": _encode(Failure(session.failure())), "snap": None}
@@ -274,18 +311,22 @@ class Activities:
             polled = await p.provider.poll_turn(conn, from_jsonable(inp["input"]), None)
         except Exception as exc:  # S-22: a raising poll is a provider error
             return {"result": _encode(Failure(_error(exc))), "snap": None}
-        return {"result": _encode(polled.result), "snap": await self._changed(inp, p, polled.conn)}
+        return {"result": _encode(polled.result), **await self._changed(inp, p, polled.conn)}
 
     @activity.defn(name="rma.exchange")
     @_beating
     async def exchange(self, inp: dict[str, Any]) -> dict[str, Any]:
         """One streaming turn (``PushInput``): post, read to the turn boundary."""
+        lacking = self._lacks_snap(inp)
+        if lacking is not None:
+            return lacking
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"push": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
         p, conn = session.unwrap()
-        retried = activity.info().attempt > 1
-        beat = activity.heartbeat
+        # A first attempt after one that found no snapshot here is a retry all the same.
+        retried = activity.info().attempt > 1 or int(inp.get("after_attempt") or 1) > 1
+        beat = _beat
         try:
             pushed, read, conn = await streaming.exchange(
                 p.provider,
@@ -301,13 +342,16 @@ class Activities:
             "push": _encode(pushed),
             "events": _encode(list(read.events)),
             "end": None if read.end is None else _encode(read.end),
-            "snap": await self._changed(inp, p, conn),
+            **await self._changed(inp, p, conn),
         }
 
     @activity.defn(name="rma.push")
     @_beating
     async def push(self, inp: dict[str, Any]) -> dict[str, Any]:
         """A push that starts no turn: ``send_event``'s raw events."""
+        lacking = self._lacks_snap(inp)
+        if lacking is not None:
+            return lacking
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"outcome": _encode(Failure(session.failure()))}
@@ -322,12 +366,15 @@ class Activities:
     @_beating
     async def resync(self, inp: dict[str, Any]) -> dict[str, Any]:
         """The machine's ``Reconnect``: consolidate (and read on, for a running remote turn)."""
+        lacking = self._lacks_snap(inp)
+        if lacking is not None:
+            return lacking
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"outcome": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
         p, conn = session.unwrap()
         streaming_mode = p.config.codec.mode is Mode.STREAMING
-        beat = activity.heartbeat
+        beat = _beat
         try:
             found, read, conn = await streaming.resync(
                 p.provider, conn, tuple(inp["seen"]), streaming=streaming_mode, beat=beat
@@ -338,7 +385,7 @@ class Activities:
             "outcome": _encode(found),
             "events": _encode(list(read.events)),
             "end": None if read.end is None else _encode(read.end),
-            "snap": await self._changed(inp, p, conn),
+            **await self._changed(inp, p, conn),
         }
 
     @activity.defn(name="rma.tool")
@@ -372,7 +419,7 @@ class Activities:
         ask = caps.requires_approval if caps is not None else None
         if ask is None:
             return False
-        args: tuple[Any, ...] = (use.name, dict(use.input), None)
+        args: tuple[Any, ...] = (use.name, dict(use.input), p.context)
         try:
             value = ask(*args, info) if accepts(ask, 4) else ask(*args)
             if inspect.isawaitable(value):
@@ -425,6 +472,9 @@ class Activities:
     @_beating
     async def transcript(self, inp: dict[str, Any]) -> dict[str, Any]:
         """The provider's transcript of the session (``SessionResult.transcript``)."""
+        lacking = self._lacks_snap(inp)
+        if lacking is not None:
+            return lacking
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"transcript": None}
@@ -458,6 +508,16 @@ class Activities:
         level = logging.INFO if outcome in ("confirmed", "not_needed") else logging.WARNING
         log.log(level, "stopping the host's loop: %s%s", outcome, f" ({detail})" if detail else "")
         return {"remote_stop": outcome, "detail": detail}
+
+
+def _size(snap: JSON) -> int:
+    return 0 if snap is None else len(json.dumps(snap))
+
+
+def _beat() -> None:
+    """Heartbeat a regular activity; a local one has none (its workflow task's timeout rules)."""
+    if not activity.info().is_local:
+        activity.heartbeat()
 
 
 def _at_most_once(handler: object) -> Collection[str]:

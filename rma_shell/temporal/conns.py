@@ -60,6 +60,10 @@ class _Entry:
     version: int
     conn: Any
     provider: Provider[Any]
+    snap: JSON = None
+    """The snapshot the workflow holds for this version: what the next change is told against."""
+    size: int = 0
+    """About how many bytes of JSON ``snap`` is (the workflow sends a large one by reference)."""
 
 
 class ConnCache:
@@ -75,15 +79,21 @@ class ConnCache:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
 
     def get(self, key: str, version: int) -> Any | None:
+        entry = self.entry(key, version)
+        return None if entry is None else entry.conn
+
+    def entry(self, key: str, version: int) -> _Entry | None:
         entry = self._entries.get(key)
         if entry is None or entry.version != version:
             return None
         self._entries.move_to_end(key)
-        return entry.conn
+        return entry
 
-    async def put(self, key: str, version: int, provider: Provider[Any], conn: Any) -> None:
+    async def put(
+        self, key: str, version: int, provider: Provider[Any], conn: Any, snap: JSON = None, size: int = 0
+    ) -> None:
         old = self._entries.pop(key, None)
-        self._entries[key] = _Entry(version, conn, provider)
+        self._entries[key] = _Entry(version, conn, provider, snap, size)
         if old is not None and old.conn is not conn:
             await _close(old)
         while len(self._entries) > self._size:

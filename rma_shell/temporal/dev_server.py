@@ -10,6 +10,7 @@ port and an SQLite file of its own, waits until it answers, and stops it. Not fo
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -61,10 +63,18 @@ class DevServer:
 
     Use as ``with DevServer() as server:`` (or ``start()``/``stop()``). ``db_path`` keeps its
     state in that SQLite file (a fresh temporary one by default), so the server itself may be
-    restarted on it.
+    restarted on it. ``dynamic_config`` sets server settings (``--dynamic-config-value``), e.g.
+    ``{"history.workflowIdReuseMinimalInterval": "0s"}`` — the server otherwise spaces
+    a workflow's runs at least a second apart — for tests that continue as new often.
     """
 
-    def __init__(self, *, port: int | None = None, db_path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        db_path: str | os.PathLike[str] | None = None,
+        dynamic_config: Mapping[str, str | int | float | bool] | None = None,
+    ) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self._fixed_port = port is not None
@@ -74,6 +84,7 @@ class DevServer:
             db_path = Path(self._tmp.name) / "temporal.db"
         self.db_path = Path(db_path)
         self._process: subprocess.Popen[bytes] | None = None
+        self.dynamic_config = dict(dynamic_config or {})
         self._log: IO[bytes] | None = None
 
     @property
@@ -114,6 +125,7 @@ class DevServer:
                 # loss (it survives the server process's), and a commit costs ~40% of a turn.
                 "--sqlite-pragma",
                 "synchronous=OFF",
+                *self._dynamic_args(),
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -136,6 +148,12 @@ class DevServer:
                 return self
         self.stop()
         raise TimeoutError(f"temporal dev server did not listen on {self.address} in {START_TIMEOUT_S:g} s")
+
+    def _dynamic_args(self) -> list[str]:
+        args: list[str] = []
+        for key, value in self.dynamic_config.items():
+            args += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
+        return args
 
     def stop(self) -> None:
         self._stop_process()

@@ -124,13 +124,28 @@ class SessionSpec:
     A spec recorded before the option existed reads as the default."""
     provider_opts: Mapping[str, JSON] = attrs.field(factory=dict)
     timeouts: Timeouts = attrs.field(factory=Timeouts)
+    max_history_events: int | None = None
+    """Continue as new once the run's history holds this many events (None: when Temporal
+    suggests it, ``is_continue_as_new_suggested``; either way at the first moment nothing is
+    in flight). The session, its pending approvals and its recorded tool results carry on."""
+    max_history_bytes: int | None = None
+    """Likewise, once the run's history holds this many bytes."""
+    context: str | None = None
+    """The name of an object the workers registered (``session_worker(contexts=…)``), handed to
+    every tool call as ``ctx`` — ``run()``'s ``context=``, by name: each worker hands its own."""
+    local_activities: bool = False
+    """Run the session's activities as Temporal *local* activities, on the worker that runs
+    the workflow task, recorded with that task's completion: a turn costs no round trips
+    through the server's task queues. At-most-once tools and the host's stop stay regular
+    activities. What it costs in recovery is in docs/temporal.md ("Local activities")."""
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
         out["timeouts"] = self.timeouts.to_json()
         out["provider_opts"] = dict(self.provider_opts)
-        if out["metadata"] is None:
-            del out["metadata"]  # what a worker deployed before issue #22 reads, when it can
+        for late in ("metadata", "max_history_events", "max_history_bytes", "context", "local_activities"):
+            if out[late] is None or out[late] is False:
+                del out[late]  # what a worker deployed before issue #22 (#28) reads, when it can
         return out
 
     @staticmethod
@@ -173,6 +188,8 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
         return InvalidOpts("provider", "name the provider the worker registered (a non-empty str)")
     if not isinstance(spec.handler, str) or not spec.handler:
         return InvalidOpts("handler", "name the handler the worker registered (a non-empty str)")
+    if spec.context is not None and not isinstance(spec.context, str):
+        return InvalidOpts("context", "name the context the worker registered (a str)")
     if spec.turn_guard is not None and not isinstance(spec.turn_guard, str):
         return InvalidOpts("turn_guard", "name the turn guard the worker registered (a str)")
     for where, value in (("model_config", spec.model_config), ("provider_opts", spec.provider_opts)):
@@ -182,6 +199,10 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
                 f"{where}.{secret}",
                 "a workflow's input is kept in its history: credentials stay in the worker's provider",
             )
+    for name in ("max_history_events", "max_history_bytes"):
+        limit = getattr(spec, name)
+        if limit is not None and (type(limit) is not int or limit < 1):
+            return InvalidOpts(name, f"a positive int or None, got {limit!r}")
     for field in attrs.fields(SessionSpec):
         if field.name == "timeouts":
             continue

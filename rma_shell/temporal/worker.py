@@ -35,6 +35,7 @@ def session_worker(
     providers: Mapping[str, Provider[Any]],
     handlers: Mapping[str, object],
     turn_guards: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
+    contexts: Mapping[str, object] | None = None,
     max_concurrent_activities: int = 200,
     max_cached_workflows: int = 1000,
     sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
@@ -43,13 +44,17 @@ def session_worker(
 ) -> Worker:
     """A ``temporalio.worker.Worker`` running ``rma.session`` workflows and their activities.
 
-    ``providers``/``handlers``/``turn_guards`` map the names a ``SessionSpec`` uses to this
-    worker's objects. ``sticky_queue_schedule_to_start_timeout`` is how long a workflow waits
-    for the worker that last ran it before any worker may take it (lower it when workers come
-    and go often). Other keyword arguments go to ``Worker`` as they are.
+    ``providers``/``handlers``/``turn_guards``/``contexts`` map the names a ``SessionSpec`` uses
+    to this worker's objects (a context is handed to tools as ``ctx``).
+    ``sticky_queue_schedule_to_start_timeout`` is how long a workflow waits for the worker that
+    last ran it before any worker may take it (lower it when workers come and go often). Other
+    keyword arguments go to ``Worker`` as they are.
     """
     registry = Registry(
-        providers=dict(providers), handlers=dict(handlers), turn_guards=dict(turn_guards or {})
+        providers=dict(providers),
+        handlers=dict(handlers),
+        turn_guards=dict(turn_guards or {}),
+        contexts=dict(contexts or {}),
     )
     activities = Activities(registry, cache_size=conn_cache_size)
     runner = SandboxedWorkflowRunner(

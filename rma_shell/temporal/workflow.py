@@ -16,11 +16,13 @@ Decisions stay in the core; this module decides only what Temporal adds:
   request's result) and ends with the ``close`` signal;
 - telemetry the core asks for (``Emit``) is not emitted from workflow code (a replay would
   repeat it); tool telemetry is, from the tool activities; ``Log`` goes to ``workflow.logger``,
-  which is silent during replay.
+  which is silent during replay;
+- a long session continues as new at a moment nothing is in flight, carrying its state
+  (``rma_shell.temporal.carry``); cheap steps, and every step under ``local_activities``, are
+  local activities (docs/temporal.md says what each costs in recovery).
 
 The rma imports pass through Temporal's sandbox: the core is pure (attrs and returns only), so
-one shared copy is safe, and re-importing it for every workflow run would cost more than the
-run's own work.
+one shared copy is safe, and re-importing it per workflow run would cost more than the run.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -65,11 +67,32 @@ with workflow.unsafe.imports_passed_through():
     from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
+    from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
     from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
 
+CONTINUE_AS_NEW_PATCH = "rma.continue-as-new"
+"""The patch marking histories recorded by a workflow that may continue as new (issue #28):
+one recorded before it replays with the same commands, never continuing."""
+
+_RECORDED_KEEP = 256
+"""Recorded tool results a continued run keeps beyond those of the batches in flight: a
+host replaying a recent call after a reconnect still finds its recorded result."""
+
 _NEED_CONN = frozenset({"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.stop"})
+
+INLINE_SNAP_BYTES = 64 * 1024
+"""A snapshot larger than this (a Local conversation) goes to a turn by reference: the worker
+that made it holds it; one that does not answers ``need_snap`` and is sent it inline."""
+
+_CHEAP = frozenset({"rma.open", "rma.transcript", "rma.guard", "rma.confirm"})
+"""Local activities in every workflow started since issue #28: short and at least once anyway,
+so a round trip through the server's queues buys them nothing."""
+
+_REMOTE_ALWAYS = frozenset({"rma.stop"})
+"""Run as a regular activity even under ``SessionSpec(local_activities=True)``: the stop's
+bound (its schedule-to-close) must hold while the workflow task that asked for it is gone."""
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -89,8 +112,11 @@ class SessionWorkflow:
     def __init__(self, spec_json: dict[str, Any]) -> None:
         # The spec is read here, not in ``run``: an update can reach the workflow in the very
         # first task, before ``run`` starts, and its validator needs to know the session.
-        self._spec_json = spec_json
-        self._spec = SessionSpec.from_json(spec_json)
+        # A continued run's input is the spec plus what the previous run carried (``carry``).
+        carried = spec_json.get(CARRY_KEY)
+        self._carried: dict[str, Any] | None = None if carried is None else unpack(carried)
+        self._spec_json = {k: v for k, v in spec_json.items() if k != CARRY_KEY}
+        self._spec = SessionSpec.from_json(self._spec_json)
         self._timeouts = self._spec.timeouts
         self._inbox: list[Event] = []
         self._state: State | None = None
@@ -101,6 +127,7 @@ class SessionWorkflow:
         self._has_transcript = False
         self._final: Outcome | None = None
         self._results: list[Any] = []
+        self._first = 0  # the index of ``_results[0]`` among all the session's results
         # Results come in request order: the kickoff's (when there is one), then each follow-up's.
         spec = self._spec
         self._expected = 1 if not spec.live or spec.prompt is not None or spec.outcome is not None else 0
@@ -111,6 +138,16 @@ class SessionWorkflow:
         self._awaiting: dict[str, dict[str, Any]] = {}
         self._approvals: dict[str, tuple[str, str | None]] = {}
         self._reporting = 0
+        self._busy = 0  # activities and timers in flight: a run continues as new only at 0
+        self._batches: dict[int, dict[str, Any]] = {}  # tool batches in flight, by batch number
+        self._confirmed: dict[str, ToolResult] = {}  # host confirmations decided, by tool-use id
+        self._key: str | None = None  # the conn cache's key: the first run's, kept when continued
+        self._continuing = False  # whether this run may continue as new (not an older history)
+        self._at_most_once: frozenset[str] = frozenset()  # tools never run as local activities
+        self._snap_bytes = 0  # about how large the snapshot is (0: unknown, sent inline)
+        self._fed = 0  # events fed in this run: a run continues only once it has made progress
+        if self._carried is not None:
+            self._restore(self._carried)
 
     # ── the run ──
 
@@ -145,29 +182,52 @@ class SessionWorkflow:
         return stopped
 
     async def _serve(self, spec: SessionSpec) -> dict[str, Any]:
-        opened = await self._activity(
-            "rma.open", {}, self._timeouts.open, attempts=self._timeouts.open_attempts
-        )
-        outcome = decode_result(opened["outcome"])
-        if isinstance(outcome, Failure):
-            return {"result": to_jsonable(outcome), "results": [to_jsonable(outcome)]}
-        body = opened["opened"]  # not decoded: the config's codec is found by name below
-        config = load_config({"config": body["config"]}, codec_for)
-        self._snap, self._has_transcript = body["snap"], body["has_transcript"]
-        self._state = initial_state(config)
-        self._post(Opened(body["session_id"], body["resumed"]))
-        if body["streaming"] and not body["resumed"]:
-            # The turn activity subscribes before it posts, so the kickoff may go at once.
-            self._post(StreamConnected(0))
+        info = workflow.info()
+        self._key = self._key or f"{info.workflow_id}/{info.run_id}"
         timeout = None if spec.live else spec.timeout
-        deadline = None if timeout is None else workflow.now() + timedelta(seconds=timeout)
+        # Histories recorded before issue #28 replay as they ran: a timer per wait, and never
+        # continuing as new. Later ones: one deadline timer per run, and continuing as new.
+        patched = self._carried is not None or workflow.patched(CONTINUE_AS_NEW_PATCH)
+        self._continuing = patched
+        if self._carried is not None:
+            deadline = self._resume(self._carried)
+        else:
+            opened = await self._activity(
+                "rma.open", {}, self._timeouts.open, attempts=self._timeouts.open_attempts
+            )
+            outcome = decode_result(opened["outcome"])
+            if isinstance(outcome, Failure):
+                return {"result": to_jsonable(outcome), "results": [to_jsonable(outcome)]}
+            body = opened["opened"]  # not decoded: the config's codec is found by name below
+            config = load_config({"config": body["config"]}, codec_for)
+            self._snap, self._has_transcript = body["snap"], body["has_transcript"]
+            self._snap_bytes = int(body.get("snap_bytes") or 0)
+            self._at_most_once = frozenset(body.get("at_most_once") or ())
+            self._state = initial_state(config)
+            self._post(Opened(body["session_id"], body["resumed"]))
+            if body["streaming"] and not body["resumed"]:
+                # The turn activity subscribes before it posts, so the kickoff may go at once.
+                self._post(StreamConnected(0))
+            deadline = None if timeout is None else workflow.now() + timedelta(seconds=timeout)
+        expired = [False]
+        if patched and deadline is not None:  # one timer for the run, not one per wait
+            self._spawn(self._deadline_timer, deadline, expired)
         while not self._done():
             remaining = None if deadline is None else (deadline - workflow.now()).total_seconds()
             try:
-                await workflow.wait_condition(
-                    lambda: bool(self._inbox) or self._done(),
-                    timeout=None if remaining is None else max(remaining, 0.001),
-                )
+                if patched:
+                    await workflow.wait_condition(
+                        lambda: bool(self._inbox) or self._done() or expired[0] or self._may_continue()
+                    )
+                    if expired[0]:
+                        raise TimeoutError
+                    if self._may_continue():
+                        await self._continue_as_new(deadline)
+                else:
+                    await workflow.wait_condition(
+                        lambda: bool(self._inbox) or self._done(),
+                        timeout=None if remaining is None else max(remaining, 0.001),
+                    )
             except TimeoutError:
                 await self._stop_tasks()
                 stopped = await self._stop_host()  # before the terminal, as run() orders it
@@ -193,10 +253,114 @@ class SessionWorkflow:
             final = self._results[-1] if self._results else to_jsonable(Failure(Closed()))
         else:
             final = to_jsonable(Failure(Crashed(error_type="SessionEnded", detail="no result")))
-        return {"result": final, "results": list(self._results)}
+        # A live session's results since its last hop; a run's one result is ``result`` (twice
+        # would double the largest payload a long request makes).
+        return {"result": final, "results": list(self._results) if spec.live else []}
 
     def _done(self) -> bool:
         return self._final is not None or self._closing
+
+    async def _deadline_timer(self, deadline: datetime, expired: list[bool]) -> None:
+        remaining = (deadline - workflow.now()).total_seconds()
+        await workflow.sleep(max(remaining, 0.001))
+        expired[0] = True
+
+    # ── continuing as new ──
+
+    def _may_continue(self) -> bool:
+        """Whether the history is long enough to continue as new, and this is a moment to:
+        nothing in flight (no activity, timer or report, no update being handled, no approval
+        given and not yet taken) — only inputs not yet fed and calls waiting for a person."""
+        if not self._continuing or self._state is None or self._done() or not self._fed:
+            return False
+        if self._busy or self._reporting or self._approvals or not workflow.all_handlers_finished():
+            return False
+        info = workflow.info()
+        spec = self._spec
+        return (
+            info.is_continue_as_new_suggested()
+            or (
+                spec.max_history_events is not None
+                and info.get_current_history_length() >= spec.max_history_events
+            )
+            or (
+                spec.max_history_bytes is not None
+                and info.get_current_history_size() >= spec.max_history_bytes
+            )
+        )
+
+    async def _continue_as_new(self, deadline: datetime | None) -> None:
+        """End this run and start the next with the same id, carrying the session (``carry``)."""
+        s = self._state
+        assert s is not None
+        in_flight = {u.id for b in self._batches.values() for u in b["uses"]}
+        recorded = list(self._recorded.items())
+        keep = {k: v for k, v in recorded if k in in_flight}
+        keep.update(recorded[-_RECORDED_KEEP:])
+        last = self._results[-1:]
+        carried = {
+            "config": to_jsonable(s.config),
+            "state": encode_state(s),
+            "inbox": to_jsonable(self._inbox),
+            "snap": self._snap,
+            "snap_bytes": self._snap_bytes,
+            "version": self._version,
+            "gen": self._gen,
+            "last_boundary": self._last_boundary,
+            "has_transcript": self._has_transcript,
+            "results": last,
+            "first": self._first + len(self._results) - len(last),
+            "expected": self._expected,
+            "recorded": to_jsonable(keep),
+            "awaiting": list(self._awaiting.values()),
+            "confirmed": to_jsonable(self._confirmed),
+            "batches": [
+                {
+                    "batch": n,
+                    "uses": to_jsonable(list(b["uses"])),
+                    "confirmations": to_jsonable(list(b["confirmations"])),
+                    "verdicts": None if b["verdicts"] is None else to_jsonable(list(b["verdicts"])),
+                }
+                for n, b in self._batches.items()
+            ],
+            "deadline": None if deadline is None else deadline.timestamp(),
+            "key": self._key,
+            "at_most_once": sorted(self._at_most_once),
+            "runs": int((self._carried or {}).get("runs", 1)) + 1,
+        }
+        await self._stop_tasks()  # only calls waiting for a person: the next run waits on
+        workflow.continue_as_new(args=[{**self._spec_json, CARRY_KEY: pack(carried)}])
+
+    def _restore(self, c: dict[str, Any]) -> None:
+        """Take up what the previous run carried — in ``__init__``: an update (an approval)
+        may reach this run before ``run`` starts, and its validator reads the waiting calls."""
+        config = load_config({"config": c["config"]}, codec_for)
+        self._state = decode_state(c["state"], config)
+        self._inbox = list(from_jsonable(c["inbox"]))
+        self._snap, self._version, self._gen = c["snap"], int(c["version"]), int(c["gen"])
+        self._snap_bytes = int(c.get("snap_bytes") or 0)
+        self._last_boundary, self._has_transcript = c["last_boundary"], bool(c["has_transcript"])
+        self._results, self._first, self._expected = list(c["results"]), int(c["first"]), int(c["expected"])
+        self._recorded = dict(from_jsonable(c["recorded"]))
+        self._awaiting = {a["tool_use_id"]: a for a in c["awaiting"]}
+        self._confirmed = dict(from_jsonable(c["confirmed"]))
+        self._key = c["key"]
+        self._at_most_once = frozenset(c.get("at_most_once") or ())
+
+    def _resume(self, c: dict[str, Any]) -> datetime | None:
+        """The tool batches the previous run left waiting wait on; the session's deadline."""
+        for b in c["batches"]:
+            verdicts = b["verdicts"]
+            self._spawn(
+                self._run_tools,
+                int(b["batch"]),
+                tuple(from_jsonable(b["uses"])),
+                tuple(from_jsonable(b["confirmations"])),
+                None if verdicts is None else list(from_jsonable(verdicts)),
+                True,
+            )
+        at = c.get("deadline")
+        return None if at is None else datetime.fromtimestamp(float(at), tz=UTC)
 
     async def _settle(self) -> None:
         """Let a final result's report (its transcript) land before the run returns."""
@@ -209,6 +373,7 @@ class SessionWorkflow:
 
     def _feed(self, ev: Event) -> None:
         assert self._state is not None
+        self._fed += 1
         try:
             self._state, commands = step(self._state, ev)
         except Exception as exc:  # a bug in the core or a codec: surface it, never hang
@@ -279,17 +444,69 @@ class SessionWorkflow:
         attempts: int,
         schedule_to_close_s: float | None = None,
     ) -> dict[str, Any]:
-        t = self._timeouts
         info = workflow.info()
         arg = {
-            "key": f"{info.workflow_id}/{info.run_id}",
+            "key": self._key or f"{info.workflow_id}/{info.run_id}",
             "scope": info.workflow_id,
             "spec": self._spec_json,
             "session_id": None if self._state is None else self._state.session_id,
             **fields,
         }
+        by_reference = self._snap_bytes > INLINE_SNAP_BYTES and name != "rma.stop"
         if name in _NEED_CONN:  # the snapshot (Local: the conversation) only where a conn is used
-            arg["snap"], arg["version"] = self._snap, self._version
+            arg["snap"], arg["version"] = (
+                (None, self._version) if by_reference else (self._snap, self._version)
+            )
+            if by_reference:
+                arg["snap_ref"] = True
+        self._busy += 1
+        try:
+            out: dict[str, Any] = await self._execute_activity(
+                name, arg, timeout_s, attempts, schedule_to_close_s
+            )
+            if out.get("need_snap"):  # that worker does not hold it: once more, inline
+                arg = {**arg, "snap": self._snap, "snap_ref": False, "after_attempt": out.get("attempt", 1)}
+                out = await self._execute_activity(name, arg, timeout_s, attempts, schedule_to_close_s)
+        finally:
+            self._busy -= 1
+        if out.get("snap_bytes") is not None:
+            self._snap_bytes = int(out["snap_bytes"])
+        if out.get("snap") is not None:  # the whole snapshot (histories before issue #28)
+            self._snap = out["snap"]
+            self._version += 1
+        elif out.get("snap_delta") is not None:  # what changed in it
+            self._snap = apply_delta(self._snap, out["snap_delta"])
+            self._version += 1
+        return out
+
+    async def _execute_activity(
+        self,
+        name: str,
+        arg: dict[str, Any],
+        timeout_s: float,
+        attempts: int,
+        schedule_to_close_s: float | None,
+    ) -> dict[str, Any]:
+        t = self._timeouts
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=t.retry_initial),
+            maximum_interval=timedelta(seconds=t.retry_max),
+            maximum_attempts=attempts,
+        )
+        if (
+            (self._spec.local_activities or (self._continuing and name in _CHEAP))
+            and name not in _REMOTE_ALWAYS
+            and not (name == "rma.tool" and arg["use"].get("name") in self._at_most_once)
+        ):
+            # On the worker running this workflow task, recorded with the task's completion:
+            # no round trip through the server's queues (see docs/temporal.md for what it costs).
+            local: dict[str, Any] = await workflow.execute_local_activity(
+                name,
+                arg,
+                start_to_close_timeout=timedelta(seconds=timeout_s),
+                retry_policy=retry,
+            )
+            return local
         out: dict[str, Any] = await workflow.execute_activity(
             name,
             arg,
@@ -301,15 +518,8 @@ class SessionWorkflow:
             # Every activity heartbeats: a worker that dies is noticed in seconds whatever it ran,
             # even an activity Temporal dispatched to it eagerly, before any worker polled.
             heartbeat_timeout=timedelta(seconds=t.heartbeat),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=t.retry_initial),
-                maximum_interval=timedelta(seconds=t.retry_max),
-                maximum_attempts=attempts,
-            ),
+            retry_policy=retry,
         )
-        if out.get("snap") is not None:
-            self._snap = out["snap"]
-            self._version += 1
         return out
 
     async def _turn_activity(self, name: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -374,7 +584,11 @@ class SessionWorkflow:
         self._stream_read(gen, from_jsonable(out["events"]), out["end"])
 
     async def _timer(self, delay_ms: int) -> None:
-        await workflow.sleep(timedelta(milliseconds=delay_ms))
+        self._busy += 1
+        try:
+            await workflow.sleep(timedelta(milliseconds=delay_ms))
+        finally:
+            self._busy -= 1
         self._post(ReconnectTimerFired())
 
     async def _guard(self, payload: Any) -> None:
@@ -389,10 +603,21 @@ class SessionWorkflow:
         self._post(from_jsonable(out["verdict"]))
 
     async def _run_tools(
-        self, batch: int, uses: tuple[ToolUse, ...], confirmations: tuple[ToolUse, ...]
+        self,
+        batch: int,
+        uses: tuple[ToolUse, ...],
+        confirmations: tuple[ToolUse, ...],
+        verdicts: list[ToolResult] | None = None,
+        resumed: bool = False,
     ) -> None:
-        verdicts: list[ToolResult] = []
-        if confirmations:
+        """One batch: the host's permission asks first (``confirmations``), then the calls.
+        A batch a previous run carried (``resumed``) skips what that run had done: the verdicts
+        it had, the asks and calls a person is deciding, the results it recorded."""
+        record: dict[str, Any] = {"uses": uses, "confirmations": confirmations, "verdicts": verdicts}
+        self._batches[batch] = record
+        if verdicts is None and confirmations and resumed:  # a person was deciding the asks
+            verdicts = list(await asyncio.gather(*(self._host_confirmation(u) for u in confirmations)))
+        elif verdicts is None and confirmations:
             t = self._timeouts
             try:
                 out = await self._activity(
@@ -412,15 +637,22 @@ class SessionWorkflow:
                 verdicts = list(await asyncio.gather(*(self._host_confirmation(u) for u in confirmations)))
             else:
                 verdicts = from_jsonable(out["verdicts"])
+        verdicts = verdicts or []
+        record["verdicts"] = verdicts
         limit = asyncio.Semaphore(self._spec.max_concurrency)
         results = await asyncio.gather(*(self._one_tool(use, limit) for use in uses))
+        del self._batches[batch]
+        for use in confirmations:
+            self._confirmed.pop(use.id or "", None)
         self._post(ToolsFinished(batch, tuple(results), tuple(verdicts)))
 
     async def _one_tool(self, use: ToolUse, limit: asyncio.Semaphore) -> ToolResult:
         if use.id is not None and use.id in self._recorded:  # recorded: never run again
             return self._recorded[use.id]
-        async with limit:
-            result = await self._call_tool(use, approved=False)
+        result = None
+        if use.id is None or use.id not in self._awaiting:  # else: asked before continuing as new
+            async with limit:
+                result = await self._call_tool(use, approved=False)
         if result is None:  # it waits for a person: the slot goes to the other calls meanwhile
             verdict, reason = await self._decision(use, host_confirmation=False)
             if verdict == "allow":
@@ -449,10 +681,16 @@ class SessionWorkflow:
 
     async def _host_confirmation(self, use: ToolUse) -> ToolResult:
         """A host-run call's permission ask, decided by a person (the host waits, idle)."""
+        known = self._confirmed.get(use.id or "")
+        if known is not None:  # decided before continuing as new
+            return known
         verdict, reason = await self._decision(use, host_confirmation=True)
         if verdict == "allow":
-            return ToolResult(use.id, "", False)
-        return ToolResult(use.id, DENIED.format(reason=reason or "no reason given"), True)
+            result = ToolResult(use.id, "", False)
+        else:
+            result = ToolResult(use.id, DENIED.format(reason=reason or "no reason given"), True)
+        self._confirmed[use.id or ""] = result
+        return result
 
     async def _call_tool(self, use: ToolUse, *, approved: bool) -> ToolResult | None:
         t = self._timeouts
@@ -496,15 +734,17 @@ class SessionWorkflow:
 
     @workflow.query(name="status")
     def status(self) -> dict[str, Any]:
-        """Where the session is: phase, turns, session id, results so far, calls awaiting approval."""
+        """Where the session is: phase, turns, session id, results so far, calls awaiting
+        approval, and how many runs the workflow has had (1, then one more per continue-as-new)."""
         s = self._state
         return {
             "phase": None if s is None else s.phase.value,
             "turns": 0 if s is None else s.turns,
             "session_id": None if s is None else s.session_id,
-            "results": len(self._results),
+            "results": self._first + len(self._results),
             "awaiting_approval": list(self._awaiting.values()),
             "ended": self._ended,
+            "runs": int((self._carried or {}).get("runs", 1)),
         }
 
     @workflow.query(name="results")
@@ -518,9 +758,9 @@ class SessionWorkflow:
         index = self._expected
         self._expected += 1
         self._post(UserMessage(text))
-        await workflow.wait_condition(lambda: len(self._results) > index or self._ended)
-        if len(self._results) > index:
-            return self._results[index]
+        await workflow.wait_condition(lambda: self._first + len(self._results) > index or self._ended)
+        if self._first + len(self._results) > index:
+            return self._results[index - self._first]
         return to_jsonable(Failure(Closed()))
 
     @message.validator

@@ -45,6 +45,12 @@ class LoopbackHTTPServer(ThreadingHTTPServer):
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn, addr
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went away mid-request (a killed process) is not the server's error.
+        if isinstance(sys.exc_info()[1], _DISCONNECTS):
+            return
+        super().handle_error(request, client_address)
+
 
 class LoopbackEmulator:
     """Start/stop/port for an emulator; use as a context manager."""

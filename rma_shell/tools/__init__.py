@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, truncate
     from rma_shell.tools.function import FunctionTool, ToolCall, serialise, strict_schema, tool
     from rma_shell.tools.output import OutputTool, output_tool
+    from rma_shell.tools.rich import Document, Image, document_from_path, image_from_path
     from rma_shell.tools.routing import Router, combine
     from rma_shell.tools.schema_validation import InvalidSchema, SchemaValidator
     from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
@@ -33,6 +34,10 @@ _WHERE = {
     "strict_schema": "rma_shell.tools.function",
     "tool": "rma_shell.tools.function",
     "OutputTool": "rma_shell.tools.output",
+    "Image": "rma_shell.tools.rich",
+    "Document": "rma_shell.tools.rich",
+    "image_from_path": "rma_shell.tools.rich",
+    "document_from_path": "rma_shell.tools.rich",
     "output_tool": "rma_shell.tools.output",
     "InvalidSchema": "rma_shell.tools.schema_validation",
     "SchemaValidator": "rma_shell.tools.schema_validation",
@@ -61,7 +66,9 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
+    "Document",
     "FunctionTool",
+    "Image",
     "InvalidSchema",
     "OutputTool",
     "Router",
@@ -73,6 +80,8 @@ __all__ = [
     "Toolbox",
     "ToolboxError",
     "combine",
+    "document_from_path",
+    "image_from_path",
     "output_tool",
     "serialise",
     "strict_schema",

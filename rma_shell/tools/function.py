@@ -25,6 +25,7 @@ from typing import Any, overload
 import attrs
 from returns.result import Failure, Result, Success
 
+from rma.content import Document, Image, is_rich
 from rma.vocabulary import JSON, SessionInfo
 from rma_shell.tools.source import ToolOutput, ToolSpec
 
@@ -201,12 +202,17 @@ def tool(
 
 def serialise(value: object) -> ToolOutput:
     """A tool function's return value as what the model reads: text as is, ``Success``/
-    ``Failure`` as they are, anything JSON can hold (models, dataclasses, dicts, lists,
+    ``Failure`` as they are, a rich result (an ``Image``, a ``Document``, a list of parts) as
+    its list of parts, anything JSON can hold (models, dataclasses, dicts, lists,
     numbers, enums, dates) as JSON text."""
     if isinstance(value, str):
         return value
     if isinstance(value, Success | Failure):
         return value
+    if isinstance(value, Image | Document):  # a rich result: the handler renders it
+        return [value]
+    if isinstance(value, list | tuple) and is_rich(value):
+        return list(value)
     try:
         return pydantic_core.to_json(value).decode()
     except pydantic_core.PydanticSerializationError:

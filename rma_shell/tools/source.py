@@ -17,10 +17,13 @@ from typing import Any, Protocol, Self, runtime_checkable
 import attrs
 from returns.result import Result
 
+from rma.content import Document, Image, Part
 from rma.vocabulary import JSON
 
-ToolOutput = str | Result[str, str]
-"""What a call returns: text, ``Success(text)``, or ``Failure(text)`` (an ``is_error`` result)."""
+ToolOutput = str | Result[str, str] | Image | Document | list[Part] | Result[list[Part], str]
+"""What a call returns: text, ``Success(text)``, or ``Failure(text)`` (an ``is_error`` result);
+or a rich result — an ``Image``, a ``Document``, or a list of parts (``rma.content``), bare or
+in a ``Success``."""
 
 
 @attrs.frozen

@@ -29,8 +29,9 @@ from typing import Any, Self
 import anyio
 from returns.result import Failure, Success
 
+from rma.content import Document, Image
 from rma.vocabulary import SessionInfo
-from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, timed_out, truncate
+from rma_shell.handler import DEFAULT_MAX_RESULT_CHARS, timed_out, truncate, truncate_parts
 from rma_shell.tools.function import FunctionTool, ToolCall, serialise
 from rma_shell.tools.schema_validation import SchemaValidator
 from rma_shell.tools.source import ToolOutput, ToolSource, ToolSpec
@@ -220,9 +221,19 @@ class Toolbox:
             return output
         if isinstance(output, str):
             return truncate(output, limit)
+        if isinstance(output, list):  # a rich result: its text parts share the cap
+            return list(truncate_parts(tuple(output), limit))
+        if isinstance(output, Image | Document):
+            return output
         if isinstance(output, Success):
-            return Success(truncate(str(output.unwrap()), limit))
-        return Failure(truncate(str(output.failure()), limit))
+            inner = output.unwrap()
+            if isinstance(inner, list):
+                return Success(list(truncate_parts(tuple(inner), limit)))
+            return Success(truncate(str(inner), limit))
+        failed = output.failure()
+        if isinstance(failed, list):
+            return Failure(list(truncate_parts(tuple(failed), limit)))
+        return Failure(truncate(str(failed), limit))
 
     def __repr__(self) -> str:
         sources = ", ".join(repr(s) for s in self._sources)

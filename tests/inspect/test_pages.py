@@ -258,3 +258,26 @@ def test_a_recording_still_being_written_shows_as_running(tmp_path: Path, anyio_
         page = client.get("/session", params={"key": "live.jsonl"})
     assert 'class="state running">running<' in listed
     assert page.status_code == 200 and "Checking." in _text(page.text)
+
+
+def test_with_a_model_each_usage_shows_its_price_from_the_table(journal: Path, anyio_backend: Any) -> None:
+    pytest.importorskip("genai_prices")
+    from rma.vocabulary import Usage
+    from rma_shell.cost import label, price
+
+    shown = label("gpt-4.1")
+    expected = price(Usage(input_tokens=130, output_tokens=14), "gpt-4.1")
+    assert expected is not None
+    with _client(anyio_backend, journal, price=shown) as client:
+        text = _text(client.get("/session", params={"key": "ended"}).text)
+    assert f"${expected.amount:.4f}" in text  # the session's total, priced
+
+
+def test_a_price_label_needs_a_model_and_says_none_for_an_unknown_one() -> None:
+    pytest.importorskip("genai_prices")
+    from rma.vocabulary import Usage
+    from rma_shell.cost import label
+
+    with pytest.raises(ValueError, match="model"):
+        label("")
+    assert label("no-such-model-anywhere")("local", Usage(input_tokens=1, output_tokens=1)) is None

@@ -18,5 +18,7 @@ def temporal_server() -> Iterator[DevServer]:
         temporal_cli()
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
-    with DevServer() as server:
+    # A run that continues as new sooner than this after it started waits out the rest: tests
+    # hop at every moment they may, real sessions after thousands of events.
+    with DevServer(dynamic_config={"history.workflowIdReuseMinimalInterval": "0s"}) as server:
         yield server

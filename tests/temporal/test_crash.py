@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def worker(
     return fleet.WorkerProcess(body, tmp / f"worker-{name}.json")
 
 
-async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> None:
+async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, local: bool = False) -> None:
     db, hold = tmp / "ledger.db", tmp / "hold"
     fleet.init_ledger(db)
     gate = fleet.Gate()
@@ -78,6 +79,7 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> N
                     prompt="Charge 1, then 2.",
                     provider_opts=opts(),
                     timeouts=FAST,
+                    local_activities=local,
                 )
 
             reference = await run_session(client, spec(), task_queue=queue, id=f"ref-{queue}")
@@ -88,7 +90,10 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> N
             else:
                 gate.arm()
             wf = f"crashed-{queue}"
-            handle = await start_session(client, spec(), task_queue=queue, id=wf)
+            # A local activity lives in its workflow task: a killed worker's task times out
+            # (this bound) before another worker replays it and runs what was not recorded.
+            bound = {"task_timeout": timedelta(seconds=3)} if local else {}
+            handle = await start_session(client, spec(), task_queue=queue, id=wf, **bound)
             if moment == "mid_tool":  # the second call is running (held) on A
                 await asyncio.to_thread(
                     fleet.wait_for, lambda: len(fleet.rows(db, "starts", wf)) == 2, 60, "c2"
@@ -117,6 +122,14 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str) -> N
     starts = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "starts", wf)]
     finishes = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "finishes", wf)]
     first, second = uses
+    if local:
+        # Local activities are recorded when their workflow task completes, which the kill
+        # prevented: B ran again what A had run in that task — every call from attempt 1, the
+        # same keys — and each effect still happened once. (The exact re-runs depend on where
+        # A's task ended; what is pinned is the effect and the result.)
+        assert {u for u, _ in finishes} == {first, second}
+        assert all(attempt == 1 for _, attempt in starts)
+        return
     if moment == "mid_tool":
         # c1 completed on A and was recorded: never run again. c2 was cut short: retried on B
         # with the next attempt (the same key), and completed once.
@@ -162,3 +175,12 @@ def test_a_killed_worker_is_replaced_with_nothing_lost(
     temporal_server: DevServer, tmp_path: Path, host_name: str, moment: str
 ) -> None:
     asyncio.run(_crash(temporal_server, tmp_path, host_name, moment))
+
+
+@pytest.mark.parametrize("moment", ["mid_tool", "mid_turn"])
+def test_a_killed_worker_is_replaced_on_local_activities(
+    temporal_server: DevServer, tmp_path: Path, moment: str
+) -> None:
+    """``SessionSpec(local_activities=True)``: the same result and one effect per tool-use id;
+    what the kill costs is re-running the calls of the workflow task that was lost."""
+    asyncio.run(_crash(temporal_server, tmp_path, "local", moment, local=True))

@@ -224,6 +224,40 @@ def test_the_turn_guard_and_typed_errors_are_run_s(temporal_server: DevServer) -
     asyncio.run(main())
 
 
+def test_a_registered_context_is_each_tool_call_s_ctx(temporal_server: DevServer) -> None:
+    """``SessionSpec(context="name")``: ``run()``'s ``context=``, by the name a worker registered."""
+
+    class Seeing:
+        def __init__(self) -> None:
+            self.seen: list[object] = []
+
+        def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            self.seen.append(ctx)
+            return f"charged {input['amount']}"
+
+    async def main() -> None:
+        tools, ledger = Seeing(), {"tenant": "acme"}
+        with OpenAIEmulator([fleet.openai_reply()] * 10) as emu:
+            provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
+            client = await connect(temporal_server.address)
+            queue = f"q-{uuid.uuid4().hex[:8]}"
+            async with session_worker(
+                client,
+                task_queue=queue,
+                providers={"local": provider},
+                handlers={"tools": tools},
+                contexts={"ledger": ledger},
+            ):
+                done = await run_session(client, spec(context="ledger"), task_queue=queue)
+                unknown = await run_session(client, spec(context="nope"), task_queue=queue)
+            await provider.close()
+        assert done.unwrap().text == fleet.FINAL_TEXT
+        assert tools.seen == [ledger, ledger]  # the worker's own object, as is
+        assert isinstance(unknown.failure(), InvalidOpts) and unknown.failure().option == "context"
+
+    asyncio.run(main())
+
+
 def test_timeout_and_cancellation_end_a_session_typed(temporal_server: DevServer, tmp_path: Any) -> None:
     async def main() -> None:
         hold = tmp_path / "hold"

@@ -54,6 +54,7 @@ from urllib.parse import quote
 import attrs
 from returns.result import Failure, Result, Success
 
+from rma.content import ContentLimits
 from rma.errors import InvalidOpts
 from rma.live import LiveUpdate, TextDelta, ToolCallStarted, common_updates
 from rma.provider import Input, Mode, ProviderCodec, register_codec
@@ -644,6 +645,9 @@ class BedrockAgentCoreCodec(ProviderCodec):
     supports_outcomes = False
     supports_budget = False
     has_text_delta = True
+    # The Harness's toolResult content (botocore's HarnessToolResultContentBlock) is text or
+    # json only: no image or document block, so a rich result's media are refused, typed.
+    content_limits = ContentLimits("bedrock_agentcore")
 
     def user_input(self, text: str) -> Input:
         return messages_input([user_message(text)])  # B-5

@@ -64,9 +64,12 @@ from typing import Final, Literal
 
 import attrs
 
+from rma.content import Part
 from rma.live import ContextCompacted, LiveTurn, LiveUpdate, TextDelta, ToolCallStarted
 from rma.provider import DEFAULT_PROMPT, Input, Mode, ProviderCodec, register_codec
 from rma.providers.claude import previews
+from rma.providers.claude.content import LIMITS as CONTENT_LIMITS
+from rma.providers.claude.content import content_blocks
 from rma.session.events import Reconnected
 from rma.vocabulary import (
     JSON,
@@ -501,15 +504,19 @@ def user_message(text: str) -> dict[str, JSON]:
     return {"type": USER_MESSAGE, "content": [text_block(text)]}
 
 
-def custom_tool_result(custom_tool_use_id: str, text: str, is_error: bool = False) -> dict[str, JSON]:
+def custom_tool_result(
+    custom_tool_use_id: str, text: str, is_error: bool = False, content: tuple[Part, ...] = ()
+) -> dict[str, JSON]:
     """``user.custom_tool_result`` answering one ``agent.custom_tool_use`` (C-41).
 
-    An empty text becomes ``(no output)``, as the SDK's session runner sends (§15 #18).
+    An empty text becomes ``(no output)``, as the SDK's session runner sends (§15 #18). A rich
+    result's ``content`` (``rma.content`` parts) becomes its blocks (``claude.content``).
     """
+    blocks = content_blocks(content) if content else []
     return {
         "type": USER_CUSTOM_TOOL_RESULT,
         "custom_tool_use_id": custom_tool_use_id,
-        "content": [text_block(text or NO_OUTPUT)],
+        "content": blocks or [text_block(text or NO_OUTPUT)],
         "is_error": bool(is_error),
     }
 
@@ -895,6 +902,7 @@ class ClaudeManagedAgentsCodec(ProviderCodec):
     supports_budget = True
     has_text_delta = True
     empty_resume_safe = False
+    content_limits = CONTENT_LIMITS
 
     def kickoff_input(self, prompt: str | None, outcome: Outcome | None) -> Input:
         """C-6 / S-57: an outcome kicks off with ``user.define_outcome`` alone (the agent
@@ -916,7 +924,7 @@ class ClaudeManagedAgentsCodec(ProviderCodec):
         for use, result in zip(uses, results, strict=True):
             if use.id is None:
                 raise ValueError(f"tool use {use.name!r} has no id to answer")
-            events.append(custom_tool_result(use.id, result.text, result.is_error))
+            events.append(custom_tool_result(use.id, result.text, result.is_error, result.content))
         return events
 
     def confirmation_input(self, confirmations: Sequence[Confirmation]) -> Input:

@@ -63,6 +63,9 @@ Decisions where the reference was silent, weak or crash-prone:
 - **Unanswered calls never reach the wire**: a user message or a resume that leaves a
   surfaced call without a result first answers it with an error tool message, since
   OpenAI-compatible servers reject a history with an unanswered tool call.
+- **Images in tool results** (``rma.content``) cannot go in a ``tool`` message (text only):
+  the message names each (``See file <ref>.``) and one user message after the batch's tool
+  messages shows them as ``image_url`` data URLs (``rma.providers.local.content``).
 - **Missing results** in a resume (L-14 crashes) come back as a ``ProviderError`` with
   ``error_type="missing_tool_result"`` naming the tool uses.
 """
@@ -73,6 +76,8 @@ from collections.abc import Sequence
 
 from rma.live import LiveUpdate
 from rma.provider import Input, Mode, ProviderCodec, register_codec
+from rma.providers.local.content import LIMITS as CONTENT_LIMITS
+from rma.providers.local.content import tool_text_and_images
 from rma.providers.local.conversation import (
     CORRECTIVE_TEMPLATE,
     CUT_OFF_TEMPLATE,
@@ -179,6 +184,7 @@ class LocalCodec(ProviderCodec):
     # the next model call.
     empty_resume_safe = True
     has_text_delta = True
+    content_limits = CONTENT_LIMITS
 
     def user_input(self, text: str) -> Input:
         return messages_input([{"role": "user", "content": text}])
@@ -199,9 +205,17 @@ class LocalCodec(ProviderCodec):
             if found is None:
                 missing.append(use.id)
                 continue
-            entries.append(
-                {"tool_use_id": use.id, "name": use.name, "text": found.text, "is_error": found.is_error}
-            )
+            entry: dict[str, JSON] = {
+                "tool_use_id": use.id,
+                "name": use.name,
+                "text": found.text,
+                "is_error": found.is_error,
+            }
+            if found.content:
+                entry["text"], images = tool_text_and_images(found.content)
+                if images:
+                    entry["images"] = images
+            entries.append(entry)
         out: dict[str, JSON] = {"kind": "resume", "results": entries}
         if missing:
             out["missing"] = missing

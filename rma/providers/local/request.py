@@ -18,6 +18,7 @@ from returns.result import Failure, Result, Success
 from rma._persistent import AppendLog, GrowOnlySet, JoinedBytes
 from rma.errors import ProviderError, SessionError
 from rma.provider import Input
+from rma.providers.local.content import images_message
 from rma.providers.local.context import (
     CONTEXT_COMPACTED,
     CONTEXT_WINDOW,
@@ -402,6 +403,7 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
     counts = dict(conv.error_counts)
     given: list[tuple[str, JSON]] = []
     erroring: list[tuple[str, str]] = []
+    images: list[JSON] = []
     for entry in results:
         if not isinstance(entry, Mapping):
             return bad_input("every resume result must be an object", entry)
@@ -412,6 +414,13 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
         )
         if not isinstance(call_id, str) or not isinstance(text, str) or not isinstance(is_error, bool):
             return bad_input("a resume result needs tool_use_id (str), text (str), is_error (bool)", entry)
+        shown = entry.get("images", [])
+        if not isinstance(shown, list) or not all(
+            isinstance(i, Mapping) and isinstance(i.get("ref"), str) and isinstance(i.get("url"), str)
+            for i in shown
+        ):
+            return bad_input("a resume result's images must be a list of {ref, url} objects", entry)
+        images.extend(shown)
         given.append(
             (
                 call_id,
@@ -429,6 +438,9 @@ def _apply_resume(conv: Conversation, input: Mapping[str, JSON]) -> Result[Conve
             if is_error:
                 erroring.append((name, text))
     messages = _answers_in_call_order(conv, given)
+    if images:
+        # A tool message takes text only: the batch's images follow in one user message.
+        messages.append(images_message(images))
     events = list(conv.poll_events)
     for name, text in erroring:
         if counts.get(name, 0) >= 2:

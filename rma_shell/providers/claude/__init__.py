@@ -5,6 +5,10 @@ inputs posted as events, the remote stop), its HTTP client (``client``), the bea
 The pure codec is ``rma.providers.claude``; the loopback emulator is ``rma_shell.testing.claude``.
 """
 
+from rma_shell.providers.claude import provisioning as _provisioning  # noqa: F401 - see below
 from rma_shell.providers.claude.provider import ClaudeManagedAgents
+
+# ``provisioning`` registers its handles with the recording codec: a journaled run's request
+# holds them, and a resume in a process that never provisioned must decode them.
 
 __all__ = ["ClaudeManagedAgents"]

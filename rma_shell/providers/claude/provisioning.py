@@ -37,6 +37,7 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 
+from rma.codec_json import register
 from rma.errors import HttpError, InvalidOpts, SessionError
 from rma.providers.claude.codec import wire_model
 from rma.provisioning import identity
@@ -868,3 +869,8 @@ __all__ = [
     "tag",
     "teardown",
 ]
+
+# A run's request keeps the handles it was given (``agent=``, ``environment=``): a journal
+# records them, so a resume — in this process or another — must decode them.
+for _recorded in (AgentHandle, EnvironmentHandle, Provisioned, Bootstrap):
+    register(_recorded)

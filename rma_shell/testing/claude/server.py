@@ -35,6 +35,7 @@ from rma_shell.testing.claude.state import (
     _Resource,
     _Session,
 )
+from rma_shell.testing.claude.webhooks import Delivery, WebhookSender, build, new_secret
 from rma_shell.testing.claude.wire import _ERROR_TYPES, _invalid, _Query, _Rejected
 from rma_shell.testing.claude.work_queue import _WorkQueue
 from rma_shell.testing.local.emulator import RecordedRequest
@@ -62,6 +63,8 @@ class CMAEmulator(_Resources, _WorkQueue):
         ping_interval: float | None = None,
         delta_chars: int = 8,
         unique_names: bool = False,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
     ) -> None:
         """``api_key``: requests must carry it as ``x-api-key`` or ``Authorization: Bearer``
         (the SDK 2.10.0 sends the latter); ``None`` disables the check. ``bearer_tokens``: extra
@@ -74,7 +77,10 @@ class CMAEmulator(_Resources, _WorkQueue):
         ``event: ping`` frames on idle streams. ``delta_chars``: text per ``event_delta`` preview.
         ``unique_names``: answer a create of an agent or environment whose name an existing one
         (live or archived) already holds with 409 ``conflict_error`` — whether the real API
-        does is unverified, so this is opt-in (it makes name-collision recovery testable)."""
+        does is unverified, so this is opt-in (it makes name-collision recovery testable).
+        ``webhook_url``: POST a signed webhook (``webhooks``) there whenever a session goes idle
+        (``session.requires_action`` / ``session.status_idled``) or terminates, signed with
+        ``webhook_secret`` (default: a fresh ``whsec_`` secret, ``self.webhook_secret``)."""
         self._script = list(script)
         self.api_key = api_key
         self._bearer_tokens = frozenset(bearer_tokens)
@@ -102,11 +108,17 @@ class CMAEmulator(_Resources, _WorkQueue):
         self._files: dict[str, _File] = {}
         self._timers: list[threading.Timer] = []
         self.requests: list[RecordedRequest] = []
+        self.webhook_secret = webhook_secret or new_secret()
+        """The secret deliveries are signed with (``build`` one with ``webhook_delivery``)."""
+        self.webhooks = WebhookSender(webhook_url, self.webhook_secret) if webhook_url else None
+        """The automatic deliveries (``webhooks.sent``, ``webhooks.wait(n)``), with ``webhook_url``."""
         self._work_init()  # the self-hosted work queue (``work_queue``)
 
     # -- lifecycle --
 
     def _before_close(self) -> None:
+        if self.webhooks is not None:
+            self.webhooks.close()
         with self._lock:
             for timer in self._timers:
                 timer.cancel()
@@ -122,6 +134,25 @@ class CMAEmulator(_Resources, _WorkQueue):
         return f"http://127.0.0.1:{self.port}"
 
     # -- test controls --
+
+    def webhook_delivery(
+        self,
+        event_type: str,
+        session_id: str,
+        *,
+        delivery_id: str | None = None,
+        timestamp: float | None = None,
+        secret: str | None = None,
+    ) -> Delivery:
+        """A signed delivery as the host would send it, not sent (tests send it, forge it,
+        date it, replay it); signed with the emulator's secret unless ``secret`` is given."""
+        return build(
+            secret or self.webhook_secret,
+            event_type,
+            session_id,
+            delivery_id=delivery_id,
+            timestamp=timestamp,
+        )
 
     def inject(self, *faults: CMAFault, session_id: str | None = None) -> None:
         """Arm faults, for every session (``session_id=None``) or for one."""

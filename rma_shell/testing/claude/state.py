@@ -28,6 +28,7 @@ import attrs
 from rma_shell.testing._loopback import LoopbackEmulator
 from rma_shell.testing.claude.events import Turn
 from rma_shell.testing.claude.faults import CMAFault, FaultKind, _Armed
+from rma_shell.testing.claude.webhooks import WebhookSender
 from rma_shell.testing.claude.wire import _decode_cursor, _encode_cursor, _not_found, _Query
 from rma_shell.testing.local.emulator import RecordedRequest
 
@@ -227,6 +228,8 @@ class _Core(LoopbackEmulator):
     _sessions: dict[str, _Session]
     _files: dict[str, _File]
     _timers: list[threading.Timer]
+    webhooks: WebhookSender | None
+    webhook_secret: str
 
     # -- ids, clock, faults --
 

@@ -42,6 +42,7 @@ from rma_shell.testing.claude.state import (
     _Session,
     _Subscriber,
 )
+from rma_shell.testing.claude.webhooks import event_for as webhook_event_for
 from rma_shell.testing.claude.wire import (
     _ANSWERS,
     _INPUT_TYPES,
@@ -341,6 +342,8 @@ class _Events(_Core):
         final["processed_at"] = self._now()
         self._apply(session, final)
         self._store(session, final)
+        if self.webhooks is not None and (hook := webhook_event_for(final)) is not None:
+            self.webhooks.enqueue(hook, session.data["id"])
         return final
 
     def _fill_outcome(self, session: _Session, event: JSONDict) -> None:

@@ -391,15 +391,46 @@ def _blocks(content: Any, where: str, allowed: set[str]) -> None:
         if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
             raise _invalid(f"{at}.text: text content blocks must be non-empty")
         if kind in ("image", "document"):
-            source = block.get("source")
-            if not isinstance(source, dict) or source.get("type") not in ("base64", "url", "file", "text"):
-                raise _invalid(f"{at}.source: expected a base64, url, file (or text) source")
+            _source(block.get("source"), f"{at}.source", kind)
         if kind == "search_result" and not (
             isinstance(block.get("source"), str)
             and isinstance(block.get("title"), str)
             and isinstance(block.get("content"), list)
         ):
             raise _invalid(f"{at}: a search_result needs source, title and content")
+
+
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_SOURCES = {"image": ("base64", "url", "file"), "document": ("base64", "text", "url", "file")}
+
+
+def _source(source: Any, where: str, kind: str) -> None:
+    """An image or document block's source, as the API checks it: base64 data that decodes,
+    of a media type the kind takes; a file id; a URL; a document's plain text."""
+    allowed = _SOURCES[kind]
+    if not isinstance(source, dict) or source.get("type") not in allowed:
+        raise _invalid(f"{where}: expected one of {', '.join(allowed)} sources for an {kind}")
+    if source["type"] == "base64":
+        media = source.get("media_type")
+        if kind == "image" and media not in _IMAGE_TYPES:
+            raise _invalid(f"{where}.media_type: expected one of {sorted(_IMAGE_TYPES)}, got {media!r}")
+        if kind == "document" and media != "application/pdf":
+            raise _invalid(f"{where}.media_type: a base64 document must be application/pdf, got {media!r}")
+        data = source.get("data")
+        try:
+            if not isinstance(data, str) or not data:
+                raise ValueError("empty")
+            base64.b64decode(data, validate=True)
+        except (ValueError, binascii.Error):
+            raise _invalid(f"{where}.data: expected base64 data") from None
+    elif source["type"] == "file" and not (isinstance(source.get("file_id"), str) and source["file_id"]):
+        raise _invalid(f"{where}.file_id: Field required")
+    elif source["type"] == "text" and (
+        source.get("media_type") != "text/plain" or not isinstance(source.get("data"), str)
+    ):
+        raise _invalid(f"{where}: a text source needs media_type text/plain and data")
+    elif source["type"] == "url" and not isinstance(source.get("url"), str):
+        raise _invalid(f"{where}.url: Field required")
 
 
 def _result_content(event: JSONDict, where: str) -> None:

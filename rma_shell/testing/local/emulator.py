@@ -220,6 +220,8 @@ def _validate_request(body: Any) -> None:
             raise _invalid(
                 f"Invalid type for '{where}.content': expected a string or array.", f"{where}.content"
             )
+        if isinstance(content, list):
+            _validate_parts(content, where, images=role == "user")
         if role == "assistant":
             calls = message.get("tool_calls")
             if content is None and not calls:
@@ -253,6 +255,28 @@ def _validate_request(body: Any) -> None:
         raise _invalid(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.", "stream_options"
         )
+
+
+_DATA_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}")
+
+
+def _validate_parts(parts: list[Any], where: str, *, images: bool) -> None:
+    """Content parts as Chat Completions takes them: text everywhere, ``image_url`` in user
+    messages only (a tool or assistant message takes text parts only), each image a URL —
+    here a ``data:`` URL of a PNG, JPEG, GIF or WebP, since the emulator fetches nothing."""
+    for j, part in enumerate(parts):
+        at = f"{where}.content[{j}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise _invalid(f"Missing required parameter: '{at}.text'.", f"{at}.text")
+        elif kind == "image_url" and images:
+            url = part.get("image_url", {}).get("url") if isinstance(part.get("image_url"), dict) else None
+            if not isinstance(url, str) or not _DATA_URL.fullmatch(url):
+                raise _invalid(f"Invalid '{at}.image_url.url': expected a base64 image data URL.", at)
+        else:
+            allowed = "'text', 'image_url'" if images else "'text'"
+            raise _invalid(f"Invalid value: {kind!r}. Supported values are: {allowed}.", f"{at}.type")
 
 
 def _validate_calls(calls: Any, where: str) -> list[str]:

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""rma's Temporal workflow beside the peers' Temporal integrations, on the same loop and server.
+
+One scripted tool loop — ``--turns`` model calls: ``charge`` 0, 1, … then the answer, computed
+from the request (how many tool results it carries) — run through four paths, each on its
+own worker process, against one Temporal dev server and one loopback OpenAI emulator (Chat
+Completions) in this process:
+
+- ``rma``: ``run_session`` on ``session_worker`` (a turn and each tool call an activity);
+- ``rma_local``: the same with ``SessionSpec(local_activities=True)``;
+- ``openai_agents``: the OpenAI Agents SDK's ``temporalio.contrib.openai_agents`` (the model
+  call an activity, the tool ``activity_as_tool``);
+- ``openai_agents_local``: the same with ``ModelActivityParameters(use_local_activity=True)``
+  (the model call a local activity; the tool stays an activity: it has no local option);
+- ``pydantic_ai``: Pydantic AI's ``pydantic_ai.durable_exec.temporal`` (``TemporalAgent``: the
+  model request an activity, the function tool an activity).
+
+Per round, for each path in turn (the order rotates per round, so drift hits all alike): start
+its worker, warm it with one session, run ``--sessions`` sessions one at a time, then
+``--concurrent`` at once. Reported per path (median over rounds): the worker process's CPU,
+the server's CPU and the wall time per turn of the one-at-a-time sessions, and the concurrent
+batch's turns per second on its one worker; ratios of rma's paths to the cheaper peer. CPU is
+read from ``/proc`` (user + system, all threads). The client (this process) and the emulator
+are outside both figures.
+
+Needs the ``bench`` extra and ``temporalio-openai-agents`` in a venv of its own (the extra
+upgrades packages the main venv pins; ``temporalio-openai-agents`` 1.1.0 declares
+``openai-agents<0.23`` but runs on the extra's 0.24.0, hence ``--no-deps``)::
+
+    python3 -m venv /tmp/peers && /tmp/peers/bin/pip install -e ".[dev,temporal,bench]"
+    /tmp/peers/bin/pip install --no-deps temporalio-openai-agents==1.1.0
+
+    /tmp/peers/bin/python bench/temporal_peers.py            # 3 rounds: 10 sessions of 6 turns, 20 at once
+    /tmp/peers/bin/python bench/temporal_peers.py --quick    # 1 round: 3 sessions, 5 at once
+    # docs/benchmarks.md's figures: --sessions 5 --concurrent 10 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from rma_shell.temporal import DevServer, SessionSpec, Timeouts, connect, start_session  # noqa: E402
+from rma_shell.testing import OpenAIEmulator  # noqa: E402
+
+PATHS = ("rma", "rma_local", "openai_agents", "openai_agents_local", "pydantic_ai")
+PROMPT = "Charge 0, 1, … then say done."
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scripted(turns: int, emu: list[OpenAIEmulator]) -> Any:
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        if emu and len(emu[0].requests) > 100:
+            emu[0].requests.clear()  # the bodies would fill memory over a long run
+        answered = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if answered >= turns - 1:
+            return {"content": "done"}
+        return {
+            "tool_calls": [{"id": f"call_{answered}", "name": "charge", "arguments": {"amount": answered}}]
+        }
+
+    return reply
+
+
+class Worker:
+    def __init__(self, path: str, address: str, queue: str, base_url: str) -> None:
+        kind = "rma" if path.startswith("rma") else path
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_temporal_peers_worker.py"), kind, address, queue, base_url],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            self.log.seek(0)
+            tail = self.log.read().decode()[-3000:]
+            self.stop()
+            raise RuntimeError(f"{path} worker did not start:\n{tail}")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
+async def one(client: Any, path: str, queue: str, turns: int) -> None:
+    wid = f"{path}-{uuid.uuid4().hex[:10]}"
+    if path.startswith("rma"):
+        spec = SessionSpec(
+            provider="local",
+            handler="tools",
+            prompt=PROMPT,
+            max_turns=turns + 1,
+            timeouts=Timeouts(heartbeat=10.0),
+            local_activities=path == "rma_local",
+        )
+        handle = await start_session(client, spec, task_queue=queue, id=wid)
+        out = await handle.result()
+        assert out.unwrap().turns == turns, out
+        return
+    workflow = "AgentsWorkflow" if path.startswith("openai_agents") else "PydanticWorkflow"
+    text = await client.execute_workflow(workflow, PROMPT, id=wid, task_queue=queue)
+    assert "done" in text, text
+
+
+async def measure(
+    server: DevServer, base_url: str, path: str, sessions: int, concurrent: int, turns: int
+) -> dict[str, float]:
+    queue = f"{path}-{uuid.uuid4().hex[:6]}"
+    worker = Worker(path, server.address, queue, base_url)
+    assert server._process is not None
+    spid = server._process.pid
+    try:
+        client = await connect(server.address)
+        await one(client, path, queue, turns)  # warm: imports, sandbox, sticky cache
+        w0, s0, t0 = cpu_s(worker.proc.pid), cpu_s(spid), time.perf_counter()
+        for _ in range(sessions):
+            await one(client, path, queue, turns)
+        w1, s1, t1 = cpu_s(worker.proc.pid), cpu_s(spid), time.perf_counter()
+        await asyncio.gather(*(one(client, path, queue, turns) for _ in range(concurrent)))
+        t2 = time.perf_counter()
+    finally:
+        worker.stop()
+    n = sessions * turns
+    return {
+        "worker_cpu_ms": (w1 - w0) / n * 1000,
+        "server_cpu_ms": (s1 - s0) / n * 1000,
+        "wall_ms": (t1 - t0) / n * 1000,
+        "turns_per_s": concurrent * turns / (t2 - t1),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    samples: dict[str, list[dict[str, float]]] = {p: [] for p in args.paths}
+    emu_ref: list[OpenAIEmulator] = []
+    calls = args.rounds * len(args.paths) * (args.sessions + args.concurrent + 1) * args.turns + 10
+    with (
+        DevServer() as server,
+        OpenAIEmulator([scripted(args.turns, emu_ref)] * calls) as emu,
+    ):
+        emu_ref.append(emu)
+        for r in range(args.rounds):
+            order = list(args.paths[r % len(args.paths) :]) + list(args.paths[: r % len(args.paths)])
+            for path in order:
+                got = await measure(server, emu.base_url, path, args.sessions, args.concurrent, args.turns)
+                samples[path].append(got)
+                print(
+                    f"round {r + 1} {path}: " + ", ".join(f"{k} {v:.2f}" for k, v in got.items()), flush=True
+                )
+    med = {p: {k: statistics.median(s[k] for s in v) for k in v[0]} for p, v in samples.items() if v}
+    for m in med.values():
+        m["worker_plus_server_cpu_ms"] = m["worker_cpu_ms"] + m["server_cpu_ms"]
+    peers = [p for p in ("openai_agents", "openai_agents_local", "pydantic_ai") if p in med]
+    ratios: dict[str, float] = {}
+    if peers:
+        cheaper = min(peers, key=lambda p: med[p]["worker_plus_server_cpu_ms"])
+        for p in ("rma", "rma_local"):
+            if p in med:
+                ratios[f"{p}_vs_{cheaper}"] = round(
+                    med[p]["worker_plus_server_cpu_ms"] / med[cheaper]["worker_plus_server_cpu_ms"], 3
+                )
+    return {
+        "turns": args.turns,
+        "sessions": args.sessions,
+        "concurrent": args.concurrent,
+        "rounds": args.rounds,
+        "per_turn": {p: {k: round(v, 2) for k, v in m.items()} for p, m in med.items()},
+        "cpu_ratio_worker_plus_server": ratios,
+        "load_average": os.getloadavg(),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--sessions", type=int, default=10)
+    parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
+    parser.add_argument("--quick", action="store_true")
+    parsed = parser.parse_args()
+    if parsed.quick:
+        parsed.sessions, parsed.concurrent, parsed.rounds = 3, 5, 1
+    print(json.dumps(asyncio.run(main(parsed)), indent=2))

@@ -1,0 +1,161 @@
+"""What a session workflow carries into its next run (continue-as-new), and snapshot deltas.
+
+A Temporal history is bounded (50 K events, 50 MB by default; the server suggests continuing
+as new well before). A long session therefore continues as new: the workflow ends its run and
+starts the next one with the same id, handing it a compact **carry** instead of the history —
+the core's ``State`` (encoded here, field by field), the inputs not yet fed, the provider's
+snapshot, the tool batches still waiting for a person, and the recorded results of the calls
+still in flight. Nothing is re-run and nothing re-decided: the next run feeds the same events
+to the same state.
+
+The second helper keeps a turn's recorded output small: an activity that changed the
+provider's snapshot (a Local turn appends to its conversation) returns only what changed
+(``snapshot_delta``), which the workflow applies to the snapshot it holds
+(``apply_delta``). Pure functions over JSON and the core's values: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from rma._persistent import AppendLog, SeenIds
+from rma.codec_json import from_jsonable, to_jsonable
+from rma.session.options import SessionConfig
+from rma.session.state import Accumulated, Phase, State
+from rma.vocabulary import JSON, Usage
+
+CARRY_KEY = "$carried"
+"""The key of a workflow input (the ``SessionSpec``'s JSON) that carries a previous run's state."""
+
+_TUPLES = ("pending_uses", "pending_confirmations", "deferred")
+_SKIP = frozenset({"config", "telemetry", "seen", "turn_events", "acc", "phase", "phase_before_push"})
+
+
+def encode_state(s: State) -> dict[str, Any]:
+    """``s`` as JSON (its ``config`` is carried apart, as ``rma.open`` recorded it)."""
+    out: dict[str, Any] = {
+        "phase": s.phase.value,
+        "phase_before_push": None if s.phase_before_push is None else s.phase_before_push.value,
+        "seen": {"window": s.seen.window, "ids": list(s.seen.ids())},
+        "turn_events": to_jsonable(list(s.turn_events)),
+        "acc": {
+            "events": to_jsonable(list(s.acc.events)),
+            "custom_tool_uses": to_jsonable(list(s.acc.custom_tool_uses)),
+            "server_tool_uses": to_jsonable(list(s.acc.server_tool_uses)),
+            "usage": to_jsonable(s.acc.usage),
+            "usage_raw": to_jsonable(list(s.acc.usage_raw)),
+            "last_text": s.acc.last_text,
+        },
+        "telemetry": s.telemetry,
+    }
+    for field in attrs.fields(State):
+        if field.name not in _SKIP:
+            out[field.name] = to_jsonable(getattr(s, field.name))
+    return out
+
+
+def decode_state(value: Mapping[str, Any], config: SessionConfig) -> State:
+    """The ``State`` ``encode_state`` encoded, under ``config``."""
+    fields: dict[str, Any] = {
+        k: from_jsonable(v) for k, v in value.items() if k not in _SKIP and k in _STATE_FIELDS
+    }
+    for name in _TUPLES:
+        fields[name] = tuple(fields.get(name) or ())
+    mark = fields.get("progress_mark") or (0, 0)
+    fields["progress_mark"] = (int(mark[0]), int(mark[1]))
+    before = value.get("phase_before_push")
+    acc = value["acc"]
+    usage = from_jsonable(acc["usage"])
+    seen = value["seen"]
+    return State(
+        config=config,
+        phase=Phase(value["phase"]),
+        phase_before_push=None if before is None else Phase(before),
+        seen=SeenIds(window=int(seen["window"])).union(seen["ids"]),
+        turn_events=AppendLog.of(from_jsonable(value["turn_events"])),
+        acc=Accumulated(
+            events=AppendLog.of(from_jsonable(acc["events"])),
+            custom_tool_uses=AppendLog.of(from_jsonable(acc["custom_tool_uses"])),
+            server_tool_uses=AppendLog.of(from_jsonable(acc["server_tool_uses"])),
+            usage=usage if isinstance(usage, Usage) else Usage(),
+            usage_raw=AppendLog.of(from_jsonable(acc["usage_raw"])),
+            last_text=str(acc.get("last_text") or ""),
+        ),
+        telemetry=bool(value.get("telemetry", True)),
+        **fields,
+    )
+
+
+_STATE_FIELDS = frozenset(f.name for f in attrs.fields(State))
+
+
+def pack(carried: Mapping[str, Any]) -> dict[str, str]:
+    """The carry as one compressed string: a workflow input is one payload, limited (2 MB by
+    default), and a long request's accumulated events and a Local conversation compress ~10×."""
+    text = json.dumps(carried, separators=(",", ":"), ensure_ascii=False)
+    return {"$zlib": base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")}
+
+
+def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
+    """``pack``'s inverse (a carry that is not packed is returned as it is)."""
+    if "$zlib" not in packed:
+        return dict(packed)
+    value: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(packed["$zlib"])))
+    return value
+
+
+# ── snapshot deltas ──
+
+
+def snapshot_delta(old: JSON, new: JSON) -> JSON:
+    """What turns ``old`` into ``new``: per key of a mapping, ``{"$extend": tail}`` for a list
+    that grew at its end, ``{"$delta": …}`` for a mapping that changed, ``{"$set": value}``
+    for anything else that changed, ``{"$del": true}`` for a key that went; unchanged keys are
+    left out. Not two mappings: ``{"$set": new}``."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return {"$set": new}
+    out: dict[str, Any] = {}
+    for key, value in new.items():
+        if key not in old:
+            out[key] = {"$set": value}
+            continue
+        before = old[key]
+        if before == value:
+            continue
+        if isinstance(before, list) and isinstance(value, list) and value[: len(before)] == before:
+            out[key] = {"$extend": value[len(before) :]}
+        elif isinstance(before, dict) and isinstance(value, dict):
+            out[key] = snapshot_delta(before, value)
+        else:
+            out[key] = {"$set": value}
+    for key in old:
+        if key not in new:
+            out[key] = {"$del": True}
+    return {"$delta": out}
+
+
+def apply_delta(old: JSON, delta: Any) -> JSON:
+    """``snapshot_delta``'s inverse: ``apply_delta(old, snapshot_delta(old, new)) == new``."""
+    if "$set" in delta:
+        return delta["$set"]
+    assert isinstance(old, dict)
+    out = dict(old)
+    for key, change in delta["$delta"].items():
+        if "$del" in change:
+            out.pop(key, None)
+        elif "$extend" in change:
+            out[key] = list(out[key]) + list(change["$extend"])
+        elif "$delta" in change:
+            out[key] = apply_delta(out[key], change)
+        else:
+            out[key] = change["$set"]
+    return out
+
+
+__all__ = ["CARRY_KEY", "apply_delta", "decode_state", "encode_state", "pack", "snapshot_delta", "unpack"]
