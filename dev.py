@@ -42,6 +42,7 @@ BENCHMARKS = (
     "bench/journal_overhead.py",
     "bench/journal_group.py",
     "bench/agent_sync.py",
+    "bench/self_hosted.py",
 )
 
 
@@ -60,6 +61,23 @@ def ensure_venv(extras: str) -> None:
     sh(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     sh(PY, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
     marker.write_text(digest)
+
+
+def ensure_bubblewrap() -> None:
+    """The workspace toolset's bash runs inside bubblewrap (docs/workspace.md); its sandbox tests
+    need it. Installed with apt where this runs as root on Debian/Ubuntu (CI); elsewhere those
+    tests skip, and the toolset refuses unsandboxed bash unless asked for it."""
+    if shutil.which("bwrap") or not sys.platform.startswith("linux") or not shutil.which("apt-get"):
+        return
+    if os.geteuid() != 0:
+        print("note: bubblewrap is not installed; the workspace sandbox tests will skip", flush=True)
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "bubblewrap"]):
+        print("+", " ".join(cmd), flush=True)
+        if subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL).returncode != 0:
+            print("note: could not install bubblewrap; the workspace sandbox tests will skip", flush=True)
+            return
 
 
 def ensure_chromium() -> None:
@@ -113,6 +131,7 @@ def demo(args: list[str]) -> None:
 
 def test(args: list[str]) -> None:
     ensure_venv("dev")
+    ensure_bubblewrap()
     sh(BIN / "ruff", "check", *PACKAGES, *CHECKED)
     sh(BIN / "ruff", "format", "--check", *PACKAGES, *CHECKED)
     sh(BIN / "mypy", "--strict", *PACKAGES)

@@ -277,6 +277,40 @@ class Agent:
             handler, _ = await self._tools.handler(stack, self._entered is not None)
             return await resume(journal, journal_key, provider=chosen, handler=handler, **kwargs)
 
+    def worker(self, *, environment_id: str, workspaces: Any, **options: Any) -> Any:
+        """A ``rma_shell.environments.Worker`` serving this agent's sessions on a self-hosted
+        Claude environment: the workspace toolset plus this agent's typed functions and tool
+        sources, its journal, approvals and run options. ``options``: the ``Worker``'s own
+        (``sandbox=``, ``network=``, ``confirm=``, ``max_sessions=``, ``on_event=``, …).
+
+            async with agent.worker(environment_id="env_…", workspaces="/srv/ws") as worker:
+                await worker.serve()
+        """
+        from rma_shell.environments import Worker
+        from rma_shell.providers.claude import ClaudeManagedAgents
+        from rma_shell.providers.claude.self_hosted import ClaudeSelfHosted
+
+        host = options.pop("host", None) or self.host
+        if not isinstance(host, ClaudeManagedAgents):
+            raise _invalid(
+                "host", "a worker serves a self-hosted Claude environment: give a ClaudeManagedAgents host"
+            )
+        if self._tools.boxes or self._tools.raw is not None:
+            raise _invalid(
+                "tools", "a worker takes typed functions and tool sources (not toolboxes or a handler)"
+            )
+        run_options = {k: v for k, v in self._options.items() if k not in ("journal", "timeout")}
+        return Worker(
+            environment_id=environment_id,
+            workspaces=workspaces,
+            host=ClaudeSelfHosted.like(host),
+            tools=self._tools.functions,
+            require_approval=self._tools.require_approval,
+            journal=options.pop("journal", self.journal),
+            run_options={**run_options, **options.pop("run_options", {})},
+            **options,
+        )
+
     def pending_approvals(self, journal_key: str) -> Result[tuple[PendingApproval, ...], SessionError]:
         """The calls of ``journal_key`` that wait for a person's decision."""
         from rma_shell.resuming import pending_approvals

@@ -33,6 +33,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
             "claude: ada@example.com is on pro, invoiced 87",
         ),
         (
+            "self_hosted_worker.py",
+            "workspace answer.txt: 55; the agent said: The 10th Fibonacci number is 55.",
+        ),
+        (
             "webhook_receiver.py",
             "ticket-42 resumed on session.requires_action: end_turn: ada@example.com is on the Pro plan.",
         ),

@@ -1,9 +1,11 @@
-"""The ``rma`` command line: ``rma demo``, ``rma replay LOG``, ``rma inspect`` and the provisioning commands.
+"""The ``rma`` command line: ``rma demo``, ``rma replay LOG``, ``rma inspect``, ``rma worker`` and
+the provisioning commands.
 
 An argparse front end. ``demo`` runs the bundled agent demo (``rma_shell.demo``);
 ``replay`` checks a log recorded with ``--record`` (or ``run(record=...)``), folds it through
 the pure core and prints the result(s) it reproduces; ``inspect`` serves a journal or a recording
-as a local web page (``rma_shell.inspect``). Exit codes: 0 success, 1 a session
+as a local web page (``rma_shell.inspect``); ``worker`` serves a self-hosted Claude environment
+(``rma_shell.cli.worker``). Exit codes: 0 success, 1 a session
 error or a damaged or unreadable log, 2 bad usage, 130 interrupted (Ctrl-C: one line on
 stderr), 141 a closed stdout (quietly). Settings come from flags, then the environment
 (``RMA_BASE_URL``, ``RMA_MODEL``, ``RMA_API_KEY`` / ``OPENAI_API_KEY``); an API key is
@@ -175,8 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="price each usage as this model's (a genai-prices model id; needs the 'cost' extra)",
     )
     from rma_shell.cli.provision import add_commands
+    from rma_shell.cli.worker import add_command as add_worker
 
     add_commands(commands)
+    add_worker(commands)
     return parser
 
 
@@ -228,6 +232,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace, environ
         return _replay(args)
     if args.command == "inspect":
         return _inspect(args)
+    if args.command == "worker":
+        from rma_shell.cli.worker import run_worker
+
+        return run_worker(args, environ)
     from rma_shell.cli.provision import COMMANDS, run_command
 
     if args.command in COMMANDS:

@@ -37,12 +37,13 @@ from rma_shell.testing.claude.state import (
 )
 from rma_shell.testing.claude.webhooks import Delivery, WebhookSender, build, new_secret
 from rma_shell.testing.claude.wire import _ERROR_TYPES, _invalid, _Query, _Rejected
+from rma_shell.testing.claude.work_queue import _WorkQueue
 from rma_shell.testing.local.emulator import RecordedRequest
 
 JSONDict = dict[str, Any]
 
 
-class CMAEmulator(_Resources):
+class CMAEmulator(_Resources, _WorkQueue):
     """The emulator; use as a context manager (``with CMAEmulator(script=…) as emu``)."""
 
     handler_class = LoopbackHandler
@@ -111,6 +112,7 @@ class CMAEmulator(_Resources):
         """The secret deliveries are signed with (``build`` one with ``webhook_delivery``)."""
         self.webhooks = WebhookSender(webhook_url, self.webhook_secret) if webhook_url else None
         """The automatic deliveries (``webhooks.sent``, ``webhooks.wait(n)``), with ``webhook_url``."""
+        self._work_init()  # the self-hosted work queue (``work_queue``)
 
     # -- lifecycle --
 
@@ -377,6 +379,8 @@ class CMAEmulator(_Resources):
         with self._lock:
             if parts[1] == "agents":
                 return self._json(200, self._route_agents(method, parts[2:], params, body))
+            if parts[1] == "environments" and len(parts) >= 5 and parts[3] == "work":
+                return self._route_work(method, parts[2], parts[4:], params, body)
             if parts[1] == "environments":
                 return self._json(200, self._route_environments(method, parts[2:], params, body))
             if parts[1] == "sessions":
