@@ -452,7 +452,12 @@ def run_page(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             if "skip" in block.directive:
                 reason = block.directive.get("reason", "")
-                report |= {"status": "skip" if reason else "fail", "detail": reason or "skip needs reason="}
+                if not reason:
+                    report |= {"status": "fail", "detail": "skip needs reason="}
+                elif not block.fragment:  # a reader must see that it is not run as shown
+                    report |= {"status": "fail", "detail": "a skipped block starts with `# Fragment: …`"}
+                else:
+                    report |= {"status": "skip", "detail": reason}
                 yield report
                 continue
             if block.setups and not block.fragment:
