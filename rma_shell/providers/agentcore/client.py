@@ -582,14 +582,7 @@ class AgentCoreClient:
             result, retry_headers = await self._command_attempt(url, headers, body.unwrap(), on_output)
             if isinstance(result, Success) or retry_headers is None or attempt >= self.max_retries:
                 return result if isinstance(result, Success) else Failure(self.redact_error(result.failure()))
-            delay = next_delay_s(
-                attempt,
-                headers=retry_headers,
-                now_epoch_s=self._now().timestamp(),
-                jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base,
-                cap_s=self.backoff_cap,
-            )
+            delay = self._retry_delay(attempt, retry_headers)
             logger.warning(
                 "runtime command attempt %d failed (%s); retrying in %.2fs", attempt + 1, result, delay
             )
@@ -669,16 +662,21 @@ class AgentCoreClient:
                 return Success(outcome.unwrap()[0])
             if retry_headers is None or attempt >= self.max_retries:
                 return Failure(self.redact_error(outcome.failure()))
-            delay = next_delay_s(
-                attempt,
-                headers=retry_headers,
-                now_epoch_s=self._now().timestamp(),
-                jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base,
-                cap_s=self.backoff_cap,
-            )
+            delay = self._retry_delay(attempt, retry_headers)
             await self._sleep(delay)
             attempt += 1
+
+    def _retry_delay(self, attempt: int, retry_headers: Mapping[str, str]) -> float:
+        """Seconds before retry ``attempt + 1``: the host's Retry-After where it gave one, else
+        jittered exponential backoff within ``backoff_base``/``backoff_cap``."""
+        return next_delay_s(
+            attempt,
+            headers=retry_headers,
+            now_epoch_s=self._now().timestamp(),
+            jitter=min(1.0, max(0.0, self._rand())),
+            base_s=self.backoff_base,
+            cap_s=self.backoff_cap,
+        )
 
     # -- control plane ---------------------------------------------------------------------------
 
@@ -722,14 +720,7 @@ class AgentCoreClient:
                 return (
                     outcome if isinstance(outcome, Success) else Failure(self.redact_error(outcome.failure()))
                 )
-            delay = next_delay_s(
-                attempt,
-                headers=retry_headers,
-                now_epoch_s=self._now().timestamp(),
-                jitter=min(1.0, max(0.0, self._rand())),
-                base_s=self.backoff_base,
-                cap_s=self.backoff_cap,
-            )
+            delay = self._retry_delay(attempt, retry_headers)
             await self._sleep(delay)
             attempt += 1
 
