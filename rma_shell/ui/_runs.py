@@ -1,6 +1,7 @@
 """What both stream adapters share: the request's bad field as a typed error, the approval id a
-UI hands back, and starting a run — or, once a person has decided its approvals, carrying the
-paused run on — as one stream of live updates ending in ``RunFinished``.
+UI hands back, the tool calls a stream has shown (``CallBook``), and starting a run — or, once
+a person has decided its approvals, carrying the paused run on — as one stream of live updates
+ending in ``RunFinished``.
 
 Not a protocol: no AG-UI or Vercel shape lives here (``agui.py``, ``vercel.py``), and no ASGI
 (``_asgi.py``).
@@ -17,8 +18,70 @@ import attrs
 from returns.result import Failure
 
 from rma.errors import SessionError
-from rma.live import LiveUpdate
+from rma.live import LiveUpdate, ToolCallFinished
 from rma_shell.agent import Agent, RunFinished
+
+
+@attrs.define
+class ShownCall:
+    """A tool call a stream has shown; ``closed`` once its input was shown in full (after
+    which only its result or its end may follow)."""
+
+    id: str
+    name: str
+    closed: bool = False
+
+
+class CallBook:
+    """The tool calls one stream has shown, by id, and those of the model's attempt in flight
+    (an ``AttemptDiscarded`` voids the ones still open). A host without call ids (D-2) gets ids
+    of our own, ``<prefix>-call<n>``, in call order."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.calls: dict[str, ShownCall] = {}
+        self.attempt: list[str] = []
+        self._anonymous = 0
+
+    def started(self, given: str | None, name: str) -> ShownCall:
+        """A call the model began in the attempt in flight."""
+        call = ShownCall(self._id(given), name)
+        self.calls[call.id] = call
+        self.attempt.append(call.id)
+        return call
+
+    def known(self, call_id: str) -> ShownCall | None:
+        return self.calls.get(call_id)
+
+    def add(self, call_id: str, name: str) -> ShownCall:
+        """A call first seen at the run's end (one waiting for approval the stream never showed)."""
+        call = self.calls[call_id] = ShownCall(call_id, name)
+        return call
+
+    def finished_id(self, update: ToolCallFinished) -> str:
+        """The id of the call ``update`` answers: its own, else the first open call of that name
+        among our own ids, else a fresh one of ours."""
+        if update.id is not None:
+            return update.id
+        own = f"{self.prefix}-call"
+        for call in self.calls.values():
+            if not call.closed and call.name == update.name and call.id.startswith(own):
+                return call.id
+        return self._id(None)
+
+    def open_in_attempt(self) -> list[ShownCall]:
+        """The attempt's calls whose input was never shown in full: what a discard voids."""
+        return [self.calls[c] for c in self.attempt if not self.calls[c].closed]
+
+    def new_attempt(self) -> None:
+        self.attempt = []
+
+    def _id(self, given: str | None) -> str:
+        if given is not None:
+            return given
+        self._anonymous += 1
+        return f"{self.prefix}-call{self._anonymous}"
+
 
 Overrides = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 """A per-request hook: the protocol's request body (parsed JSON) → ``agent.run`` overrides

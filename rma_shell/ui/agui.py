@@ -28,8 +28,10 @@ from rma_shell.cost import inclusive_input_tokens
 from rma_shell.ui._asgi import SseEndpoint, sse
 from rma_shell.ui._runs import (
     BadRequest,
+    CallBook,
     Decision,
     Overrides,
+    ShownCall,
     approval_id,
     decide,
     one_line,
@@ -55,13 +57,6 @@ DISCARDED = "rma.attempt_discarded"
 Event = dict[str, Any]
 
 
-@attrs.define
-class _Call:
-    id: str
-    name: str
-    ended: bool = False
-
-
 class AguiEvents:
     """One run's AG-UI events: ``opening()``, then ``feed(update)`` for each live update and
     for the ``RunFinished`` that ends the run (the last events: ``RUN_FINISHED`` or
@@ -76,10 +71,8 @@ class AguiEvents:
         self._text: str | None = None
         self._step: str | None = None
         self._turns = 0
-        self._calls: dict[str, _Call] = {}
-        self._attempt_calls: list[str] = []
+        self._calls = CallBook(run_id)
         self._attempt_texts: list[str] = []
-        self._anonymous = 0
 
     def opening(self) -> list[Event]:
         return [
@@ -104,37 +97,37 @@ class AguiEvents:
             case ToolCallStarted(id=call_id, name=name):
                 self._open_step(out)
                 self._close_text(out)
-                call = _Call(self._call_id(call_id), name)
-                self._calls[call.id] = call
-                self._attempt_calls.append(call.id)
+                call = self._calls.started(call_id, name)
                 out.append({"type": "TOOL_CALL_START", "toolCallId": call.id, "toolCallName": name})
             case ToolCallFinished():
                 self._close_text(out)
-                call_id = self._finished_id(update)
-                open_call = self._calls.get(call_id)
-                if open_call is not None and not open_call.ended:
+                call_id = self._calls.finished_id(update)
+                open_call = self._calls.known(call_id)
+                if open_call is not None and not open_call.closed:
                     self._end_call(out, open_call, update.input)
                 out.append(self._result(call_id, update.output if update.output is not None else ""))
             case TurnFinished():
                 self._open_step(out)  # a turn with nothing to show still is a step
                 self._close_text(out)
                 self._close_step(out)
-                self._attempt_calls, self._attempt_texts = [], []
+                self._calls.new_attempt()
+                self._attempt_texts = []
             case AttemptDiscarded(attempt=attempt, error=error):
                 self._close_text(out)
-                void = [c for c in self._attempt_calls if not self._calls[c].ended]
-                for call_id in void:
-                    self._end_call(out, self._calls[call_id], None)
+                void = self._calls.open_in_attempt()
+                for call in void:
+                    self._end_call(out, call, None)
                     # Answered, so no consumer takes it for a frontend call left to answer.
-                    out.append(self._result(call_id, f"discarded: the model's attempt failed ({error})"))
+                    out.append(self._result(call.id, f"discarded: the model's attempt failed ({error})"))
                 value = {
                     "attempt": attempt,
                     "error": error,
                     "messageIds": self._attempt_texts,
-                    "toolCallIds": void,
+                    "toolCallIds": [call.id for call in void],
                 }
                 out.append({"type": "CUSTOM", "name": DISCARDED, "value": value})
-                self._attempt_calls, self._attempt_texts = [], []
+                self._calls.new_attempt()
+                self._attempt_texts = []
             case RunFinished(result=result):
                 self._close_text(out)
                 self._close_step(out)
@@ -153,13 +146,13 @@ class AguiEvents:
             case Failure(AwaitingApproval(waiting=waiting) as paused):
                 interrupts = []
                 for call in waiting:
-                    known = self._calls.get(call.tool_use_id)
+                    known = self._calls.known(call.tool_use_id)
                     if known is None:
-                        known = self._calls[call.tool_use_id] = _Call(call.tool_use_id, call.name)
+                        known = self._calls.add(call.tool_use_id, call.name)
                         out.append(
                             {"type": "TOOL_CALL_START", "toolCallId": known.id, "toolCallName": call.name}
                         )
-                    if not known.ended:
+                    if not known.closed:
                         self._end_call(out, known, call.input)
                     interrupts.append(
                         {
@@ -205,20 +198,6 @@ class AguiEvents:
         self._n += 1
         return f"{self.run_id}-m{self._n}"
 
-    def _call_id(self, given: str | None) -> str:
-        if given is not None:
-            return given
-        self._anonymous += 1  # a host without call ids (D-2): one of our own, in call order
-        return f"{self.run_id}-call{self._anonymous}"
-
-    def _finished_id(self, update: ToolCallFinished) -> str:
-        if update.id is not None:
-            return update.id
-        for call in self._calls.values():  # the first open call of that name
-            if not call.ended and call.name == update.name and call.id.startswith(f"{self.run_id}-call"):
-                return call.id
-        return self._call_id(None)
-
     def _open_step(self, out: list[Event]) -> None:
         if self._step is None:
             self._turns += 1
@@ -235,11 +214,11 @@ class AguiEvents:
             out.append({"type": "TEXT_MESSAGE_END", "messageId": self._text})
             self._text = None
 
-    def _end_call(self, out: list[Event], call: _Call, given: Mapping[str, Any] | None) -> None:
+    def _end_call(self, out: list[Event], call: ShownCall, given: Mapping[str, Any] | None) -> None:
         if given is not None:
             out.append({"type": "TOOL_CALL_ARGS", "toolCallId": call.id, "delta": _compact(given)})
         out.append({"type": "TOOL_CALL_END", "toolCallId": call.id})
-        call.ended = True
+        call.closed = True
 
     def _result(self, call_id: str, content: str) -> Event:
         return {

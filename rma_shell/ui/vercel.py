@@ -32,8 +32,10 @@ from rma_shell.cost import inclusive_input_tokens
 from rma_shell.ui._asgi import SseEndpoint, sse
 from rma_shell.ui._runs import (
     BadRequest,
+    CallBook,
     Decision,
     Overrides,
+    ShownCall,
     approval_id,
     decide,
     one_line,
@@ -59,13 +61,6 @@ DISCARDED = "data-rma-attempt-discarded"
 Part = dict[str, Any]
 
 
-@attrs.define
-class _Call:
-    id: str
-    name: str
-    input_shown: bool = False
-
-
 class VercelParts:
     """One response's UI message stream parts: ``opening()``, then ``feed(update)`` for each
     live update and the ``RunFinished`` that ends it (ending with ``finish``). Text part ids
@@ -80,10 +75,8 @@ class VercelParts:
         self._text: str | None = None
         self._step = False
         self._turn = False
-        self._calls: dict[str, _Call] = {}
-        self._attempt_calls: list[str] = []
+        self._calls = CallBook(message_id)
         self._attempt_texts: list[str] = []
-        self._anonymous = 0
 
     def opening(self) -> list[Part]:
         return [{"type": "start", "messageId": self.message_id}]
@@ -102,15 +95,13 @@ class VercelParts:
             case ToolCallStarted(id=call_id, name=name):
                 self._open_turn(out)
                 self._close_text(out)
-                call = _Call(self._call_id(call_id), name)
-                self._calls[call.id] = call
-                self._attempt_calls.append(call.id)
+                call = self._calls.started(call_id, name)
                 out.append({"type": "tool-input-start", "toolCallId": call.id, "toolName": name})
             case ToolCallFinished():
                 self._close_text(out)
-                call_id = self._finished_id(update)
-                shown = self._calls.get(call_id)
-                if shown is not None and not shown.input_shown:
+                call_id = self._calls.finished_id(update)
+                shown = self._calls.known(call_id)
+                if shown is not None and not shown.closed:
                     out.append(self._input(shown, update.input))
                 if call_id in self.denied:
                     out.append({"type": "tool-output-denied", "toolCallId": call_id})
@@ -125,17 +116,17 @@ class VercelParts:
                 self._open_turn(out)  # a turn with nothing to show still is a step
                 self._close_text(out)
                 self._turn = False  # its step stays open for its calls' results
-                self._attempt_calls, self._attempt_texts = [], []
+                self._calls.new_attempt()
+                self._attempt_texts = []
             case AttemptDiscarded(attempt=attempt, error=error):
                 self._close_text(out)
-                void = [c for c in self._attempt_calls if not self._calls[c].input_shown]
-                for call_id in void:
-                    call = self._calls[call_id]
-                    call.input_shown = True
+                void = self._calls.open_in_attempt()
+                for call in void:
+                    call.closed = True
                     out.append(
                         {
                             "type": "tool-input-error",
-                            "toolCallId": call_id,
+                            "toolCallId": call.id,
                             "toolName": call.name,
                             "input": None,
                             "errorText": f"discarded: the model's attempt failed ({error})",
@@ -145,10 +136,11 @@ class VercelParts:
                     "attempt": attempt,
                     "error": error,
                     "textIds": self._attempt_texts,
-                    "toolCallIds": void,
+                    "toolCallIds": [call.id for call in void],
                 }
                 out.append({"type": DISCARDED, "data": data})
-                self._attempt_calls, self._attempt_texts = [], []
+                self._calls.new_attempt()
+                self._attempt_texts = []
             case RunFinished(result=result):
                 self._close_text(out)
                 self._close_step(out)
@@ -162,13 +154,13 @@ class VercelParts:
                 out.append({"type": "finish", "finishReason": _finish_reason(done), **self._metadata(done)})
             case Failure(AwaitingApproval(waiting=waiting) as paused):
                 for call in waiting:
-                    known = self._calls.get(call.tool_use_id)
+                    known = self._calls.known(call.tool_use_id)
                     if known is None:
-                        known = self._calls[call.tool_use_id] = _Call(call.tool_use_id, call.name)
+                        known = self._calls.add(call.tool_use_id, call.name)
                         out.append(
                             {"type": "tool-input-start", "toolCallId": known.id, "toolName": call.name}
                         )
-                    if not known.input_shown:
+                    if not known.closed:
                         out.append(self._input(known, call.input))
                     out.append(
                         {
@@ -190,28 +182,14 @@ class VercelParts:
         usage = {"inputTokens": inp, "outputTokens": done.usage.output_tokens}
         return {"messageMetadata": {"turns": done.turns, "usage": usage}}
 
-    def _input(self, call: _Call, given: Mapping[str, Any] | None) -> Part:
-        call.input_shown = True
+    def _input(self, call: ShownCall, given: Mapping[str, Any] | None) -> Part:
+        call.closed = True
         return {
             "type": "tool-input-available",
             "toolCallId": call.id,
             "toolName": call.name,
             "input": dict(given) if given is not None else {},
         }
-
-    def _call_id(self, given: str | None) -> str:
-        if given is not None:
-            return given
-        self._anonymous += 1  # a host without call ids (D-2): one of our own, in call order
-        return f"{self.message_id}-call{self._anonymous}"
-
-    def _finished_id(self, update: ToolCallFinished) -> str:
-        if update.id is not None:
-            return update.id
-        for call in self._calls.values():
-            if not call.input_shown and call.name == update.name:
-                return call.id
-        return self._call_id(None)
 
     def _open_turn(self, out: list[Part]) -> None:
         # A step is a model turn and its calls' answers, as the SDK's own steps are: the
