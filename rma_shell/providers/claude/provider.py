@@ -149,6 +149,8 @@ class ClaudeManagedAgents(Provider[CMAConn]):
     """
 
     codec: ClaudeManagedAgentsCodec = CODEC
+    # How ``reconnect`` folds the listed history (a self-hosted worker replays its built-in calls).
+    _consolidate = staticmethod(consolidate)
     model_config_keys = frozenset({"metadata", "api_key", "base_url"})
     """What a run's ``model_config`` may carry here: its metadata and, for this session only,
     credentials and a base URL (C-5). The model is the agent's."""
@@ -646,7 +648,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             return Failure(history.failure())
         attach = conn.resumed and not conn.attached
         conn.attached = True
-        found = consolidate(history.unwrap(), seen, (), attach=attach)
+        found = self._consolidate(history.unwrap(), seen, (), attach=attach)
         return Success((conn, found.reconnected(conn.session_id)))
 
     # ── live-session extras ──

@@ -17,11 +17,10 @@ claims sessions from it (``rma_shell.environments``).
 
 from __future__ import annotations
 
-from returns.result import Failure, Result, Success
+from returns.result import Result, Success
 
 from rma.errors import SessionError
 from rma.providers.claude.self_hosted import SELF_HOSTED_CODEC, ClaudeSelfHostedCodec, consolidate_self_hosted
-from rma.session.events import Reconnected
 from rma_shell.providers.base import StopReport
 from rma_shell.providers.claude.provider import ClaudeManagedAgents, CMAConn
 
@@ -31,6 +30,7 @@ class ClaudeSelfHosted(ClaudeManagedAgents):
     settings as ``ClaudeManagedAgents``; the environment must be ``{"type": "self_hosted"}``."""
 
     codec: ClaudeSelfHostedCodec = SELF_HOSTED_CODEC
+    _consolidate = staticmethod(consolidate_self_hosted)  # reconnect replays waiting built-in calls
 
     @classmethod
     def like(cls, host: ClaudeManagedAgents) -> ClaudeSelfHosted:
@@ -41,20 +41,6 @@ class ClaudeSelfHosted(ClaudeManagedAgents):
         twin = object.__new__(cls)
         twin.__dict__.update(host.__dict__)
         return twin
-
-    async def reconnect(
-        self, conn: CMAConn, seen: tuple[str, ...]
-    ) -> Result[tuple[CMAConn, Reconnected], SessionError]:
-        built = self._client_of(conn)
-        if isinstance(built, Failure):
-            return Failure(built.failure())
-        history = await built.unwrap().list_events(conn.session_id)
-        if isinstance(history, Failure):
-            return Failure(history.failure())
-        attach = conn.resumed and not conn.attached
-        conn.attached = True
-        found = consolidate_self_hosted(history.unwrap(), seen, (), attach=attach)
-        return Success((conn, found.reconnected(conn.session_id)))
 
     async def stop_remote(self, conn: CMAConn) -> Result[StopReport, SessionError]:
         """The session is its creator's: a worker that stops serving it (a lost lease, a stop
