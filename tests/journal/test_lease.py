@@ -112,16 +112,19 @@ async def test_a_holder_killed_holds_nothing_and_the_key_resumes(holder: Any) ->
     assert outcome.unwrap().text == "Paid 1."
     # Released on return: another process may carry it on now (it ended: its outcome comes back).
     assert _answer({**job, "do": "resume"}) == {"kind": "ok", "holder": None}
-    # The dead holder's file was taken, then removed by the run that took it.
-    assert _lease_files(job["journal"]) == []
+    # One lease file beside the journal, whatever the keys: nothing per key is left behind.
+    assert _lease_files(job["journal"]) == ["j.db.lease"]
 
 
 def _lease_files(journal: str | Path) -> list[str]:
-    leases = Path(os.path.realpath(journal) + ".leases")
-    return sorted(p.name for p in leases.iterdir()) if leases.exists() else []
+    """What lease files sit beside ``journal``: its ``.lease`` file, a legacy ``.leases/``'s files."""
+    real = Path(os.path.realpath(journal))
+    found = [real.name + ".lease"] if Path(str(real) + ".lease").exists() else []
+    legacy = Path(str(real) + ".leases")
+    return found + (sorted(p.name for p in legacy.iterdir()) if legacy.exists() else [])
 
 
-async def test_a_journal_of_many_keys_leaves_no_lease_file_behind(tmp_path: Path) -> None:
+async def test_a_journal_of_many_keys_has_one_empty_lease_file(tmp_path: Path) -> None:
     path = tmp_path / "many.db"
     with OpenAIEmulator([{"content": "done"}] * 5) as emu:
         provider = Local(base_url=emu.base_url, model="m")
@@ -131,11 +134,84 @@ async def test_a_journal_of_many_keys_leaves_no_lease_file_behind(tmp_path: Path
                 assert got.unwrap().text == "done"
         finally:
             await provider.close()
-    assert (path.parent / "many.db.leases").is_dir()
-    assert _lease_files(path) == []
+    assert _lease_files(path) == ["many.db.lease"]
+    assert (tmp_path / "many.db.lease").stat().st_size == 0  # locks only: nothing is written
+    assert not (tmp_path / "many.db.leases").exists()
 
 
-def test_a_lease_file_removed_by_its_holder_is_not_taken_but_the_path_is(tmp_path: Path) -> None:
+def test_keys_are_held_apart_and_a_released_key_is_free_again(tmp_path: Path) -> None:
+    from rma_shell.journal import lease
+
+    store = SQLiteJournal(tmp_path / "j.db")
+    try:
+        held = [lease.acquire(store, f"key-{n}").unwrap() for n in range(200)]
+        again = lease.acquire(store, "key-7")
+        assert isinstance(again, Failure) and again.failure().detail == "held in this process"
+        held[7].release()
+        held[7].release()  # idempotent
+        held[7] = lease.acquire(store, "key-7").unwrap()
+        for one in held:
+            one.release()
+    finally:
+        store.close()
+
+
+def test_a_forked_child_holds_none_of_its_parents_leases(tmp_path: Path) -> None:
+    # Record locks belong to the process: the child sees the parent's key as held, by the parent.
+    from rma_shell.journal import lease
+
+    store = SQLiteJournal(tmp_path / "j.db")
+    mine = lease.acquire(store, "k").unwrap()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it got, and leave without running anything else
+        try:
+            got = lease.acquire(store, "k")
+            busy = got.failure() if isinstance(got, Failure) else None
+            os.write(write, json.dumps([type(busy).__name__, getattr(busy, "holder", None)]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        os.waitpid(pid, 0)
+        answer = json.loads(os.read(read, 4096))
+    finally:
+        os.close(read)
+        mine.release()
+        store.close()
+    assert answer == ["JournalBusy", f"pid {os.getpid()} on {socket.gethostname()}"]
+
+
+def test_a_key_an_older_version_holds_in_its_leases_folder_is_refused(tmp_path: Path) -> None:
+    # A journal carried before the one-file layout has <journal>.leases/: an older process
+    # flocks a file per key there. While that folder exists, a run takes that file too.
+    import fcntl
+    import hashlib
+
+    from rma_shell.journal import lease
+
+    store = SQLiteJournal(tmp_path / "j.db")
+    folder = tmp_path / "j.db.leases"
+    folder.mkdir()
+    old = os.open(folder / hashlib.sha256(b"k").hexdigest()[:40], os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(old, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(old, b"pid 4242 on elsewhere")
+        busy = lease.acquire(store, "k")
+        assert isinstance(busy, Failure) and isinstance(busy.failure(), JournalBusy)
+        assert busy.failure().holder == "pid 4242 on elsewhere"
+        other = lease.acquire(store, "k2").unwrap()  # the refusal let go of its own lock
+        other.release()
+    finally:
+        os.close(old)  # the older holder ends: its file stays, unlocked
+    taken = lease.acquire(store, "k").unwrap()
+    assert lease.acquire(store, "k").failure().kind == "journal_busy"
+    taken.release()
+    store.close()
+    assert _lease_files(tmp_path / "j.db") == ["j.db.lease"]  # the legacy file went with its key
+
+
+def test_a_legacy_lease_file_removed_by_its_holder_is_not_taken_but_the_path_is(tmp_path: Path) -> None:
     # A taker that opened the file just before its holder removed it locks a file no one else
     # will look at: it must see that and take the path's new file, or two would hold one key.
     import fcntl
@@ -143,14 +219,16 @@ def test_a_lease_file_removed_by_its_holder_is_not_taken_but_the_path_is(tmp_pat
     from rma_shell.journal import lease
 
     store = SQLiteJournal(tmp_path / "j.db")
+    folder = tmp_path / "j.db.leases"
+    folder.mkdir()
     try:
         first = lease.acquire(store, "k").unwrap()
-        (name,) = _lease_files(store.path)
-        late = os.open(Path(os.path.realpath(store.path) + ".leases") / name, os.O_RDWR)
+        (name,) = sorted(p.name for p in folder.iterdir())
+        late = os.open(folder / name, os.O_RDWR)
         first.release()
         try:
             fcntl.flock(late, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the old file: free now, and gone
-            assert not lease._still_at(Path(os.path.realpath(store.path) + ".leases") / name, late)
+            assert not lease._still_at(folder / name, late)
             second = lease.acquire(store, "k").unwrap()  # the path's new file, not the old one
             busy = lease.acquire(store, "k")
             assert isinstance(busy, Failure) and isinstance(busy.failure(), JournalBusy)
@@ -159,7 +237,7 @@ def test_a_lease_file_removed_by_its_holder_is_not_taken_but_the_path_is(tmp_pat
             os.close(late)
     finally:
         store.close()
-    assert _lease_files(tmp_path / "j.db") == []
+    assert list(folder.iterdir()) == []
 
 
 @tool(requires_approval=True)
