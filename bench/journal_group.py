@@ -44,7 +44,14 @@ STEP = {
     "description": "Run step n.",
     "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
 }
-VARIANTS = ("plain", "sqlite", "memory")
+VARIANTS = ("plain", "sqlite", "memory", "floor")
+FLOOR_START = json.dumps(
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_00", "type": "function",
+     "function": {"name": "step", "arguments": '{"n": 0}'}}], "finish_reason": "tool_calls",
+     "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}}
+)  # fmt: skip
+"""The floor's record before a tool runs: the model's answer that asked for it, as sent."""
+FLOOR_RESULT = json.dumps({"id": "call_00", "text": "step 0 done", "is_error": False})
 TARGET = 0.10
 """Issue #28: at 1,000 sessions, the journal's CPU per turn at most 10% of the plain turn."""
 
@@ -64,7 +71,9 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     k, steps, repeat = job["k"], job["steps"], job["repeat"]
     scratch = tempfile.TemporaryDirectory(prefix="rma-journal-group-")
     store = SQLiteJournal(Path(scratch.name) / "journal.db")
-    stores: dict[str, Any] = {"plain": None, "sqlite": store, "memory": MemoryJournal()}
+    stores: dict[str, Any] = {"plain": None, "sqlite": store, "memory": MemoryJournal(), "floor": None}
+    floor = SQLiteJournal(Path(scratch.name) / "floor.db")
+    floor_group = getattr(floor, "group", None)
     keys = iter(range(10**9))
     journaled: list[str] = []
 
@@ -72,8 +81,30 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
         async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
             return f"step {input['n']} done"
 
+    class Floor:
+        async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            assert isinstance(ctx, str)
+            await floor_group.append(floor, ctx, [FLOOR_START])
+            done = f"step {input['n']} done"
+            await floor_group.append(floor, ctx, [FLOOR_RESULT])
+            return done
+
     async def one(provider: Any, variant: str) -> None:
         key = f"s{next(keys)}" if stores[variant] is not None else None
+        if variant == "floor":
+            if floor_group is None:  # a tree without group commit: no floor to measure
+                return
+            floor_group.enter()
+            try:
+                outcome = await run(
+                    provider, handler=Floor(), context=f"f{next(keys)}", prompt="Run the steps.",
+                    max_turns=steps + 6, timeout=600,
+                )  # fmt: skip
+            finally:
+                floor_group.leave()
+            if isinstance(outcome, Failure) or outcome.unwrap().turns != steps + 1:
+                raise RuntimeError(f"floor: {outcome!r}")
+            return
         outcome = await run(
             provider,
             handler=Handler(),
@@ -106,7 +137,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
             group = getattr(store, "group", None)
             base = (getattr(group, "flushes", 0), getattr(group, "commits", 0))
             for i in range(job["inner"]):
-                for variant in VARIANTS[i % 3 :] + VARIANTS[: i % 3]:
+                for variant in VARIANTS[i % len(VARIANTS) :] + VARIANTS[: i % len(VARIANTS)]:
                     gc.collect()
                     c0 = time.process_time()
                     await sample(provider, variant)
@@ -124,6 +155,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
                 raise RuntimeError(f"{key}: {len(store.rows(key))} records")
     finally:
         store.close()
+        floor.close()
         scratch.cleanup()
     return {**job, "samples": samples}
 
@@ -246,7 +278,7 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
             into["shared"].append(r["samples"]["shared"][0] / max(1, r["samples"]["shared"][1]))
     print(
         f"\n  {'K':>5} {'backend':<8} {'tree':<7} {'plain ms/turn':>13} {'sqlite':>8} {'journal ms':>10}"
-        f" {'journal %':>9} {'memory +%':>9} {'flushes/commit':>14}"
+        f" {'journal %':>9} {'memory +%':>9} {'floor +%':>8} {'flushes/commit':>14}"
     )
     rows = []
     for (k, backend, label), s in sorted(
@@ -255,15 +287,18 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
         plain, sqlite = statistics.median(s["plain"]) * 1000, statistics.median(s["sqlite"]) * 1000
         memory = statistics.median(s["memory"]) * 1000
         share, memory_share = (sqlite - plain) / plain, (memory - plain) / plain
+        floor = statistics.median(s["floor"]) * 1000 if s["floor"] and min(s["floor"]) > 0 else None
+        floor_share = None if floor is None else (floor - plain) / plain
         shared = statistics.median(s["shared"]) if s["shared"] else None
         rows.append(
             {"k": k, "backend": backend, "tree": label, "plain_ms": plain, "sqlite_ms": sqlite,
              "memory_ms": memory, "journal_share": share, "memory_share": memory_share,
+             "floor_ms": floor, "floor_share": floor_share,
              "flushes_per_commit": shared, "samples": len(s["plain"])}
         )  # fmt: skip
         print(
             f"  {k:>5} {backend:<8} {label:<7} {plain:13.3f} {sqlite:8.3f} {sqlite - plain:10.3f}"
-            f" {share:9.1%} {memory_share:9.1%}"
+            f" {share:9.1%} {memory_share:9.1%} {'—' if floor_share is None else f'{floor_share:8.1%}'}"
             f" {'' if shared is None else f'{shared:14.1f}'}"
         )
     for row in rows:

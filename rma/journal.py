@@ -245,8 +245,12 @@ def approval_record(tool_use_id: str, decision: Decision, reason: str | None, at
     return _stamped({"kind": "approval", "id": tool_use_id, "decision": decision, "reason": reason}, at)
 
 
-def end_record(outcome_json: str, at: float | None = None) -> str:
-    return '{"kind":"end"' + _at(at) + ',"outcome":' + outcome_json + "}"
+def end_record(outcome_json: str, at: float | None = None, *, transcript_is_history: bool = False) -> str:
+    """The outcome's record. ``transcript_is_history``: the outcome was encoded without its
+    transcript because it is the history the journal's last ``conn`` holds (Local's), which
+    ``load`` puts back — a long session's transcript is not written a second time."""
+    where = ',"transcript":"history"' if transcript_is_history else ""
+    return '{"kind":"end"' + _at(at) + where + ',"outcome":' + outcome_json + "}"
 
 
 def conn_text(
@@ -379,6 +383,9 @@ def load(
                 if not isinstance(decoded, Success | Failure):
                     raise ValueError("end record without an outcome")
                 outcome = _tuple_transcript(decoded)
+                if record.get("transcript") == "history":
+                    journaled = snapshot.get("history") if snapshot is not None else None
+                    outcome = with_result_transcript(outcome, tuple(journaled or ()))
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -409,6 +416,19 @@ def load(
             last_chain=previous,
         )
     )
+
+
+def with_result_transcript(
+    outcome: Result[SessionResult, SessionError], transcript: tuple[JSON, ...] | None
+) -> Result[SessionResult, SessionError]:
+    """``outcome`` with its result's transcript (a success's, or the partial result a failure
+    carries) set to ``transcript``; unchanged when it carries no result."""
+    if isinstance(outcome, Success):
+        return Success(attrs.evolve(outcome.unwrap(), transcript=transcript))
+    error = outcome.failure()
+    if error.result is None:
+        return outcome
+    return Failure(attrs.evolve(error, result=attrs.evolve(error.result, transcript=transcript)))
 
 
 def _tuple_transcript(outcome: Result[SessionResult, SessionError]) -> Result[SessionResult, SessionError]:

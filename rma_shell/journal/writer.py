@@ -28,13 +28,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-from returns.result import Success
+from returns.result import Failure, Result, Success
 
 from rma import journal as fmt
+from rma.errors import SessionError
 from rma.journal import Decision, Loaded, PendingApproval
 from rma.recording import encode
 from rma.session.events import Event
-from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
+from rma.vocabulary import JSON, SessionInfo, SessionResult, ToolResult, ToolUse
 from rma_shell.handler import Capabilities, HandlerAdapter
 from rma_shell.journal.group import BatchStore, GroupCommit
 from rma_shell.journal.store import JournalStore
@@ -64,6 +65,8 @@ class SessionJournal:
         snapshot = loaded.snapshot if loaded is not None else None
         history = snapshot.get("history") if snapshot is not None else None
         self._history = len(history) if isinstance(history, list | tuple) else 0
+        self._written: tuple[JSON, ...] | None = tuple(history) if isinstance(history, list | tuple) else None
+        """The history the journal's last ``conn`` holds, whole (``end`` refers to it)."""
         self._rest: dict[str, JSON] | None = None if snapshot is None else _without_history(snapshot)
         self._pending: list[str] = []
         """Records written but not yet durable: they go with the next ``flush``, in one transaction."""
@@ -116,6 +119,7 @@ class SessionJournal:
             if rest != self._rest or (listed is not None and len(listed) != self._history):
                 self._rest = rest
                 conn, start, self._history = fmt.conn_text(rest, listed, self._history)
+                self._written = None if listed is None else tuple(listed)
         self._write(fmt.event_record(encode(event), conn, start, at=time.time()), now=False)
 
     async def tool_start(self, use: ToolUse, attempt: int) -> None:
@@ -148,7 +152,15 @@ class SessionJournal:
         # again with the ``output_type`` it is given.
         if isinstance(outcome, Success) and getattr(outcome.unwrap(), "output", None) is not None:
             outcome = Success(attrs.evolve(outcome.unwrap(), output=None))
-        self._write(fmt.end_record(encode(outcome), at=time.time()))
+        # A transcript that is the history already journaled (Local's) is not written again:
+        # at 1,000 sessions its encoding was most of the end record's cost (issue #28).
+        failed = outcome.failure() if isinstance(outcome, Failure) else None
+        result = outcome.unwrap() if isinstance(outcome, Success) else getattr(failed, "result", None)
+        transcript = getattr(result, "transcript", None)
+        same = transcript is not None and transcript == self._written
+        if same:
+            outcome = fmt.with_result_transcript(cast(Result[SessionResult, SessionError], outcome), None)
+        self._write(fmt.end_record(encode(outcome), at=time.time(), transcript_is_history=same))
 
 
 @attrs.frozen

@@ -79,6 +79,60 @@ async def test_an_ended_journal_resumes_to_the_same_result_transcript_included(t
     assert again == ran
 
 
+async def test_an_end_record_refers_to_the_journaled_history_instead_of_writing_the_transcript_again(
+    tmp_path: Any,
+) -> None:
+    # Issue #28: a Local transcript is the history the last conn already holds; the end record
+    # says so ("transcript": "history") and reading it back gives the same transcript.
+    from rma.journal import load
+    from rma.provider import codec_for
+
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    journal = MemoryJournal()
+    with sc.emulator("local") as (_emu, spec):
+        ran = (await _run(spec, sc.Payments(effects), journal)).unwrap()
+    rows = journal.rows(sc.KEY)
+    end = json.loads(rows[-1][1])
+    assert end["kind"] == "end" and end["transcript"] == "history"
+    assert end["outcome"]["$ok"]["transcript"] is None  # not written twice
+    loaded = load(sc.KEY, rows, codec_for).unwrap()
+    assert loaded.outcome is not None and loaded.outcome.unwrap() == ran
+    assert ran.transcript == tuple(loaded.snapshot["history"])
+
+
+def test_an_end_record_writes_a_transcript_that_is_not_the_journaled_history_whole() -> None:
+    # Only a transcript equal to the history the last conn holds is referred to; any other is
+    # written whole and read back as it was.
+    from returns.result import Success
+
+    from rma.journal import load
+    from rma.provider import codec_for
+    from rma.recording import encode
+    from rma.session.events import Opened
+    from rma.session.options import SessionConfig
+    from rma.vocabulary import SessionResult
+    from rma_shell.journal.writer import SessionJournal
+
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    for transcript, referred in (
+        (tuple(history), True),
+        ((*history, {"role": "user", "content": "never journaled"}), False),
+        (tuple(history[:1]), False),
+    ):
+        store = MemoryJournal()
+        writer = SessionJournal(store, "k")
+        config = encode(SessionConfig(codec_for("local"), provider_name="local"))
+        writer.begin("local", config, {"prompt": "hi"})
+        writer.event(Opened("s1", False), {"session_id": "s1", "history": list(history)})
+        writer.flush()
+        writer.end(Success(SessionResult(terminal="end_turn", transcript=transcript)))
+        end = json.loads(store.rows("k")[-1][1])
+        assert (end.get("transcript") == "history") is referred
+        loaded = load("k", store.rows("k"), codec_for).unwrap()
+        assert loaded.outcome is not None and loaded.outcome.unwrap().transcript == transcript
+
+
 async def test_a_journal_that_fails_inside_a_batch_of_calls_stops_the_run_with_journal_unavailable(
     tmp_path: Any,
 ) -> None:
