@@ -104,7 +104,9 @@ class SessionJournal:
             self.flush()
 
     def begin(self, provider: str, config_json: str, request: Mapping[str, JSON]) -> None:
-        self._write(fmt.header_record(self.key, provider, config_json, request, at=time.time()))
+        """The header, pending: the driver commits it before the open acts outside the process,
+        with other sessions' flushes when they share the store's group commit."""
+        self._write(fmt.header_record(self.key, provider, config_json, request, at=time.time()), now=False)
 
     def event(self, event: Event, snapshot: Mapping[str, JSON] | None = None) -> None:
         """The event, and in its record ``snapshot`` when that changed: the history's new suffix

@@ -298,6 +298,13 @@ class Driver(Generic[C]):
 
     async def open(self) -> Result[None, SessionError]:
         t0 = time.perf_counter()
+        if self.journal is not None:  # its header, durable before the host hears of the session
+            try:
+                await self.journal.commit()
+            except Exception as exc:
+                error = JournalUnavailable(key=self.journal.key, detail=str(exc)[:2000])
+                self._open_failed(error, time.perf_counter() - t0)
+                return Failure(error)
         try:
             opened = await self.provider.open(self.opts.open_request)
         except Exception as exc:

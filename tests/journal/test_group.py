@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,8 +51,31 @@ def _chained(store: SQLiteJournal, key: str) -> list[str]:
 def _sessions(store: SQLiteJournal, n: int) -> list[SessionJournal]:
     journals = [SessionJournal(store, f"k{i}") for i in range(n)]
     for j in journals:
-        j.begin("test", "{}", {})  # the header: alone, at once
+        j.begin("test", "{}", {})
+        j.flush()  # the header, alone, at once (a driver commits it before its open instead)
     return journals
+
+
+async def test_the_headers_of_sessions_opening_at_once_share_one_commit(tmp_path: Path) -> None:
+    # A header is pending until the driver's commit before the open: many sessions opening
+    # together make one transaction of their headers, and each is durable before it returns.
+    store = Counting(tmp_path / "j.db")
+    journals = [SessionJournal(store, f"k{i}") for i in range(10)]
+    durable: list[int] = []
+
+    async def open_one(j: SessionJournal) -> None:
+        j.begin("test", "{}", {})
+        assert store.rows(j.key) == []  # pending
+        await j.commit()
+        durable.append(len(store.rows(j.key)))
+
+    async with anyio.create_task_group() as tg:
+        for j in journals:
+            tg.start_soon(open_one, j)
+    assert store.shared == [10] and store.alone == 0 and durable == [1] * 10
+    for j in journals:
+        assert json.loads(_chained(store, j.key)[0])["kind"] == "header"
+        j.close()
 
 
 async def test_sessions_flushing_at_once_share_one_commit_and_each_returns_after_it(tmp_path: Path) -> None:

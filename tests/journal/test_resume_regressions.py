@@ -133,6 +133,21 @@ def test_an_end_record_writes_a_transcript_that_is_not_the_journaled_history_who
         assert loaded.outcome is not None and loaded.outcome.unwrap().transcript == transcript
 
 
+async def test_a_header_that_cannot_be_written_stops_the_run_before_the_host_hears_of_it(
+    tmp_path: Any,
+) -> None:
+    # The header is committed before the open (issue #28: with other sessions' flushes): a
+    # store that refuses it ends the run with JournalUnavailable, and nothing was sent.
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    with sc.emulator("cma") as (emu, spec):  # Claude's open creates the session: it must not
+        before = len(emu.requests)
+        stopped = await _run(spec, sc.Payments(effects), StopsAt("header"))
+        assert len(emu.requests) == before
+    error = stopped.failure()
+    assert error.kind == "journal_unavailable" and "stopped here by the test" in error.detail, error
+
+
 async def test_a_journal_that_fails_inside_a_batch_of_calls_stops_the_run_with_journal_unavailable(
     tmp_path: Any,
 ) -> None:
