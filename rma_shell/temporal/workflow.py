@@ -18,8 +18,9 @@ Decisions stay in the core; this module decides only what Temporal adds:
   repeat it); tool telemetry is, from the tool activities; ``Log`` goes to ``workflow.logger``,
   which is silent during replay;
 - a long session continues as new at a moment nothing is in flight, carrying its state
-  (``rma_shell.temporal.carry``); cheap steps, and every step under ``local_activities``, are
-  local activities (docs/temporal.md says what each costs in recovery).
+  (``rma_shell.temporal.carry``); cheap steps, and the turns or every step as
+  ``local_activities`` says (``rma_shell.temporal.placement``), are local activities
+  (docs/temporal.md says what each costs in recovery).
 
 The rma imports pass through Temporal's sandbox: the core is pure (attrs and returns only), so
 one shared copy is safe, and re-importing it per workflow run would cost more than the run.
@@ -68,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
     from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
+    from rma_shell.temporal.placement import runs_local
     from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
@@ -85,14 +87,6 @@ _NEED_CONN = frozenset({"rma.poll", "rma.exchange", "rma.push", "rma.resync", "r
 INLINE_SNAP_BYTES = 64 * 1024
 """A snapshot larger than this (a Local conversation) goes to a turn by reference: the worker
 that made it holds it; one that does not answers ``need_snap`` and is sent it inline."""
-
-_CHEAP = frozenset({"rma.open", "rma.transcript", "rma.guard", "rma.confirm"})
-"""Local activities in every workflow started since issue #28: short and at least once anyway,
-so a round trip through the server's queues buys them nothing."""
-
-_REMOTE_ALWAYS = frozenset({"rma.stop"})
-"""Run as a regular activity even under ``SessionSpec(local_activities=True)``: the stop's
-bound (its schedule-to-close) must hold while the workflow task that asked for it is gone."""
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -493,11 +487,8 @@ class SessionWorkflow:
             maximum_interval=timedelta(seconds=t.retry_max),
             maximum_attempts=attempts,
         )
-        if (
-            (self._spec.local_activities or (self._continuing and name in _CHEAP))
-            and name not in _REMOTE_ALWAYS
-            and not (name == "rma.tool" and arg["use"].get("name") in self._at_most_once)
-        ):
+        tool = arg["use"].get("name") if name == "rma.tool" else None
+        if runs_local(self._spec.local_activities, name, tool, self._at_most_once, self._continuing):
             # On the worker running this workflow task, recorded with the task's completion:
             # no round trip through the server's queues (see docs/temporal.md for what it costs).
             local: dict[str, Any] = await workflow.execute_local_activity(

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -61,7 +61,9 @@ def worker(
     return fleet.WorkerProcess(body, tmp / f"worker-{name}.json")
 
 
-async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, local: bool = False) -> None:
+async def _crash(
+    server: DevServer, tmp: Path, host_name: str, moment: str, local: bool | Literal["turns"] = False
+) -> None:
     db, hold = tmp / "ledger.db", tmp / "hold"
     fleet.init_ledger(db)
     gate = fleet.Gate()
@@ -122,7 +124,7 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, loca
     starts = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "starts", wf)]
     finishes = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "finishes", wf)]
     first, second = uses
-    if local:
+    if local is True:
         # Local activities are recorded when their workflow task completes, which the kill
         # prevented: B ran again what A had run in that task — every call from attempt 1, the
         # same keys — and each effect still happened once. (The exact re-runs depend on where
@@ -137,12 +139,15 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, loca
         assert finishes == [(first, 1), (second, 2)]
         assert {pid for _, _, pid in effects} == {a.pid, b.pid}
     else:
-        # Both calls completed before the kill: the turn was retried, no tool was.
+        # Both calls completed before the kill: the turn was retried, no tool was (with
+        # local_activities="turns" too: the tools' regular activities were recorded; the
+        # turn's local one ran again on B, from attempt 1).
         assert starts == [(first, 1), (second, 1)]
         assert finishes == [(first, 1), (second, 1)]
         # The interrupted turn: a request/response host got its request again (a model call is
         # at-least-once); Claude Managed Agents got the tool result once — the retried turn
-        # found it in the session's history and only read the turn it started.
+        # found it in the session's history and only read the turn it started (a local turn
+        # cannot know it is a retry: past the first boundary it always asks the host first).
         assert wire == (1 if host_name == "cma" else 2)
 
 
@@ -184,3 +189,15 @@ def test_a_killed_worker_is_replaced_on_local_activities(
     """``SessionSpec(local_activities=True)``: the same result and one effect per tool-use id;
     what the kill costs is re-running the calls of the workflow task that was lost."""
     asyncio.run(_crash(temporal_server, tmp_path, "local", moment, local=True))
+
+
+@pytest.mark.parametrize("moment", ["mid_tool", "mid_turn"])
+@pytest.mark.parametrize("host_name", ["local", "cma", "agentcore"])
+def test_a_killed_worker_is_replaced_on_local_turns(
+    temporal_server: DevServer, tmp_path: Path, host_name: str, moment: str
+) -> None:
+    """``SessionSpec(local_activities="turns")``: a tool call's worker killed mid-call is
+    retried as a regular activity (attempt 2, the same key); a turn's worker killed mid-turn
+    loses the workflow task, and the next worker asks the turn again — Claude Managed Agents
+    without posting its input twice. The same result, one effect per tool-use id."""
+    asyncio.run(_crash(temporal_server, tmp_path, host_name, moment, local="turns"))
