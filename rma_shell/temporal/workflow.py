@@ -119,6 +119,7 @@ class SessionWorkflow:
         self._gen = 0
         self._last_boundary: str | None = None
         self._has_transcript = False
+        self._fresh = False  # a session this workflow created (not reattached): see ``_exchange``
         self._final: Outcome | None = None
         self._results: list[Any] = []
         self._first = 0  # the index of ``_results[0]`` among all the session's results
@@ -194,7 +195,11 @@ class SessionWorkflow:
                 return {"result": to_jsonable(outcome), "results": [to_jsonable(outcome)]}
             body = opened["opened"]  # not decoded: the config's codec is found by name below
             config = load_config({"config": body["config"]}, codec_for)
-            self._snap, self._has_transcript = body["snap"], body["has_transcript"]
+            self._snap, self._has_transcript, self._fresh = (
+                body["snap"],
+                body["has_transcript"],
+                not body["resumed"],
+            )
             self._snap_bytes = int(body.get("snap_bytes") or 0)
             self._at_most_once = frozenset(body.get("at_most_once") or ())
             self._state = initial_state(config)
@@ -302,6 +307,7 @@ class SessionWorkflow:
             "gen": self._gen,
             "last_boundary": self._last_boundary,
             "has_transcript": self._has_transcript,
+            "fresh": self._fresh,
             "results": last,
             "first": self._first + len(self._results) - len(last),
             "expected": self._expected,
@@ -334,6 +340,7 @@ class SessionWorkflow:
         self._snap, self._version, self._gen = c["snap"], int(c["version"]), int(c["gen"])
         self._snap_bytes = int(c.get("snap_bytes") or 0)
         self._last_boundary, self._has_transcript = c["last_boundary"], bool(c["has_transcript"])
+        self._fresh = bool(c.get("fresh"))
         self._results, self._first, self._expected = list(c["results"]), int(c["first"]), int(c["expected"])
         self._recorded = dict(from_jsonable(c["recorded"]))
         self._awaiting = {a["tool_use_id"]: a for a in c["awaiting"]}
@@ -532,9 +539,10 @@ class SessionWorkflow:
     async def _exchange(self, input: JSON) -> None:
         gen = self._gen
         try:
-            out = await self._turn_activity(
-                "rma.exchange", {"input": to_jsonable(input), "after": self._last_boundary}
-            )
+            # ``fresh``: every event the host lists is this workflow's (a local turn may then
+            # ask whether its input landed before the session's first boundary).
+            fields = {"input": to_jsonable(input), "after": self._last_boundary, "fresh": self._fresh}
+            out = await self._turn_activity("rma.exchange", fields)
         except ActivityError as exc:
             self._post(PushFinished(Failure(_lost("the turn's workers were lost", exc))))
             return

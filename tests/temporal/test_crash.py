@@ -90,7 +90,7 @@ async def _crash(
             if moment == "mid_tool":
                 hold.touch()
             else:
-                gate.arm()
+                gate.arm(turn=0 if moment == "first_turn" else 2)
             wf = f"crashed-{queue}"
             # A local activity lives in its workflow task: a killed worker's task times out
             # (this bound) before another worker replays it and runs what was not recorded.
@@ -100,14 +100,16 @@ async def _crash(
                 await asyncio.to_thread(
                     fleet.wait_for, lambda: len(fleet.rows(db, "starts", wf)) == 2, 60, "c2"
                 )
-            else:  # the last turn's request is at the host, A waiting for it
+            else:  # the turn's request is at the host, A waiting for it
                 assert await asyncio.to_thread(gate.reached.wait, 60)
+            if moment == "first_turn":  # and the open recorded: A's task heartbeated meanwhile
+                await _until_recorded(handle, "rma.open", 30)
             a.kill()
             hold.unlink(missing_ok=True)
             gate.release.set()
             b = worker(tmp, server, queue, config, "b")
             crashed = await handle.result()
-            wire = _final_inputs(host_name, emu, crashed.unwrap().session_id)
+            wire = _final_inputs(host_name, emu, crashed.unwrap().session_id, moment)
         finally:
             a.kill()
             if b is not None:
@@ -151,8 +153,30 @@ async def _crash(
         assert wire == (1 if host_name == "cma" else 2)
 
 
-def _final_inputs(host_name: str, emu: Any, session_id: str) -> int:
-    """How many times the host received the input answering the second call."""
+async def _until_recorded(handle: Any, activity_type: str, timeout_s: float) -> None:
+    """Until the history holds the local activity ``activity_type``'s marker (a workflow task
+    running a long local activity is completed — heartbeated — at 80% of its timeout)."""
+
+    async def poll() -> None:
+        while True:
+            history = await handle.handle.fetch_history()
+            if any(
+                e.HasField("marker_recorded_event_attributes")
+                and activity_type.encode() in e.SerializeToString()
+                for e in history.events
+            ):
+                return
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+def _final_inputs(host_name: str, emu: Any, session_id: str, moment: str = "mid_turn") -> int:
+    """How many times the host received the input answering the second call (the kickoff, for
+    a kill in the first turn: Claude Managed Agents only)."""
+    if moment == "first_turn":
+        assert host_name == "cma"
+        return sum(1 for e in emu.history(session_id) if e["type"] == "user.message")
     if host_name == "local":
         return (
             sum(
@@ -201,3 +225,13 @@ def test_a_killed_worker_is_replaced_on_local_turns(
     loses the workflow task, and the next worker asks the turn again — Claude Managed Agents
     without posting its input twice. The same result, one effect per tool-use id."""
     asyncio.run(_crash(temporal_server, tmp_path, host_name, moment, local="turns"))
+
+
+def test_a_worker_killed_in_a_claude_session_s_first_local_turn_is_replaced_without_a_second_kickoff(
+    temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """Killed once the session's open is recorded (A's workflow task heartbeated during the
+    long first turn): the next worker continues that session, and with no turn boundary of
+    it yet, its local turn lists the new session's history, finds the kickoff there and reads
+    the turn it started instead of posting it again."""
+    asyncio.run(_crash(temporal_server, tmp_path, "cma", "first_turn", local="turns"))
