@@ -7,8 +7,10 @@ computed from the request: ``charge`` 1, ``charge`` 2, then the answer — three
 two tool calls), and the rma workers.
 
 1. **Per-turn overhead.** The same three-turn session run one at a time, ``--sessions`` times,
-   three ways on one ``Local`` provider: ``run()`` (plain), ``run(journal=…)`` (the SQLite
-   journal), and ``run_session`` on one in-process Temporal worker. Reported: the median
+   five ways on one ``Local`` provider: ``run()`` (plain), ``run(journal=…)`` (the SQLite
+   journal), and ``run_session`` on one in-process Temporal worker with each
+   ``SessionSpec.local_activities`` (``False``: the turn and each tool call activities;
+   ``"turns"``: the turn a local activity; ``True``: every step local). Reported: the median
    session's wall time per turn, and each one's overhead per turn over the plain run.
 2. **Scale-out.** ``--workers`` worker *processes* (1, 2, 4) on one task queue; ``--concurrent``
    sessions started at once; with two or more workers, worker 0 is SIGKILLed once a third of
@@ -63,6 +65,9 @@ heartbeat is late is taken as lost and retried (at 2 s, a single worker retried 
 
 DEADLINE_S = 600
 
+MODES: dict[str, bool | str] = {"temporal": False, "temporal_turns_local": "turns", "temporal_local": True}
+"""The Temporal kinds of the per-turn overhead, by ``SessionSpec.local_activities``."""
+
 
 class Tools:
     async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
@@ -70,20 +75,28 @@ class Tools:
 
 
 async def overhead(server: DevServer, sessions: int, tmp: Path) -> dict[str, Any]:
-    samples: dict[str, list[float]] = {"plain": [], "journal": [], "temporal": []}
-    with OpenAIEmulator([fleet.openai_reply()] * (TURNS * sessions * 3 + 10)) as emu:
+    samples: dict[str, list[float]] = {"plain": [], "journal": [], **{k: [] for k in MODES}}
+    with OpenAIEmulator([fleet.openai_reply()] * (TURNS * (sessions + 2) * (2 + len(MODES)) + 10)) as emu:
         provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
         client = await connect(server.address)
         queue = f"overhead-{uuid.uuid4().hex[:6]}"
         async with session_worker(
             client, task_queue=queue, providers={"local": provider}, handlers={"tools": Tools()}
         ):
-            spec = SessionSpec(
-                provider="local", handler="tools", prompt="Charge 1, then 2.", timeouts=TIMEOUTS
-            )
-            await run_session(client, spec, task_queue=queue)  # warm-up: imports, sticky cache
+            specs = {
+                kind: SessionSpec(
+                    provider="local",
+                    handler="tools",
+                    prompt="Charge 1, then 2.",
+                    timeouts=TIMEOUTS,
+                    local_activities=local,
+                )
+                for kind, local in MODES.items()
+            }
+            for spec in specs.values():  # warm-up: imports, sticky cache
+                await run_session(client, spec, task_queue=queue)
             await run(provider, handler=Tools(), prompt="warm")
-            for i in range(sessions):  # interleaved, so drift hits all three alike
+            for i in range(sessions):  # interleaved, so drift hits all five alike
                 t0 = time.perf_counter()
                 out = await run(provider, handler=Tools(), prompt="Charge 1, then 2.")
                 samples["plain"].append(time.perf_counter() - t0)
@@ -98,10 +111,11 @@ async def overhead(server: DevServer, sessions: int, tmp: Path) -> dict[str, Any
                 )
                 samples["journal"].append(time.perf_counter() - t0)
                 assert out.unwrap().turns == TURNS
-                t0 = time.perf_counter()
-                out = await run_session(client, spec, task_queue=queue)
-                samples["temporal"].append(time.perf_counter() - t0)
-                assert out.unwrap().turns == TURNS
+                for kind, spec in specs.items():
+                    t0 = time.perf_counter()
+                    out = await run_session(client, spec, task_queue=queue)
+                    samples[kind].append(time.perf_counter() - t0)
+                    assert out.unwrap().turns == TURNS
         await provider.close()
     per_turn = {k: statistics.median(v) / TURNS * 1000 for k, v in samples.items()}
     return {
@@ -110,8 +124,8 @@ async def overhead(server: DevServer, sessions: int, tmp: Path) -> dict[str, Any
         "per_turn_ms": {k: round(v, 2) for k, v in per_turn.items()},
         "overhead_per_turn_ms": {
             "journal_vs_plain": round(per_turn["journal"] - per_turn["plain"], 2),
-            "temporal_vs_plain": round(per_turn["temporal"] - per_turn["plain"], 2),
-            "temporal_vs_journal": round(per_turn["temporal"] - per_turn["journal"], 2),
+            **{f"{k}_vs_plain": round(per_turn[k] - per_turn["plain"], 2) for k in MODES},
+            **{f"{k}_vs_journal": round(per_turn[k] - per_turn["journal"], 2) for k in MODES},
         },
     }
 

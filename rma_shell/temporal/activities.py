@@ -324,8 +324,18 @@ class Activities:
         if isinstance(session, Failure):
             return {"push": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
         p, conn = session.unwrap()
-        # A first attempt after one that found no snapshot here is a retry all the same.
-        retried = activity.info().attempt > 1 or int(inp.get("after_attempt") or 1) > 1
+        # A first attempt after one that found no snapshot here is a retry all the same. A local
+        # activity cannot tell: one replayed on another worker after its worker died starts at
+        # attempt 1 again. So a local turn always asks the host first whether its input already
+        # landed (one history listing) and never posts twice — except the first turn of a
+        # reattached session (not ``fresh``), whose listing holds earlier requests' inputs and
+        # no boundary of ours to read it from yet.
+        info = activity.info()
+        retried = (
+            info.attempt > 1
+            or int(inp.get("after_attempt") or 1) > 1
+            or (info.is_local and (inp.get("after") is not None or bool(inp.get("fresh"))))
+        )
         beat = _beat
         try:
             pushed, read, conn = await streaming.exchange(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -85,6 +85,10 @@ _READ_KEYS = {recorded: name for name, recorded in _RECORDED_KEYS.items()}
 Timeouts.__init__ = renamed_options("Timeouts")(Timeouts.__init__)  # type: ignore[method-assign]
 
 
+LOCAL_ACTIVITIES: tuple[bool | str, ...] = (False, "turns", True)
+"""``SessionSpec.local_activities``' values: the cheap steps only, the turns too, every step."""
+
+
 @attrs.frozen
 class SessionSpec:
     """One session, as a Temporal workflow runs it (see ``rma_shell.temporal.start_session``).
@@ -133,11 +137,14 @@ class SessionSpec:
     context: str | None = None
     """The name of an object the workers registered (``session_worker(contexts=…)``), handed to
     every tool call as ``ctx`` — ``run()``'s ``context=``, by name: each worker hands its own."""
-    local_activities: bool = False
-    """Run the session's activities as Temporal *local* activities, on the worker that runs
-    the workflow task, recorded with that task's completion: a turn costs no round trips
-    through the server's task queues. At-most-once tools and the host's stop stay regular
-    activities. What it costs in recovery is in docs/temporal.md ("Local activities")."""
+    local_activities: bool | Literal["turns"] = False
+    """Which of the session's activities run as Temporal *local* activities — on the worker
+    that runs the workflow task, recorded with that task's completion, no round trip through
+    the server's task queues. ``False``: only the cheap steps (open, transcript, guard,
+    ``confirm_tool_use``). ``"turns"``: those and the model's turns (the OpenAI Agents SDK's
+    ``use_local_activity=True``); each tool call stays a regular activity. ``True``: every
+    step, tool calls included. At-most-once tools and the host's stop are regular activities
+    in every mode. What each costs in recovery is in docs/temporal.md ("Local activities")."""
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
@@ -199,6 +206,11 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
                 f"{where}.{secret}",
                 "a workflow's input is kept in its history: credentials stay in the worker's provider",
             )
+    if type(spec.local_activities) not in (bool, str) or spec.local_activities not in LOCAL_ACTIVITIES:
+        return InvalidOpts(
+            "local_activities",
+            f"True, False or 'turns' (the model's turns only), got {spec.local_activities!r}",
+        )
     for name in ("max_history_events", "max_history_bytes"):
         limit = getattr(spec, name)
         if limit is not None and (type(limit) is not int or limit < 1):

@@ -7,8 +7,9 @@ can fall before the subscription), and reads until the codec's ``turn_boundary``
 ``session.status_idle`` that ends the turn — or until the stream ends. Between turns no stream
 is open: an idle session emits nothing until it is given input.
 
-Retried on another worker after a crash (``attempt > 1``), it first consolidates with the
-host's listed history (``Provider.reconnect``) from the last boundary the workflow processed:
+Retried on another worker after a crash (``attempt > 1``; a local activity, which cannot tell,
+every time), it first consolidates with the host's listed history (``Provider.reconnect``)
+from the last boundary the workflow processed:
 what the host did meanwhile is replayed, and the input is posted again only when the history
 shows it never arrived (``landed``). ``resync`` is the machine's own reconnect (after a real
 drop): subscribe, consolidate against every id the machine saw, and — if the remote turn is
@@ -150,6 +151,8 @@ async def exchange(
             if isinstance(pushed, Failure):
                 tasks.cancel_scope.cancel()
                 return pushed, Read(replay, None), conn
+            if after is None:  # a new session's first turn: nothing listed before it is the turn's
+                replay = ()
         skip = {eid for e in replay if (eid := _id(e)) is not None}
         read = await sub.read_to_boundary(provider.codec, skip, beat, replay)
         tasks.cancel_scope.cancel()

@@ -18,8 +18,9 @@ Decisions stay in the core; this module decides only what Temporal adds:
   repeat it); tool telemetry is, from the tool activities; ``Log`` goes to ``workflow.logger``,
   which is silent during replay;
 - a long session continues as new at a moment nothing is in flight, carrying its state
-  (``rma_shell.temporal.carry``); cheap steps, and every step under ``local_activities``, are
-  local activities (docs/temporal.md says what each costs in recovery).
+  (``rma_shell.temporal.carry``); cheap steps, and the turns or every step as
+  ``local_activities`` says (``rma_shell.temporal.placement``), are local activities
+  (docs/temporal.md says what each costs in recovery).
 
 The rma imports pass through Temporal's sandbox: the core is pure (attrs and returns only), so
 one shared copy is safe, and re-importing it per workflow run would cost more than the run.
@@ -68,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
     from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
+    from rma_shell.temporal.placement import runs_local
     from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
@@ -85,14 +87,6 @@ _NEED_CONN = frozenset({"rma.poll", "rma.exchange", "rma.push", "rma.resync", "r
 INLINE_SNAP_BYTES = 64 * 1024
 """A snapshot larger than this (a Local conversation) goes to a turn by reference: the worker
 that made it holds it; one that does not answers ``need_snap`` and is sent it inline."""
-
-_CHEAP = frozenset({"rma.open", "rma.transcript", "rma.guard", "rma.confirm"})
-"""Local activities in every workflow started since issue #28: short and at least once anyway,
-so a round trip through the server's queues buys them nothing."""
-
-_REMOTE_ALWAYS = frozenset({"rma.stop"})
-"""Run as a regular activity even under ``SessionSpec(local_activities=True)``: the stop's
-bound (its schedule-to-close) must hold while the workflow task that asked for it is gone."""
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -125,6 +119,7 @@ class SessionWorkflow:
         self._gen = 0
         self._last_boundary: str | None = None
         self._has_transcript = False
+        self._fresh = False  # a session this workflow created (not reattached): see ``_exchange``
         self._final: Outcome | None = None
         self._results: list[Any] = []
         self._first = 0  # the index of ``_results[0]`` among all the session's results
@@ -200,7 +195,11 @@ class SessionWorkflow:
                 return {"result": to_jsonable(outcome), "results": [to_jsonable(outcome)]}
             body = opened["opened"]  # not decoded: the config's codec is found by name below
             config = load_config({"config": body["config"]}, codec_for)
-            self._snap, self._has_transcript = body["snap"], body["has_transcript"]
+            self._snap, self._has_transcript, self._fresh = (
+                body["snap"],
+                body["has_transcript"],
+                not body["resumed"],
+            )
             self._snap_bytes = int(body.get("snap_bytes") or 0)
             self._at_most_once = frozenset(body.get("at_most_once") or ())
             self._state = initial_state(config)
@@ -308,6 +307,7 @@ class SessionWorkflow:
             "gen": self._gen,
             "last_boundary": self._last_boundary,
             "has_transcript": self._has_transcript,
+            "fresh": self._fresh,
             "results": last,
             "first": self._first + len(self._results) - len(last),
             "expected": self._expected,
@@ -340,6 +340,7 @@ class SessionWorkflow:
         self._snap, self._version, self._gen = c["snap"], int(c["version"]), int(c["gen"])
         self._snap_bytes = int(c.get("snap_bytes") or 0)
         self._last_boundary, self._has_transcript = c["last_boundary"], bool(c["has_transcript"])
+        self._fresh = bool(c.get("fresh"))
         self._results, self._first, self._expected = list(c["results"]), int(c["first"]), int(c["expected"])
         self._recorded = dict(from_jsonable(c["recorded"]))
         self._awaiting = {a["tool_use_id"]: a for a in c["awaiting"]}
@@ -493,11 +494,8 @@ class SessionWorkflow:
             maximum_interval=timedelta(seconds=t.retry_max),
             maximum_attempts=attempts,
         )
-        if (
-            (self._spec.local_activities or (self._continuing and name in _CHEAP))
-            and name not in _REMOTE_ALWAYS
-            and not (name == "rma.tool" and arg["use"].get("name") in self._at_most_once)
-        ):
+        tool = arg["use"].get("name") if name == "rma.tool" else None
+        if runs_local(self._spec.local_activities, name, tool, self._at_most_once, self._continuing):
             # On the worker running this workflow task, recorded with the task's completion:
             # no round trip through the server's queues (see docs/temporal.md for what it costs).
             local: dict[str, Any] = await workflow.execute_local_activity(
@@ -541,9 +539,10 @@ class SessionWorkflow:
     async def _exchange(self, input: JSON) -> None:
         gen = self._gen
         try:
-            out = await self._turn_activity(
-                "rma.exchange", {"input": to_jsonable(input), "after": self._last_boundary}
-            )
+            # ``fresh``: every event the host lists is this workflow's (a local turn may then
+            # ask whether its input landed before the session's first boundary).
+            fields = {"input": to_jsonable(input), "after": self._last_boundary, "fresh": self._fresh}
+            out = await self._turn_activity("rma.exchange", fields)
         except ActivityError as exc:
             self._post(PushFinished(Failure(_lost("the turn's workers were lost", exc))))
             return

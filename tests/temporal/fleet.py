@@ -84,18 +84,20 @@ class Ledger:
 
 
 class Gate:
-    """Holds the final turn of the next request that reaches it, until released."""
+    """Holds a turn (the final one unless told: ``arm(turn=0)`` the first) of the next request
+    that reaches it, until released."""
 
     def __init__(self) -> None:
         self.armed = False
+        self.turn = 2
         self.reached = threading.Event()
         self.release = threading.Event()
 
-    def arm(self) -> None:
-        self.armed, self.reached, self.release = True, threading.Event(), threading.Event()
+    def arm(self, turn: int = 2) -> None:
+        self.armed, self.turn, self.reached, self.release = True, turn, threading.Event(), threading.Event()
 
-    def pass_through(self) -> None:
-        if self.armed:
+    def pass_through(self, answered: int) -> None:
+        if self.armed and answered == self.turn:
             self.armed = False
             self.reached.set()
             self.release.wait(60)
@@ -103,12 +105,12 @@ class Gate:
 
 def _step(answered: int, gate: Gate | None) -> tuple[str, dict[str, Any]] | None:
     """The scripted conversation: charge 1, charge 2 (held), then the answer."""
+    if gate is not None:
+        gate.pass_through(answered)
     if answered == 0:
         return ("c1", {"amount": 1})
     if answered == 1:
         return ("c2", {"amount": 2, "hold": True})
-    if gate is not None:
-        gate.pass_through()
     return None
 
 

@@ -110,11 +110,16 @@ def test_a_history_recorded_before_continue_as_new_replays_unchanged() -> None:
 
 @pytest.mark.parametrize(
     ("local", "every", "turns"),
-    [(False, 60, 40), (False, 1, 8), (True, 1, 12)],
-    ids=["every_60_events", "at_every_moment", "local_activities_at_every_moment"],
+    [(False, 60, 40), (False, 1, 8), (True, 1, 12), ("turns", 1, 10)],
+    ids=[
+        "every_60_events",
+        "at_every_moment",
+        "local_activities_at_every_moment",
+        "local_turns_at_every_moment",
+    ],
 )
 def test_the_result_after_many_hops_is_the_result_run_gives(
-    temporal_server: DevServer, local: bool, every: int, turns: int
+    temporal_server: DevServer, local: bool | str, every: int, turns: int
 ) -> None:
     """``every=1``: it continues at every moment it may — after each event fed — so each
     phase of a turn is carried across a hop at least once. (Local activities complete inside
@@ -221,9 +226,11 @@ async def until(handle: Any, predicate: Any, timeout_s: float) -> dict[str, Any]
     return await asyncio.wait_for(poll(), timeout_s)
 
 
-@pytest.mark.parametrize("local", [False, True], ids=["activities", "local_activities"])
+@pytest.mark.parametrize(
+    "local", [False, "turns", True], ids=["activities", "local_turns", "local_activities"]
+)
 def test_a_call_waiting_for_approval_waits_on_in_the_next_run(
-    temporal_server: DevServer, local: bool
+    temporal_server: DevServer, local: bool | str
 ) -> None:
     """Hopping at every moment it may, the session hops right after the call asked for
     approval: the approval reaches a run that never asked, and the call runs once."""

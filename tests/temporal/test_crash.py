@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -61,7 +61,9 @@ def worker(
     return fleet.WorkerProcess(body, tmp / f"worker-{name}.json")
 
 
-async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, local: bool = False) -> None:
+async def _crash(
+    server: DevServer, tmp: Path, host_name: str, moment: str, local: bool | Literal["turns"] = False
+) -> None:
     db, hold = tmp / "ledger.db", tmp / "hold"
     fleet.init_ledger(db)
     gate = fleet.Gate()
@@ -88,7 +90,7 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, loca
             if moment == "mid_tool":
                 hold.touch()
             else:
-                gate.arm()
+                gate.arm(turn=0 if moment == "first_turn" else 2)
             wf = f"crashed-{queue}"
             # A local activity lives in its workflow task: a killed worker's task times out
             # (this bound) before another worker replays it and runs what was not recorded.
@@ -98,14 +100,16 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, loca
                 await asyncio.to_thread(
                     fleet.wait_for, lambda: len(fleet.rows(db, "starts", wf)) == 2, 60, "c2"
                 )
-            else:  # the last turn's request is at the host, A waiting for it
+            else:  # the turn's request is at the host, A waiting for it
                 assert await asyncio.to_thread(gate.reached.wait, 60)
+            if moment == "first_turn":  # and the open recorded: A's task heartbeated meanwhile
+                await _until_recorded(handle, "rma.open", 30)
             a.kill()
             hold.unlink(missing_ok=True)
             gate.release.set()
             b = worker(tmp, server, queue, config, "b")
             crashed = await handle.result()
-            wire = _final_inputs(host_name, emu, crashed.unwrap().session_id)
+            wire = _final_inputs(host_name, emu, crashed.unwrap().session_id, moment)
         finally:
             a.kill()
             if b is not None:
@@ -117,16 +121,27 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, loca
     uses = [u.id for u in crashed.unwrap().custom_tool_uses]
     assert len(uses) == 2
     effects = fleet.rows(db, "effects", wf)
-    assert sorted(key for key, _, _ in effects) == sorted(f"{wf}:{u}" for u in uses)
-    assert sorted(amount for _, amount, _ in effects) == [1, 2]
     starts = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "starts", wf)]
     finishes = [(key.split(":", 1)[1], attempt) for key, attempt, _ in fleet.rows(db, "finishes", wf)]
     first, second = uses
-    if local:
+    if local is True and host_name == "cma":
+        # The whole session, its open included, ran in one workflow task, which the kill lost:
+        # B opened a new host session, whose model named its calls anew — new tool-use ids,
+        # new keys. So each call of the session that finished was applied once, and the lost
+        # session's calls had been applied too, under their own keys: what docs/temporal.md
+        # says local activities cost when a re-asked turn names its calls anew.
+        keys = [key for key, _, _ in effects]
+        assert {f"{wf}:{u}" for u in uses} <= set(keys) and len(keys) == len(set(keys))
+        assert all(attempt == 1 for _, attempt in starts)
+        return
+    assert sorted(key for key, _, _ in effects) == sorted(f"{wf}:{u}" for u in uses)
+    assert sorted(amount for _, amount, _ in effects) == [1, 2]
+    if local is True:
         # Local activities are recorded when their workflow task completes, which the kill
         # prevented: B ran again what A had run in that task — every call from attempt 1, the
-        # same keys — and each effect still happened once. (The exact re-runs depend on where
-        # A's task ended; what is pinned is the effect and the result.)
+        # same keys (the emulated model names the calls of a re-asked turn as before) — and
+        # each effect still happened once. (The exact re-runs depend on where A's task ended;
+        # what is pinned is the effect and the result.)
         assert {u for u, _ in finishes} == {first, second}
         assert all(attempt == 1 for _, attempt in starts)
         return
@@ -137,17 +152,42 @@ async def _crash(server: DevServer, tmp: Path, host_name: str, moment: str, loca
         assert finishes == [(first, 1), (second, 2)]
         assert {pid for _, _, pid in effects} == {a.pid, b.pid}
     else:
-        # Both calls completed before the kill: the turn was retried, no tool was.
+        # Both calls completed before the kill: the turn was retried, no tool was (with
+        # local_activities="turns" too: the tools' regular activities were recorded; the
+        # turn's local one ran again on B, from attempt 1).
         assert starts == [(first, 1), (second, 1)]
         assert finishes == [(first, 1), (second, 1)]
         # The interrupted turn: a request/response host got its request again (a model call is
         # at-least-once); Claude Managed Agents got the tool result once — the retried turn
-        # found it in the session's history and only read the turn it started.
+        # found it in the session's history and only read the turn it started (a local turn
+        # cannot know it is a retry: past the first boundary it always asks the host first).
         assert wire == (1 if host_name == "cma" else 2)
 
 
-def _final_inputs(host_name: str, emu: Any, session_id: str) -> int:
-    """How many times the host received the input answering the second call."""
+async def _until_recorded(handle: Any, activity_type: str, timeout_s: float) -> None:
+    """Until the history holds the local activity ``activity_type``'s marker (a workflow task
+    running a long local activity is completed — heartbeated — at 80% of its timeout)."""
+
+    async def poll() -> None:
+        while True:
+            history = await handle.handle.fetch_history()
+            if any(
+                e.HasField("marker_recorded_event_attributes")
+                and activity_type.encode() in e.SerializeToString()
+                for e in history.events
+            ):
+                return
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+def _final_inputs(host_name: str, emu: Any, session_id: str, moment: str = "mid_turn") -> int:
+    """How many times the host received the input answering the second call (the kickoff, for
+    a kill in the first turn: Claude Managed Agents only)."""
+    if moment == "first_turn":
+        assert host_name == "cma"
+        return sum(1 for e in emu.history(session_id) if e["type"] == "user.message")
     if host_name == "local":
         return (
             sum(
@@ -178,9 +218,34 @@ def test_a_killed_worker_is_replaced_with_nothing_lost(
 
 
 @pytest.mark.parametrize("moment", ["mid_tool", "mid_turn"])
+@pytest.mark.parametrize("host_name", ["local", "cma"])
 def test_a_killed_worker_is_replaced_on_local_activities(
-    temporal_server: DevServer, tmp_path: Path, moment: str
+    temporal_server: DevServer, tmp_path: Path, host_name: str, moment: str
 ) -> None:
     """``SessionSpec(local_activities=True)``: the same result and one effect per tool-use id;
-    what the kill costs is re-running the calls of the workflow task that was lost."""
-    asyncio.run(_crash(temporal_server, tmp_path, "local", moment, local=True))
+    what the kill costs is re-running the calls of the workflow task that was lost — on Claude
+    Managed Agents the open too: a new host session, whose calls have new ids, so the lost
+    session's effects stay beside the new one's (the reason to prefer ``"turns"`` there)."""
+    asyncio.run(_crash(temporal_server, tmp_path, host_name, moment, local=True))
+
+
+@pytest.mark.parametrize("moment", ["mid_tool", "mid_turn"])
+@pytest.mark.parametrize("host_name", ["local", "cma", "agentcore"])
+def test_a_killed_worker_is_replaced_on_local_turns(
+    temporal_server: DevServer, tmp_path: Path, host_name: str, moment: str
+) -> None:
+    """``SessionSpec(local_activities="turns")``: a tool call's worker killed mid-call is
+    retried as a regular activity (attempt 2, the same key); a turn's worker killed mid-turn
+    loses the workflow task, and the next worker asks the turn again — Claude Managed Agents
+    without posting its input twice. The same result, one effect per tool-use id."""
+    asyncio.run(_crash(temporal_server, tmp_path, host_name, moment, local="turns"))
+
+
+def test_a_worker_killed_in_a_claude_session_s_first_local_turn_is_replaced_without_a_second_kickoff(
+    temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """Killed once the session's open is recorded (A's workflow task heartbeated during the
+    long first turn): the next worker continues that session, and with no turn boundary of
+    it yet, its local turn lists the new session's history, finds the kickoff there and reads
+    the turn it started instead of posting it again."""
+    asyncio.run(_crash(temporal_server, tmp_path, "cma", "first_turn", local="turns"))

@@ -78,8 +78,15 @@ def spec(provider: str = "local", **options: Any) -> SessionSpec:
     return SessionSpec(provider=provider, handler="tools", timeouts=FAST, **options)
 
 
+@pytest.mark.parametrize("local", [False, "turns"], ids=["activities", "local_turns"])
 @pytest.mark.parametrize("host_name", ["local", "cma", "agentcore"])
-def test_a_session_has_the_result_run_gives(temporal_server: DevServer, host_name: str) -> None:
+def test_a_session_has_the_result_run_gives(
+    temporal_server: DevServer, host_name: str, local: bool | str
+) -> None:
+    """On each host, with the turns as activities or (``local_activities="turns"``) as local
+    activities — a streamed Claude turn past the first asks the host whether its input landed
+    before posting it, and that changes nothing in an undisturbed run."""
+
     async def main() -> None:
         tools = Tools()
         if host_name == "local":
@@ -105,7 +112,10 @@ def test_a_session_has_the_result_run_gives(temporal_server: DevServer, host_nam
             plain = await run(provider, handler=tools, prompt="Charge 1, then 2.", timeout=30, **opts())
             async with worker(temporal_server, {host_name: provider}, {"tools": tools}) as (client, queue):
                 durable = await run_session(
-                    client, spec(host_name, provider_opts=opts()), task_queue=queue, id=f"s-{queue}"
+                    client,
+                    spec(host_name, provider_opts=opts(), local_activities=local),
+                    task_queue=queue,
+                    id=f"s-{queue}",
                 )
             await provider.close()
         assert durable.unwrap().text == fleet.FINAL_TEXT
@@ -222,6 +232,24 @@ def test_the_turn_guard_and_typed_errors_are_run_s(temporal_server: DevServer) -
             await start_session(Client.__new__(Client), spec(prompt=object()), task_queue="x")  # type: ignore[arg-type]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("value", ["tools", "True", 1, 0, None, ["turns"]])
+def test_local_activities_other_than_true_false_or_turns_is_a_typed_error_naming_it(value: Any) -> None:
+    async def main() -> None:
+        with pytest.raises(InvalidOpts) as refused:
+            await start_session(Client.__new__(Client), spec(local_activities=value), task_queue="x")  # type: ignore[arg-type]
+        assert refused.value.option == "local_activities"
+        assert "'turns'" in refused.value.message
+
+    asyncio.run(main())
+
+
+def test_local_turns_is_recorded_in_the_spec_and_read_back() -> None:
+    recorded = spec(local_activities="turns").to_json()
+    assert recorded["local_activities"] == "turns"
+    assert SessionSpec.from_json(recorded).local_activities == "turns"
+    assert "local_activities" not in spec().to_json()  # what a worker from before reads
 
 
 def test_a_registered_context_is_each_tool_call_s_ctx(temporal_server: DevServer) -> None:
