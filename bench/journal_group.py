@@ -69,6 +69,8 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
 
     assert Path(rma_shell.__file__).resolve().is_relative_to(Path(job["tree"]).resolve()), rma_shell.__file__
     k, steps, repeat = job["k"], job["steps"], job["repeat"]
+    if job.get("gc_threshold"):
+        gc.set_threshold(job["gc_threshold"], 10, 10)
     scratch = tempfile.TemporaryDirectory(prefix="rma-journal-group-")
     store = SQLiteJournal(Path(scratch.name) / "journal.db")
     stores: dict[str, Any] = {"plain": None, "sqlite": store, "memory": MemoryJournal(), "floor": None}
@@ -207,6 +209,12 @@ def main() -> int:
     parser.add_argument("--base", help="the base: this checkout instead of --base-ref")
     parser.add_argument("--no-base", action="store_true", help="this tree only")
     parser.add_argument("--json", help="write the summary here")
+    parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        help="the workers' gc.set_threshold(N, 10, 10) (default: Python's, 700): what tuning the "
+        "cyclic GC does for a process carrying many sessions",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -251,6 +259,7 @@ def main() -> int:
                             "repeat": args.single_repeat if k == 1 else 1,
                             "inner": inner,
                             "base_url": server.base_url,
+                            "gc_threshold": args.gc_threshold,
                         }
                         results.append(run_worker(job))
                         print(
