@@ -43,7 +43,7 @@ from rma_shell.handler import Capabilities, HandlerAdapter, accepts
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
-from rma_shell.temporal.carry import snapshot_delta
+from rma_shell.temporal.carry import pack_result, snapshot_delta
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
 from rma_shell.temporal.spec import SessionSpec
 
@@ -490,7 +490,8 @@ class Activities:
             return {"transcript": None}
         p, conn = session.unwrap()
         value = p.provider.transcript(conn)
-        return {"transcript": None if value is None else list(value)}
+        # One payload, like the result it goes into: a long one leaves compressed.
+        return {"transcript": None if value is None else pack_result(list(value))}
 
     @activity.defn(name="rma.stop")
     @_beating

@@ -102,6 +102,29 @@ def pack(carried: Mapping[str, Any]) -> dict[str, str]:
     return {"$zlib": base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")}
 
 
+RESULT_INLINE_BYTES = 256 * 1024
+"""A result whose JSON is larger than this leaves the workflow compressed (``pack_result``)."""
+
+
+def pack_result(value: Any) -> Any:
+    """A request's encoded result as the workflow returns it: as it is, or — when its JSON is
+    over ``RESULT_INLINE_BYTES`` — one compressed string, as a carry is. A result is one
+    payload (2 MB by default), and a long Local request's transcript and events grow with its
+    turns (~1.6 MB at 2,000 turns) and compress ~10×. ``unpack_result`` is the inverse."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if len(text) <= RESULT_INLINE_BYTES:
+        return value
+    return {"$zlib": base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")}
+
+
+def unpack_result(value: Any) -> Any:
+    """``pack_result``'s inverse: an encoded result (``{"$ok": …}``/``{"$err": …}``) is never
+    a ``$zlib`` object, so one is always a packed result."""
+    if isinstance(value, Mapping) and len(value) == 1 and "$zlib" in value:
+        return json.loads(zlib.decompress(base64.b64decode(value["$zlib"])))
+    return value
+
+
 def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
     """``pack``'s inverse (a carry that is not packed is returned as it is)."""
     if "$zlib" not in packed:

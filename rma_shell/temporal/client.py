@@ -21,6 +21,7 @@ from rma.codec_json import decode_result
 from rma.errors import Closed, Crashed, InvalidOpts, SessionError
 from rma.session.machine import carries_result, with_transcript
 from rma.vocabulary import SessionResult
+from rma_shell.temporal.carry import unpack_result
 from rma_shell.temporal.spec import SessionSpec, spec_problem
 from rma_shell.temporal.workflow import WORKFLOW_NAME
 
@@ -29,7 +30,7 @@ Outcome = Result[SessionResult, SessionError]
 
 def _decoded(value: Any) -> Outcome:
     """An encoded result as rma's value (JSON keeps no tuples: the transcript gets its own back)."""
-    decoded: Outcome = decode_result(value)
+    decoded: Outcome = decode_result(unpack_result(value))
     if carries_result(decoded):
         transcript = decoded.unwrap().transcript if isinstance(decoded, Success) else None
         if isinstance(decoded, Failure) and decoded.failure().result is not None:

@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
     from rma.session.machine import Phase, State, carries_result, initial_state, step, with_transcript
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
+    from rma_shell.temporal import carry
     from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
     from rma_shell.temporal.placement import runs_local
     from rma_shell.temporal.spec import SessionSpec
@@ -254,7 +255,7 @@ class SessionWorkflow:
             final = to_jsonable(Failure(Crashed(error_type="SessionEnded", detail="no result")))
         # A live session's results since its last hop; a run's one result is ``result`` (twice
         # would double the largest payload a long request makes).
-        return {"result": final, "results": list(self._results) if spec.live else []}
+        return {"result": carry.pack_result(final), "results": list(self._results) if spec.live else []}
 
     def _done(self) -> bool:
         return self._final is not None or self._closing
@@ -726,7 +727,7 @@ class SessionWorkflow:
             return None
         t = self._timeouts
         out = await self._activity("rma.transcript", {}, t.guard, attempts=t.turn_attempts)
-        value = out.get("transcript")
+        value = carry.unpack_result(out.get("transcript"))  # a recorded one may be a plain list
         return None if value is None else list(value)
 
     # ── what callers can ask and send ──
@@ -759,7 +760,7 @@ class SessionWorkflow:
         self._post(UserMessage(text))
         await workflow.wait_condition(lambda: self._first + len(self._results) > index or self._ended)
         if self._first + len(self._results) > index:
-            return self._results[index - self._first]
+            return carry.pack_result(self._results[index - self._first])
         return to_jsonable(Failure(Closed()))
 
     @message.validator

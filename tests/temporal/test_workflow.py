@@ -473,3 +473,49 @@ def test_a_session_past_its_deadline_waits_for_the_host_s_stop_no_longer_than_it
         assert (ended - asked).total_seconds() < 3.0
 
     asyncio.run(main())
+
+
+def test_a_result_larger_than_a_payload_leaves_the_workflow_compressed(temporal_server: DevServer) -> None:
+    """A long Local request's transcript grows with its turns, and a workflow's result is one
+    payload (2 MB by default), as is the transcript activity's: one over ``RESULT_INLINE_BYTES``
+    leaves compressed and comes back as ``run()``'s result — here ~2.5 MB of transcript (24
+    tool results of 100,000 characters), which as it is would fail the workflow."""
+    from rma_shell.temporal.carry import RESULT_INLINE_BYTES
+
+    calls = 24
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        answered = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if answered < calls:
+            return {
+                "tool_calls": [
+                    {"id": f"call_{answered}", "name": "charge", "arguments": {"amount": answered}}
+                ]
+            }
+        return {"content": fleet.FINAL_TEXT}
+
+    class Receipts:
+        def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            return "".join(f"receipt {input['amount']} line {n}: charged and settled\n" for n in range(5000))
+
+    async def main() -> None:
+        with OpenAIEmulator([reply] * (2 * calls + 4)) as emu:
+            provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
+            plain = await run(provider, handler=Receipts(), prompt="Charge 24 times.", timeout=60)
+            async with worker(temporal_server, {"local": provider}, {"tools": Receipts()}) as (client, queue):
+                handle = await start_session(
+                    client,
+                    spec(prompt="Charge 24 times.", timeout=120),
+                    task_queue=queue,
+                    id=f"s-{queue}",
+                )
+                durable = await handle.result()
+                raw = await handle.handle.result()
+            await provider.close()
+        assert set(raw["result"]) == {"$zlib"}, str(raw["result"])[:1500]
+        transcript = plain.unwrap().transcript
+        assert transcript is not None and len(str(transcript)) > 2 * 1024 * 1024 > RESULT_INLINE_BYTES
+        assert durable.unwrap().text == fleet.FINAL_TEXT
+        assert fleet.normalized(to_jsonable(durable)) == fleet.normalized(to_jsonable(plain))
+
+    asyncio.run(main())
