@@ -68,7 +68,11 @@ _BUSY = (errno.EAGAIN, errno.EACCES)
 """What ``F_SETLK`` says when another process holds the range (POSIX allows either)."""
 
 
-def _forked() -> None:  # the child holds no record lock of its parent's
+def _forked() -> None:
+    """In a forked child: it holds no record lock of its parent's, and a lock another thread
+    held at the fork would never be let go there."""
+    global _LOCK
+    _LOCK = threading.Lock()
     _HELD.clear()
 
 
