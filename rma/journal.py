@@ -53,6 +53,7 @@ from rma.recording import encode
 from rma.replay import load_config
 from rma.session import commands as cmd
 from rma.session import events as ev
+from rma.session.endings import replace_transcript, tupled_transcript
 from rma.session.machine import State, initial_state, step
 from rma.session.options import SessionConfig
 from rma.vocabulary import JSON, SessionResult, ToolResult
@@ -382,10 +383,10 @@ def load(
                 decoded = decode_result(record["outcome"])
                 if not isinstance(decoded, Success | Failure):
                     raise ValueError("end record without an outcome")
-                outcome = _tuple_transcript(decoded)
+                outcome = tupled_transcript(decoded)
                 if record.get("transcript") == "history":
                     journaled = snapshot.get("history") if snapshot is not None else None
-                    outcome = with_result_transcript(outcome, tuple(journaled or ()))
+                    outcome = replace_transcript(outcome, tuple(journaled or ()))
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -416,30 +417,6 @@ def load(
             last_chain=previous,
         )
     )
-
-
-def with_result_transcript(
-    outcome: Result[SessionResult, SessionError], transcript: tuple[JSON, ...] | None
-) -> Result[SessionResult, SessionError]:
-    """``outcome`` with its result's transcript (a success's, or the partial result a failure
-    carries) set to ``transcript``; unchanged when it carries no result."""
-    if isinstance(outcome, Success):
-        return Success(attrs.evolve(outcome.unwrap(), transcript=transcript))
-    error = outcome.failure()
-    if error.result is None:
-        return outcome
-    return Failure(attrs.evolve(error, result=attrs.evolve(error.result, transcript=transcript)))
-
-
-def _tuple_transcript(outcome: Result[SessionResult, SessionError]) -> Result[SessionResult, SessionError]:
-    """JSON has no tuples: give the result's transcript back the tuple the run returned."""
-    result = outcome.unwrap() if isinstance(outcome, Success) else outcome.failure().result
-    if result is None or not isinstance(result.transcript, list):
-        return outcome
-    fixed = attrs.evolve(result, transcript=tuple(result.transcript))
-    if isinstance(outcome, Success):
-        return Success(fixed)
-    return Failure(attrs.evolve(outcome.failure(), result=fixed))
 
 
 # ── folding ──────────────────────────────────────────────────────────────────────────

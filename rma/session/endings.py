@@ -3,7 +3,9 @@
 A request ends with a result (``finish``) or an error (``fail``); either way the session
 reports it once and goes to IDLE (live) or DONE (a sync run, whose one result it was). An
 error after a completed turn carries those turns' result (issue #12). ``with_transcript`` and
-``carries_result`` let the shell put a provider's transcript on a result the core built.
+``carries_result`` let the shell put a provider's transcript on a result the core built;
+``replace_transcript``, ``outcome_result`` and ``tupled_transcript`` serve a journal or a
+workflow that keeps the transcript apart or reads it back from JSON.
 """
 
 from __future__ import annotations
@@ -68,14 +70,34 @@ def with_transcript(
     """``outcome`` with the provider's ``transcript`` on its result — a success's, or the partial
     result a failure carries — unchanged when there is no result or no transcript (Local keeps
     one; the managed hosts keep theirs server-side)."""
-    if transcript is None:
-        return outcome
+    return outcome if transcript is None else replace_transcript(outcome, transcript)
+
+
+def replace_transcript(
+    outcome: Result[SessionResult, SessionError], transcript: tuple[JSON, ...] | None
+) -> Result[SessionResult, SessionError]:
+    """``outcome`` with its result's transcript set to ``transcript``, None included (a journal
+    that keeps the transcript elsewhere); unchanged when it carries no result."""
     if isinstance(outcome, Success):
         return Success(attrs.evolve(outcome.unwrap(), transcript=transcript))
     error = outcome.failure()
     if error.result is None:
         return outcome
     return Failure(attrs.evolve(error, result=attrs.evolve(error.result, transcript=transcript)))
+
+
+def outcome_result(outcome: Result[SessionResult, SessionError]) -> SessionResult | None:
+    """The result ``outcome`` carries: a success's, or a failure's partial one (or None)."""
+    return outcome.unwrap() if isinstance(outcome, Success) else outcome.failure().result
+
+
+def tupled_transcript(outcome: Result[SessionResult, SessionError]) -> Result[SessionResult, SessionError]:
+    """JSON has no tuples: ``outcome`` decoded from JSON, its result's transcript the tuple the
+    run returned."""
+    result = outcome_result(outcome)
+    if result is None or not isinstance(result.transcript, list):
+        return outcome
+    return replace_transcript(outcome, tuple(result.transcript))
 
 
 def carries_result(outcome: Result[SessionResult, SessionError]) -> bool:

@@ -28,12 +28,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-from returns.result import Failure, Result, Success
+from returns.result import Result, Success
 
 from rma import journal as fmt
 from rma.errors import SessionError
 from rma.journal import Decision, Loaded, PendingApproval
 from rma.recording import encode
+from rma.session.endings import outcome_result, replace_transcript
 from rma.session.events import Event
 from rma.vocabulary import JSON, SessionInfo, SessionResult, ToolResult, ToolUse
 from rma_shell.handler import Capabilities, HandlerAdapter
@@ -156,12 +157,11 @@ class SessionJournal:
             outcome = Success(attrs.evolve(outcome.unwrap(), output=None))
         # A transcript that is the history already journaled (Local's) is not written again:
         # at 1,000 sessions its encoding was most of the end record's cost (issue #28).
-        failed = outcome.failure() if isinstance(outcome, Failure) else None
-        result = outcome.unwrap() if isinstance(outcome, Success) else getattr(failed, "result", None)
-        transcript = getattr(result, "transcript", None)
+        ended = cast(Result[SessionResult, SessionError], outcome)
+        transcript = getattr(outcome_result(ended), "transcript", None)
         same = transcript is not None and transcript == self._written
         if same:
-            outcome = fmt.with_result_transcript(cast(Result[SessionResult, SessionError], outcome), None)
+            outcome = replace_transcript(ended, None)
         self._write(fmt.end_record(encode(outcome), at=time.time(), transcript_is_history=same))
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from returns.result import Failure, Result, Success
+from returns.result import Failure, Result
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import CancelledError
 
 from rma.codec_json import decode_result
 from rma.errors import Closed, Crashed, InvalidOpts, SessionError
-from rma.session.machine import carries_result, with_transcript
+from rma.session.endings import tupled_transcript
 from rma.vocabulary import SessionResult
 from rma_shell.temporal.carry import unpack_result
 from rma_shell.temporal.spec import SessionSpec, spec_problem
@@ -31,13 +31,7 @@ Outcome = Result[SessionResult, SessionError]
 def _decoded(value: Any) -> Outcome:
     """An encoded result as rma's value (JSON keeps no tuples: the transcript gets its own back)."""
     decoded: Outcome = decode_result(unpack_result(value))
-    if carries_result(decoded):
-        transcript = decoded.unwrap().transcript if isinstance(decoded, Success) else None
-        if isinstance(decoded, Failure) and decoded.failure().result is not None:
-            transcript = decoded.failure().result.transcript
-        if isinstance(transcript, list):
-            decoded = with_transcript(decoded, tuple(transcript))
-    return decoded
+    return tupled_transcript(decoded)
 
 
 class SessionHandle:
