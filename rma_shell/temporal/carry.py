@@ -98,8 +98,7 @@ _STATE_FIELDS = frozenset(f.name for f in attrs.fields(State))
 def pack(carried: Mapping[str, Any]) -> dict[str, str]:
     """The carry as one compressed string: a workflow input is one payload, limited (2 MB by
     default), and a long request's accumulated events and a Local conversation compress ~10×."""
-    text = json.dumps(carried, separators=(",", ":"), ensure_ascii=False)
-    return {"$zlib": base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")}
+    return _zipped(json.dumps(carried, separators=(",", ":"), ensure_ascii=False))
 
 
 RESULT_INLINE_BYTES = 256 * 1024
@@ -112,16 +111,14 @@ def pack_result(value: Any) -> Any:
     payload (2 MB by default), and a long Local request's transcript and events grow with its
     turns (~1.6 MB at 2,000 turns) and compress ~10×. ``unpack_result`` is the inverse."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    if len(text) <= RESULT_INLINE_BYTES:
-        return value
-    return {"$zlib": base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")}
+    return value if len(text) <= RESULT_INLINE_BYTES else _zipped(text)
 
 
 def unpack_result(value: Any) -> Any:
     """``pack_result``'s inverse: an encoded result (``{"$ok": …}``/``{"$err": …}``) is never
     a ``$zlib`` object, so one is always a packed result."""
     if isinstance(value, Mapping) and len(value) == 1 and "$zlib" in value:
-        return json.loads(zlib.decompress(base64.b64decode(value["$zlib"])))
+        return _unzipped(value)
     return value
 
 
@@ -129,8 +126,16 @@ def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
     """``pack``'s inverse (a carry that is not packed is returned as it is)."""
     if "$zlib" not in packed:
         return dict(packed)
-    value: dict[str, Any] = json.loads(zlib.decompress(base64.b64decode(packed["$zlib"])))
+    value: dict[str, Any] = _unzipped(packed)
     return value
+
+
+def _zipped(text: str) -> dict[str, str]:
+    return {"$zlib": base64.b64encode(zlib.compress(text.encode(), 6)).decode("ascii")}
+
+
+def _unzipped(packed: Mapping[str, Any]) -> Any:
+    return json.loads(zlib.decompress(base64.b64decode(packed["$zlib"])))
 
 
 # ── snapshot deltas ──
