@@ -66,8 +66,9 @@ class SessionJournal:
         snapshot = loaded.snapshot if loaded is not None else None
         history = snapshot.get("history") if snapshot is not None else None
         self._history = len(history) if isinstance(history, list | tuple) else 0
-        self._written: tuple[JSON, ...] | None = tuple(history) if isinstance(history, list | tuple) else None
-        """The history the journal's last ``conn`` holds, whole (``end`` refers to it)."""
+        self._written: Sequence[JSON] | None = history if isinstance(history, list | tuple) else None
+        """The history the journal's last ``conn`` holds, whole (``end`` refers to it): the
+        snapshot's own list (a provider's snapshot is a fresh value), not a copy per turn."""
         self._rest: dict[str, JSON] | None = None if snapshot is None else _without_history(snapshot)
         self._pending: list[str] = []
         """Records written but not yet durable: they go with the next ``flush``, in one transaction."""
@@ -132,7 +133,7 @@ class SessionJournal:
             if rest != self._rest or (listed is not None and len(listed) != self._history):
                 self._rest = rest
                 conn, start, self._history = fmt.conn_text(rest, listed, self._history)
-                self._written = None if listed is None else tuple(listed)
+                self._written = listed
         self._write(fmt.event_record(encode(event), conn, start, at=time.time()), now=False)
 
     def _drop_settled(self, results: Sequence[ToolResult]) -> None:
@@ -182,7 +183,8 @@ class SessionJournal:
         # at 1,000 sessions its encoding was most of the end record's cost (issue #28).
         ended = cast(Result[SessionResult, SessionError], outcome)
         transcript = getattr(outcome_result(ended), "transcript", None)
-        same = transcript is not None and transcript == self._written
+        written = self._written
+        same = transcript is not None and written is not None and tuple(transcript) == tuple(written)
         if folds and (same or transcript is None):
             self._write(fmt.end_record(fmt.FOLDED, at=time.time(), transcript_is_history=same))
             return
