@@ -61,7 +61,12 @@ from rma.session.machine import State, initial_state, step
 from rma.session.options import SessionConfig
 from rma.vocabulary import JSON, SessionResult, ToolResult
 
-FORMAT = 1
+FORMAT = 2
+"""The format written. 2 (issue #28): an end record may refer to its events' outcome
+(``"fold"``), and a batch's last result may be only in its ``ToolsFinished``; an rma that
+reads 1 only refuses such a journal by its header (``unknown journal format``) instead of
+misreading it. Both are read."""
+READS = frozenset({1, FORMAT})
 
 Decision = Literal["allow", "deny"]
 
@@ -355,7 +360,7 @@ def load(
                     return Failure(
                         JournalMismatch(key=key, detail=f"it is the journal of {record.get('key')!r}")
                     )
-                if record.get("format") != FORMAT:
+                if record.get("format") not in READS:
                     return Failure(
                         JournalDamaged(
                             key=key, seq=1, detail=f"unknown journal format {record.get('format')!r}"

@@ -347,3 +347,32 @@ async def test_an_agentcore_refusal_outside_a_resumed_turn_stays_what_it_is(tmp_
         emu.script_session(sc.SID, [[ace.stream_exception("runtimeClientError", "no")]])
         outcome = await _run(spec, sc.Payments(effects), MemoryJournal())
     assert outcome.failure().kind == "stream_exception"
+
+
+def test_a_format_1_journal_is_read_and_an_unknown_format_is_refused_by_its_header() -> None:
+    # Format 2 (issue #28) lets an end refer to its events' outcome; a journal written before,
+    # with its outcome and every result in records of their own, reads as it did, and a format
+    # this rma does not know is refused at the header, never misread.
+    from rma.journal import JournalDamaged, chain, genesis, load
+    from rma.provider import codec_for
+    from rma.recording import encode
+    from rma.session.options import SessionConfig
+
+    config = encode(SessionConfig(codec_for("local"), provider_name="local"))
+    outcome = encode(Success(SessionResult(terminal="end_turn", text="old")))
+    result = '{"kind":"tool_result","id":"call_1","text":"paid","is_error":false}'
+
+    def rows(version: int) -> list[tuple[int, str, str]]:
+        header = f'{{"kind":"header","format":{version},"key":"k","provider":"local","config":{config}}}'
+        texts = [header, result, '{"kind":"end","outcome":' + outcome + "}"]
+        sealed, previous = [], genesis("k")
+        for seq, text in enumerate(texts, 1):
+            previous = chain(previous, text)
+            sealed.append((seq, text, previous))
+        return sealed
+
+    old = load("k", rows(1), codec_for).unwrap()
+    assert old.outcome == Success(SessionResult(terminal="end_turn", text="old"))
+    assert old.results["call_1"].text == "paid"
+    error = load("k", rows(3), codec_for).failure()
+    assert isinstance(error, JournalDamaged) and error.seq == 1 and "unknown journal format 3" in error.detail
