@@ -14,7 +14,9 @@ noticed within ``Timeouts.heartbeat``.
 
 One tool call is one activity: a call whose completion Temporal recorded is never run again,
 and a call cut short by a crash is retried with the same ``idempotency_key``
-(``"{workflow_id}:{tool_use_id}"``) and the next ``attempt``.
+(``"{workflow_id}:{tool_use_id}"``) and the next ``attempt``. Under ``fused_turns`` a batch
+and the turn after it are one activity (``rma.fused``, ``rma_shell.temporal.fusing``): retried,
+it runs the batch's calls again, each with the same key and the next attempt.
 """
 
 from __future__ import annotations

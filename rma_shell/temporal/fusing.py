@@ -59,11 +59,21 @@ def input_digest(value: JSON) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def lost(what: str, exc: BaseException) -> ProviderError:
+    """What an activity whose every attempt's worker was lost ends in."""
+    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
+    return ProviderError(detail=f"{what}: {cause}"[:2000], error_type=type(cause).__name__)
+
+
 def lost_call(use: ToolUse, exc: BaseException) -> ToolResult:
     """A call whose workers were all lost: an error result, as a lost ``rma.tool`` gives."""
-    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
-    detail = f"{use.name} could not complete: {cause}"[:2000]
-    return ToolResult(use.id, f"tool error: {detail}", True)
+    return ToolResult(use.id, f"tool error: {lost(f'{use.name} could not complete', exc).detail}", True)
+
+
+def awaiting_entry(use: ToolUse, *, host_confirmation: bool) -> dict[str, Any]:
+    """A call's entry in ``status()["awaiting_approval"]``."""
+    name, given = use.name, dict(use.input)
+    return {"tool_use_id": use.id, "name": name, "input": given, "host_confirmation": host_confirmation}
 
 
 class FusedTurns:
@@ -99,7 +109,6 @@ class FusedTurns:
         def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
         def _take_snap(self, out: dict[str, Any]) -> None: ...
         def _stream_read(self, gen: int, events: list[JSON], end: Any) -> None: ...
-        def _awaiting_entry(self, use: ToolUse, *, host_confirmation: bool) -> dict[str, Any]: ...
 
         async def _run_tools(
             self,
@@ -149,7 +158,7 @@ class FusedTurns:
             # answer from their recorded results), and the next turn is an activity of its own.
             for use, result in zip(uses, results, strict=True):
                 if result is None and use.id is not None:
-                    self._awaiting[use.id] = self._awaiting_entry(use, host_confirmation=False)
+                    self._awaiting[use.id] = awaiting_entry(use, host_confirmation=False)
             await self._run_tools(batch, uses, ())
             return
         if out.get("turn") is not None:

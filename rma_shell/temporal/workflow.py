@@ -2,7 +2,8 @@
 
 ``SessionWorkflow`` is ``rma_shell.session``'s driver with Temporal underneath: it feeds events
 to ``rma.session.machine.step`` and executes the commands it returns — ``PollTurn`` and
-``PushInput`` as turn activities, ``RunTools`` as one activity per tool call, ``CallGuard`` as
+``PushInput`` as turn activities, ``RunTools`` as one activity per tool call (or, under
+``fused_turns``, one with the turn after it: ``rma_shell.temporal.fusing``), ``CallGuard`` as
 the guard activity, ``Reconnect`` as a consolidation, ``ScheduleReconnect`` as a durable timer.
 ``step`` is deterministic by construction (no clock, no randomness, no I/O), so a replay on
 another worker rebuilds the very same state from the recorded activity results.
@@ -44,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from returns.result import Failure, Result, Success
 
     from rma.codec_json import decode_result, from_jsonable, to_jsonable
-    from rma.errors import Closed, Crashed, ProviderError, RemoteStop, SessionError, Timeout
+    from rma.errors import Closed, Crashed, RemoteStop, SessionError, Timeout
     from rma.provider import Mode, codec_for
     from rma.replay import load_config
     from rma.session import commands as cmd
@@ -70,7 +71,8 @@ with workflow.unsafe.imports_passed_through():
     from rma_shell.journal.writer import DENIED
     from rma_shell.temporal import carry
     from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
-    from rma_shell.temporal.fusing import FusedTurns
+    from rma_shell.temporal.fusing import FusedTurns, awaiting_entry
+    from rma_shell.temporal.fusing import lost as _lost
     from rma_shell.temporal.placement import runs_local
     from rma_shell.temporal.spec import SessionSpec
 
@@ -95,11 +97,6 @@ that made it holds it; one that does not answers ``need_snap`` and is sent it in
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 Outcome = Result[Any, SessionError]
-
-
-def _lost(what: str, exc: BaseException) -> ProviderError:
-    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
-    return ProviderError(detail=f"{what}: {cause}"[:2000], error_type=type(cause).__name__)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -685,15 +682,10 @@ class SessionWorkflow(FusedTurns):
         """Wait, durably, for ``approve(use.id, …)``: as long as it takes, on any worker."""
         uid = use.id
         assert uid is not None
-        self._awaiting[uid] = self._awaiting_entry(use, host_confirmation=host_confirmation)
+        self._awaiting[uid] = awaiting_entry(use, host_confirmation=host_confirmation)
         await workflow.wait_condition(lambda: uid in self._approvals)
         self._awaiting.pop(uid, None)
         return self._approvals.pop(uid)
-
-    def _awaiting_entry(self, use: ToolUse, *, host_confirmation: bool) -> dict[str, Any]:
-        """A call's entry in ``status()["awaiting_approval"]``."""
-        name, given = use.name, dict(use.input)
-        return {"tool_use_id": use.id, "name": name, "input": given, "host_confirmation": host_confirmation}
 
     async def _host_confirmation(self, use: ToolUse) -> ToolResult:
         """A host-run call's permission ask, decided by a person (the host waits, idle)."""
