@@ -12,6 +12,7 @@ its conversation). The worker-kill cases are in ``test_crash.py``.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +59,15 @@ def workflow_tasks(history: WorkflowHistory) -> int:
 async def _replays(history: WorkflowHistory) -> None:
     replayed = await Replayer(workflows=[SessionWorkflow], workflow_runner=runner()).replay_workflow(history)
     assert replayed.replay_failure is None
+
+
+def _carried(history: WorkflowHistory) -> dict[str, Any]:
+    """What the previous run carried into this one (its input's ``$carried``)."""
+    from rma_shell.temporal.carry import CARRY_KEY, unpack
+
+    started = history.events[0].workflow_execution_started_event_attributes
+    spec_json = json.loads(started.input.payloads[0].data)
+    return unpack(spec_json[CARRY_KEY])
 
 
 def _host(host_name: str) -> tuple[Any, Callable[[Any], Any], Callable[[Any], dict[str, Any]]]:
@@ -269,19 +279,22 @@ def test_a_fused_session_continues_as_new_at_every_moment(temporal_server: DevSe
         assert len(runs) >= turns
         assert sorted(ledger.effects.values()) == [1] * (turns - 1)
         assert sum(scheduled(h).count("rma.fused") for h in runs) == turns - 1
+        carried = [_carried(h) for h in runs[1:]]
+        assert any(c.get("ahead") for c in carried)  # some hop did carry a fused turn not yet fed
         for history in runs:
             await _replays(history)
 
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("host_name", ["local", "agentcore"])
+@pytest.mark.parametrize("host_name", ["local", "cma", "agentcore"])
 def test_a_turn_run_ahead_that_is_not_the_next_is_asked_again_or_fails_typed(
     temporal_server: DevServer, host_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker whose answer differs from the machine's (here: the digest of the input it sent
     is not the machine's): Local asks the machine's turn again (its host kept nothing of the one
-    run ahead); AgentCore, which already holds that turn, ends the request typed."""
+    run ahead); AgentCore and Claude Managed Agents, which already hold that turn, end the
+    request typed."""
     from rma_shell.temporal import activities
 
     monkeypatch.setattr(activities, "input_digest", lambda value: "not the machine's")
