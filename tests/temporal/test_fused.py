@@ -2,11 +2,12 @@
 
 Through the public API on the real dev server (one in-process worker): the same result as
 ``run()`` on every host, with the activity count the docs claim (counted in the fetched
-history); the steps that must not be fused — a call waiting for approval, an at-most-once tool,
-the terminal tool, a ``max_turns`` that ends the session — behave as without it; a session
-continuing as new at every moment it may carries on across fused steps; a turn run ahead
-that is not the machine's next turn is asked again (Local) or fails typed (a host that keeps
-its conversation). The worker-kill cases are in ``test_crash.py``.
+history); the steps that must not be fused — a call waiting for approval, an at-most-once
+tool, the terminal tool, a Claude permission ask, a ``max_turns`` that ends the session —
+behave as without it; a session continuing as new at every moment it may carries on across
+fused steps; a turn run ahead that is not the machine's next turn is asked again (Local) or
+fails typed (a host that keeps its conversation). The worker-kill cases are in
+``test_crash.py``.
 """
 
 from __future__ import annotations
@@ -342,3 +343,49 @@ def test_fused_turns_is_recorded_in_the_spec_and_read_back() -> None:
     assert recorded["fused_turns"] is True
     assert SessionSpec.from_json(recorded).fused_turns is True
     assert "fused_turns" not in spec(fused_turns=False).to_json()  # what a worker from before reads
+
+
+def test_a_claude_permission_ask_is_not_fused(temporal_server: DevServer) -> None:
+    """A host-run call waiting for ``confirm_tool_use``: the confirmation (a local step) and then
+    the turn as an activity of its own, with the result ``run()`` gives."""
+    from rma_shell.testing import cma
+
+    class Confirming(Tools):
+        def confirm_tool_use(self, name: str, input: dict[str, Any], ctx: object) -> bool:
+            return True
+
+    gated = [
+        cma.status_running(),
+        cma.agent_tool_use("bash", {"command": "ls"}, evaluated_permission="ask"),
+        cma.idle_requires_action(),
+    ]
+
+    async def main() -> None:
+        outcomes = []
+        for durable in (False, True):
+            with CMAEmulator([gated, cma.text_turn("fine")], api_key="k") as emu:
+                provider = ClaudeManagedAgents(api_key="k", base_url=emu.base_url)
+                ids = cma_agent_and_environment(emu, "k")
+                if durable:
+                    async with worker(temporal_server, {"cma": provider}, {"tools": Confirming()}) as (
+                        client,
+                        queue,
+                    ):
+                        handle = await start_session(client, spec("cma", provider_opts=ids), task_queue=queue)
+                        outcomes.append(await handle.result())
+                        history = await handle.handle.fetch_history()
+                else:
+                    outcomes.append(
+                        await run(provider, handler=Confirming(), prompt="Charge 1, then 2.", **ids)
+                    )
+                await provider.close()
+                posts = [
+                    e for e in emu.history(outcomes[-1].unwrap().session_id) if e["type"].startswith("user.")
+                ]
+            assert [e["type"] for e in posts] == ["user.message", "user.tool_confirmation"]
+        plain, temporal = outcomes
+        assert temporal.unwrap().text == "fine"
+        assert fleet.normalized(to_jsonable(temporal)) == fleet.normalized(to_jsonable(plain))
+        assert scheduled(history) == ["rma.exchange", "rma.exchange"]
+
+    asyncio.run(main())
