@@ -479,6 +479,8 @@ class Activities:
         request_response = p.config.codec.mode is Mode.REQUEST_RESPONSE
         turn_input = from_jsonable(sent)  # exactly what a turn activity would be handed
         turn = await (self._poll(inp, turn_input) if request_response else self._exchange(inp, turn_input))
+        # A host whose model keeps nothing between requests (``Provider.turn_in_doubt``'s default,
+        # which a journal's resume reads the same way: asking a turn again is safe there).
         rerun_safe = request_response and type(p.provider).turn_in_doubt is Provider.turn_in_doubt
         return {**out, "digest": input_digest(sent), "turn": turn, "rerun_safe": rerun_safe}
 
