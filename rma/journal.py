@@ -22,10 +22,13 @@ Records (``kind``):
   every prefix of a journal is one a crash could have left;
 - ``tool_start`` / ``tool_result`` — a tool call's start (``id``, ``attempt``), durable before
   the tool runs, and its result, durable before it goes to the host; ``confirm`` marks a
-  host-run call's verdict (a Claude tool confirmation);
+  host-run call's verdict (a Claude tool confirmation). The result that ends a batch has no
+  record of its own: the batch's ``ToolsFinished`` event, in the same transaction, holds it
+  (``load`` collects results from both);
 - ``waiting`` — calls that wait for an approval (``approve``): the run paused there;
 - ``approval`` — a decision: ``id``, ``decision`` (``allow``/``deny``), ``reason``;
-- ``end`` — the session's final outcome, once it has one.
+- ``end`` — the session's final outcome, once it has one: ``"fold"`` when it is the one the
+  events lead to (``load`` replays them), so a result is not written a second time.
 
 Every record may carry ``at``: when the shell wrote it (Unix seconds, to the
 millisecond), for durations (``rma inspect``). The format does not need it: ``load`` ignores
@@ -58,7 +61,12 @@ from rma.session.machine import State, initial_state, step
 from rma.session.options import SessionConfig
 from rma.vocabulary import JSON, SessionResult, ToolResult
 
-FORMAT = 1
+FORMAT = 2
+"""The format written. 2 (issue #28): an end record may refer to its events' outcome
+(``"fold"``), and a batch's last result may be only in its ``ToolsFinished``; an rma that
+reads 1 only refuses such a journal by its header (``unknown journal format``) instead of
+misreading it. Both are read."""
+READS = frozenset({1, FORMAT})
 
 Decision = Literal["allow", "deny"]
 
@@ -246,10 +254,19 @@ def approval_record(tool_use_id: str, decision: Decision, reason: str | None, at
     return _stamped({"kind": "approval", "id": tool_use_id, "decision": decision, "reason": reason}, at)
 
 
+FOLDED = '"fold"'
+"""An end record's ``outcome`` when it is the one the journal's own events lead to: ``load``
+replays them (``fold``) instead of reading a second copy of the session's result."""
+
+
 def end_record(outcome_json: str, at: float | None = None, *, transcript_is_history: bool = False) -> str:
-    """The outcome's record. ``transcript_is_history``: the outcome was encoded without its
-    transcript because it is the history the journal's last ``conn`` holds (Local's), which
-    ``load`` puts back — a long session's transcript is not written a second time."""
+    """The outcome's record. ``outcome_json`` is the encoded outcome, or ``FOLDED`` when the
+    outcome is the final one the record's events lead to (the core's own ``Finish``, with no
+    transcript or with the journaled history as its transcript): a result's usage, events and
+    calls are all in the events already, and at 1,000 sessions encoding them again was the
+    end record's whole cost (issue #28). ``transcript_is_history``: the outcome was encoded
+    without its transcript because it is the history the journal's last ``conn`` holds
+    (Local's), which ``load`` puts back — a long session's transcript is not written twice."""
     where = ',"transcript":"history"' if transcript_is_history else ""
     return '{"kind":"end"' + _at(at) + where + ',"outcome":' + outcome_json + "}"
 
@@ -314,6 +331,9 @@ def load(
     approvals: dict[str, tuple[Decision, str | None]] = {}
     waiting: dict[str, PendingApproval] = {}
     outcome: Result[SessionResult, SessionError] | None = None
+    folded_at = 0
+    """The seq of an end record whose outcome is the events' fold (0: none)."""
+    history_transcript = False
     for seq, text, sealed in rows:
         if seq != expected:
             return Failure(JournalDamaged(key=key, seq=expected, detail=f"record {expected} is missing"))
@@ -340,7 +360,7 @@ def load(
                     return Failure(
                         JournalMismatch(key=key, detail=f"it is the journal of {record.get('key')!r}")
                     )
-                if record.get("format") != FORMAT:
+                if record.get("format") not in READS:
                     return Failure(
                         JournalDamaged(
                             key=key, seq=1, detail=f"unknown journal format {record.get('format')!r}"
@@ -348,7 +368,12 @@ def load(
                     )
                 header = record
             elif kind == "event":
-                events.append(from_jsonable(record["event"]))
+                event = from_jsonable(record["event"])
+                events.append(event)
+                if isinstance(event, ev.ToolsFinished):  # a batch's last result is only here
+                    for done in event.results:
+                        if done.tool_use_id is not None:
+                            results.setdefault(done.tool_use_id, done)
                 if "conn" in record:
                     conn = dict(record["conn"])
                     start = record.get("history_from")
@@ -380,13 +405,14 @@ def load(
                     raise ValueError(f"decision {decision!r}")
                 approvals[str(record["id"])] = (decision, record.get("reason"))
             elif kind == "end":
-                decoded = decode_result(record["outcome"])
-                if not isinstance(decoded, Success | Failure):
-                    raise ValueError("end record without an outcome")
-                outcome = tupled_transcript(decoded)
-                if record.get("transcript") == "history":
-                    journaled = snapshot.get("history") if snapshot is not None else None
-                    outcome = replace_transcript(outcome, tuple(journaled or ()))
+                if record["outcome"] == "fold":  # the events' own: replayed once the config is read
+                    folded_at, outcome = seq, None
+                else:
+                    decoded = decode_result(record["outcome"])
+                    if not isinstance(decoded, Success | Failure):
+                        raise ValueError("end record without an outcome")
+                    folded_at, outcome = 0, tupled_transcript(decoded)
+                history_transcript = record.get("transcript") == "history"
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -399,6 +425,14 @@ def load(
         config = load_config(header, codec_for)
     except (ValueError, KeyError, TypeError) as exc:
         return Failure(JournalDamaged(key=key, seq=1, detail=f"cannot read its config ({exc})"))
+    if folded_at:
+        outcome = fold(config, events).outcome
+        if outcome is None:
+            detail = "its end refers to the outcome of its events, and they reach none"
+            return Failure(JournalDamaged(key=key, seq=folded_at, detail=detail))
+    if outcome is not None and history_transcript:
+        journaled = snapshot.get("history") if snapshot is not None else None
+        outcome = replace_transcript(outcome, tuple(journaled or ()))
     return Success(
         Loaded(
             key=key,

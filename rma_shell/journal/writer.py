@@ -35,7 +35,7 @@ from rma.errors import SessionError
 from rma.journal import Decision, Loaded, PendingApproval
 from rma.recording import encode
 from rma.session.endings import outcome_result, replace_transcript
-from rma.session.events import Event
+from rma.session.events import Event, ToolsFinished
 from rma.vocabulary import JSON, SessionInfo, SessionResult, ToolResult, ToolUse
 from rma_shell.handler import Capabilities, HandlerAdapter
 from rma_shell.journal.group import BatchStore, GroupCommit
@@ -66,11 +66,16 @@ class SessionJournal:
         snapshot = loaded.snapshot if loaded is not None else None
         history = snapshot.get("history") if snapshot is not None else None
         self._history = len(history) if isinstance(history, list | tuple) else 0
-        self._written: tuple[JSON, ...] | None = tuple(history) if isinstance(history, list | tuple) else None
-        """The history the journal's last ``conn`` holds, whole (``end`` refers to it)."""
+        self._written: Sequence[JSON] | None = history if isinstance(history, list | tuple) else None
+        """The history the journal's last ``conn`` holds, whole (``end`` refers to it): the
+        snapshot's own list (a provider's snapshot is a fresh value), not a copy per turn."""
         self._rest: dict[str, JSON] | None = None if snapshot is None else _without_history(snapshot)
         self._pending: list[str] = []
         """Records written but not yet durable: they go with the next ``flush``, in one transaction."""
+        self._settling: dict[str, tuple[int, ToolResult]] = {}
+        """Pending results that end a batch, by id: where in ``_pending``, and the result. The
+        batch's ``ToolsFinished`` carries them in the same transaction, so its record drops
+        theirs (a result would otherwise be encoded twice per turn)."""
         group = getattr(store, "group", None)
         self._group = group if isinstance(group, GroupCommit) and hasattr(store, "append_batch") else None
         if self._group is not None:
@@ -80,6 +85,7 @@ class SessionJournal:
         """Make every pending record durable, in one transaction, at once. What a batch of the
         group commit gathers on this thread is committed first: nothing overtakes a record
         flushed earlier."""
+        self._settling.clear()
         if self._pending:
             records, self._pending = self._pending, []
             if self._group is not None:
@@ -92,6 +98,7 @@ class SessionJournal:
         handed back): what an event caused happens only once the event is durable, as when each
         record was its own transaction, at a commit per effect instead of one per record, and
         one per batch of sessions instead of one per session."""
+        self._settling.clear()
         if self._pending:
             records, self._pending = self._pending, []
             if self._group is None:
@@ -115,6 +122,10 @@ class SessionJournal:
         next ``flush``."""
         conn: str | None = None
         start: int | None = None
+        if self._settling:
+            if isinstance(event, ToolsFinished):
+                self._drop_settled(event.results)
+            self._settling.clear()
         if snapshot is not None:
             rest = _without_history(snapshot)
             history = snapshot.get("history")
@@ -122,8 +133,14 @@ class SessionJournal:
             if rest != self._rest or (listed is not None and len(listed) != self._history):
                 self._rest = rest
                 conn, start, self._history = fmt.conn_text(rest, listed, self._history)
-                self._written = None if listed is None else tuple(listed)
+                self._written = listed
         self._write(fmt.event_record(encode(event), conn, start, at=time.time()), now=False)
+
+    def _drop_settled(self, results: Sequence[ToolResult]) -> None:
+        carried = {r.tool_use_id: r for r in results}
+        drop = {at for uid, (at, result) in self._settling.items() if carried.get(uid) == result}
+        if drop:
+            self._pending = [r for i, r in enumerate(self._pending) if i not in drop]
 
     async def tool_start(self, use: ToolUse, attempt: int) -> None:
         """Durable before it returns, with everything pending (the turn that asked for it): the
@@ -134,8 +151,11 @@ class SessionJournal:
 
     def tool_result(self, result: ToolResult, *, confirm: bool = False, now: bool = True) -> None:
         """``now=False``: pending, for the batch's last result — the batch's end follows at once
-        and is flushed before the results go to the host."""
+        and is flushed before the results go to the host; when that end carries the result,
+        its record is all that is written (``load`` reads results from both)."""
         if result.tool_use_id is not None:
+            if not now and not confirm:
+                self._settling[result.tool_use_id] = (len(self._pending), result)
             self._write(fmt.tool_result_record(result, confirm=confirm, at=time.time()), now=now)
 
     def waiting(self, waiting: Sequence[PendingApproval]) -> None:
@@ -149,7 +169,11 @@ class SessionJournal:
         if self.held is not None:
             self.held.release()
 
-    def end(self, outcome: object) -> None:
+    def end(self, outcome: object, *, folds: bool = False) -> None:
+        """The final outcome. ``folds``: it is the core's own (its ``Finish``, plus the
+        transcript and typed output the driver adds), so the journal's events lead to it and,
+        when its transcript is none or the journaled history, the record refers to them
+        instead of holding a second copy of the result (``rma.journal.end_record``)."""
         # A typed output (``output_type=``) is the user's type, with no JSON form the journal
         # can read back: it is kept as the answer's tool result, and ``resume`` validates that
         # again with the ``output_type`` it is given.
@@ -159,7 +183,11 @@ class SessionJournal:
         # at 1,000 sessions its encoding was most of the end record's cost (issue #28).
         ended = cast(Result[SessionResult, SessionError], outcome)
         transcript = getattr(outcome_result(ended), "transcript", None)
-        same = transcript is not None and transcript == self._written
+        written = self._written
+        same = transcript is not None and written is not None and tuple(transcript) == tuple(written)
+        if folds and (same or transcript is None):
+            self._write(fmt.end_record(fmt.FOLDED, at=time.time(), transcript_is_history=same))
+            return
         if same:
             outcome = replace_transcript(ended, None)
         self._write(fmt.end_record(encode(outcome), at=time.time(), transcript_is_history=same))

@@ -242,7 +242,7 @@ class Driver(Generic[C]):
         folded = fold(loaded.config, loaded.events)
         self.state = folded.state
         if folded.outcome is not None:  # it ended as the old process stopped
-            self._report(folded.outcome, final=True)
+            self._report(folded.outcome, final=True, folds=True)
         elif folded.in_flight is not None and folded.in_flight.poll is not None:
             # The turn is asked again; the dead process may have sent it and the host taken it.
             self.conn = self.provider.turn_in_doubt(self.conn)
@@ -539,14 +539,16 @@ class Driver(Generic[C]):
                     self.stream_scope.cancel()
                 self._spawn(self._reconnect, gen, seen)
             case cmd.Finish(outcome=outcome, final=final):
-                self._report(outcome, final)
+                self._report(outcome, final, folds=True)
             case cmd.Reply(request=request, outcome=outcome):
                 waiter = self.replies.pop(request, None)
                 if waiter is not None:
                     waiter[1].append(outcome)
                     waiter[0].set()
 
-    def _report(self, outcome: Outcome_, final: bool) -> None:
+    def _report(self, outcome: Outcome_, final: bool, *, folds: bool = False) -> None:
+        """``outcome`` to the caller (and, when ``final``, the journal). ``folds``: it is the
+        core's own, which the journal's events lead to (its end record may refer to them)."""
         # A success, and a failure carrying its completed turns' result, get the transcript.
         if self.conn is not None and carries_result(outcome):
             transcript = self.provider.transcript(self.conn)
@@ -565,7 +567,8 @@ class Driver(Generic[C]):
             self.final = outcome
             if self.journal is not None:
                 try:
-                    self.journal.end(stamp_remote_stop(outcome, self.host_stop))
+                    stamped = stamp_remote_stop(outcome, self.host_stop)
+                    self.journal.end(stamped, folds=folds and stamped is outcome)
                 except Exception as exc:  # the outcome still reaches the caller
                     log.error(
                         "journal end record failed: %s", exc, extra={"session_id": self.info.session_id}

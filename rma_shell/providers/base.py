@@ -160,6 +160,16 @@ class Provider(Generic[C]):
         """Consolidate after a drop or on reattach. Default (R-2): nothing pending, conn unchanged."""
         return Success((conn, Reconnected(session_id=self.session_id(conn), seen=seen)))
 
+    async def reconnect_after(
+        self, conn: C, boundary: str, processed_at: str | None
+    ) -> Result[tuple[C, Reconnected], SessionError]:
+        """``reconnect`` for a client whose position is one turn boundary (``boundary``, an event
+        id; ``processed_at``: the host's time on it, when known): what the host did after it.
+        A host that can list from a time reads only the events since then — a Temporal turn
+        asks this every turn, so a full listing each time would make a session quadratic.
+        Default: ``reconnect(conn, (boundary,))``."""
+        return await self.reconnect(conn, (boundary,))
+
     def snapshot(self, conn: C) -> Mapping[str, JSON] | None:
         """What reattaching to this session in another process needs, as JSON (a journal keeps
         it): the host's session id, or Local's conversation. None: this provider cannot be

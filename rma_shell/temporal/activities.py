@@ -356,6 +356,7 @@ class Activities:
                 inp.get("after"),
                 retried=retried,
                 beat=beat,
+                after_at=inp.get("after_at"),
             )
         except Exception as exc:
             pushed, read = Failure(_error(exc)), streaming.Read((), None)

@@ -92,6 +92,7 @@ class FusedTurns:
         _batches: dict[int, dict[str, Any]]
         _awaiting: dict[str, dict[str, Any]]
         _last_boundary: str | None
+        _last_boundary_at: str | None
         _fresh: bool
         _gen: int
 
@@ -141,6 +142,7 @@ class FusedTurns:
             "uses": to_jsonable(list(uses)),
             "answer_uses": to_jsonable(list(answer_uses)),
             "after": self._last_boundary,
+            "after_at": self._last_boundary_at,
             "fresh": self._fresh,
         }
         try:

@@ -125,9 +125,11 @@ async def exchange(
     *,
     retried: bool,
     beat: Callable[[], None],
+    after_at: str | None = None,
 ) -> tuple[Result[None, SessionError], Read, Any]:
     """Post ``input`` and read the turn it starts; see the module docstring. Returns the
-    push's outcome, the read, and the conn (a consolidation may update it)."""
+    push's outcome, the read, and the conn (a consolidation may update it). ``after_at``:
+    the host's time on the boundary ``after``, so the consolidation lists from there."""
     sub = _Subscription(provider, conn)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(sub.run)
@@ -139,7 +141,11 @@ async def exchange(
             return Failure(broken), Read((), None), conn
         replay: tuple[JSON, ...] = ()
         if retried:  # a worker died mid-exchange: what did the host get and do meanwhile?
-            found = await provider.reconnect(conn, (after,) if after is not None else ())
+            found = await (
+                provider.reconnect(conn, ())
+                if after is None
+                else provider.reconnect_after(conn, after, after_at)
+            )
             if isinstance(found, Failure):
                 tasks.cancel_scope.cancel()
                 return Failure(found.failure()), Read((), None), conn

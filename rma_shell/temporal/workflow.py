@@ -119,6 +119,9 @@ class SessionWorkflow(FusedTurns):
         self._version = 0
         self._gen = 0
         self._last_boundary: str | None = None
+        self._last_boundary_at: str | None = None
+        """The host's time on ``_last_boundary`` (its ``processed_at``): a turn's consolidation
+        lists from there, not the whole session."""
         self._has_transcript = False
         self._fresh = False  # a session this workflow created (not reattached): see ``_exchange``
         self._final: Outcome | None = None
@@ -309,6 +312,7 @@ class SessionWorkflow(FusedTurns):
             "version": self._version,
             "gen": self._gen,
             "last_boundary": self._last_boundary,
+            "last_boundary_at": self._last_boundary_at,
             "has_transcript": self._has_transcript,
             "fresh": self._fresh,
             "results": last,
@@ -344,6 +348,7 @@ class SessionWorkflow(FusedTurns):
         self._snap, self._version, self._gen = c["snap"], int(c["version"]), int(c["gen"])
         self._snap_bytes = int(c.get("snap_bytes") or 0)
         self._last_boundary, self._has_transcript = c["last_boundary"], bool(c["has_transcript"])
+        self._last_boundary_at = c.get("last_boundary_at")  # absent in a hop carried before it
         self._fresh = bool(c.get("fresh"))
         self._results, self._first, self._expected = list(c["results"]), int(c["first"]), int(c["expected"])
         self._recorded = dict(from_jsonable(c["recorded"]))
@@ -555,7 +560,12 @@ class SessionWorkflow(FusedTurns):
         try:
             # ``fresh``: every event the host lists is this workflow's (a local turn may then
             # ask whether its input landed before the session's first boundary).
-            fields = {"input": to_jsonable(input), "after": self._last_boundary, "fresh": self._fresh}
+            fields = {
+                "input": to_jsonable(input),
+                "after": self._last_boundary,
+                "after_at": self._last_boundary_at,
+                "fresh": self._fresh,
+            }
             out = await self._turn_activity("rma.exchange", fields)
         except ActivityError as exc:
             self._post(PushFinished(Failure(_lost("the turn's workers were lost", exc))))
@@ -570,6 +580,8 @@ class SessionWorkflow(FusedTurns):
             self._post(StreamEvent(gen, raw))
             if codec.turn_boundary(raw) and isinstance(raw, dict) and isinstance(raw.get("id"), str):
                 self._last_boundary = raw["id"]
+                at = raw.get("processed_at")
+                self._last_boundary_at = at if isinstance(at, str) else None
         if end is not None:
             ended = decode_result(end)
             self._post(

@@ -10,6 +10,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+from returns.result import Success
+
+from rma.vocabulary import SessionResult
 from rma_shell import MemoryJournal, resume, run
 from rma_shell.journal import JournalStoreError
 from tests.journal import _scenario as sc
@@ -95,10 +99,81 @@ async def test_an_end_record_refers_to_the_journaled_history_instead_of_writing_
     rows = journal.rows(sc.KEY)
     end = json.loads(rows[-1][1])
     assert end["kind"] == "end" and end["transcript"] == "history"
-    assert end["outcome"]["$ok"]["transcript"] is None  # not written twice
+    assert end["outcome"] == "fold"  # neither the transcript nor the result written twice
     loaded = load(sc.KEY, rows, codec_for).unwrap()
     assert loaded.outcome is not None and loaded.outcome.unwrap() == ran
     assert ran.transcript == tuple(loaded.snapshot["history"])
+
+
+@pytest.mark.parametrize("host", ["local", "cma", "agentcore"])
+async def test_an_end_record_refers_to_the_outcome_its_events_lead_to_on_every_host(
+    tmp_path: Any, host: str
+) -> None:
+    # Issue #28: the core's own outcome is not encoded again at the end (its usage, events and
+    # calls are all in the journaled events): the record says "fold", and load replays the
+    # events to the outcome the run returned, transcript included.
+    from rma.journal import load
+    from rma.provider import codec_for
+
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    journal = MemoryJournal()
+    with sc.emulator(host) as (_emu, spec):
+        ran = (await _run(spec, sc.Payments(effects), journal)).unwrap()
+    rows = journal.rows(sc.KEY)
+    end = json.loads(rows[-1][1])
+    assert end["kind"] == "end" and end["outcome"] == "fold"
+    loaded = load(sc.KEY, rows, codec_for).unwrap()
+    assert loaded.outcome is not None and loaded.outcome.unwrap() == ran
+    assert ran.turns > 1 and ran.custom_tool_uses  # a result with something in it to lose
+
+
+@pytest.mark.parametrize("host", ["local", "cma", "agentcore"])
+async def test_a_result_that_ends_a_batch_is_journaled_once_in_the_batch_end(
+    tmp_path: Any, host: str
+) -> None:
+    # Issue #28: the batch's last result and its ToolsFinished go in one transaction, so the
+    # event's record is the result's only copy; load still knows every result by id.
+    from rma.journal import load
+    from rma.provider import codec_for
+
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    journal = MemoryJournal()
+    with sc.emulator(host) as (_emu, spec):
+        (await _run(spec, sc.Payments(effects), journal)).unwrap()
+    rows = [json.loads(text) for _seq, text, _chain in journal.rows(sc.KEY)]
+    own = [r["id"] for r in rows if r["kind"] == "tool_result" and not r.get("confirm")]
+    ends = [r["event"] for r in rows if r["kind"] == "event" and r["event"]["$type"] == "ToolsFinished"]
+    assert ends
+    carried = {res["tool_use_id"]: res for end in ends for res in end["results"]}
+    for end in ends:  # the call that finished last is in the event only; the others, at once
+        assert sum(res["tool_use_id"] not in own for res in end["results"]) == 1
+    loaded = load(sc.KEY, journal.rows(sc.KEY), codec_for).unwrap()
+    assert set(loaded.results) == set(carried)
+    assert all(loaded.results[i].text == r["text"] for i, r in carried.items())
+
+
+def test_an_end_record_that_refers_to_an_outcome_the_events_never_reach_is_damaged() -> None:
+    # An end record saying "fold" after events that end nothing is not what rma writes: the
+    # journal is refused (naming the end's record), never read as a session without outcome.
+    from rma.journal import JournalDamaged, load
+    from rma.provider import codec_for
+    from rma.recording import encode
+    from rma.session.events import Opened
+    from rma.session.options import SessionConfig
+    from rma_shell.journal.writer import SessionJournal
+
+    store = MemoryJournal()
+    writer = SessionJournal(store, "k")
+    writer.begin("local", encode(SessionConfig(codec_for("local"), provider_name="local")), {"prompt": "hi"})
+    writer.event(Opened("s1", False), {"session_id": "s1", "history": []})
+    writer.end(Success(SessionResult(terminal="end_turn")), folds=True)
+    rows = store.rows("k")
+    assert json.loads(rows[-1][1])["outcome"] == "fold"
+    error = load("k", rows, codec_for).failure()
+    assert isinstance(error, JournalDamaged) and error.seq == len(rows)
+    assert "reach" in error.detail
 
 
 def test_an_end_record_writes_a_transcript_that_is_not_the_journaled_history_whole() -> None:
@@ -272,3 +347,32 @@ async def test_an_agentcore_refusal_outside_a_resumed_turn_stays_what_it_is(tmp_
         emu.script_session(sc.SID, [[ace.stream_exception("runtimeClientError", "no")]])
         outcome = await _run(spec, sc.Payments(effects), MemoryJournal())
     assert outcome.failure().kind == "stream_exception"
+
+
+def test_a_format_1_journal_is_read_and_an_unknown_format_is_refused_by_its_header() -> None:
+    # Format 2 (issue #28) lets an end refer to its events' outcome; a journal written before,
+    # with its outcome and every result in records of their own, reads as it did, and a format
+    # this rma does not know is refused at the header, never misread.
+    from rma.journal import JournalDamaged, chain, genesis, load
+    from rma.provider import codec_for
+    from rma.recording import encode
+    from rma.session.options import SessionConfig
+
+    config = encode(SessionConfig(codec_for("local"), provider_name="local"))
+    outcome = encode(Success(SessionResult(terminal="end_turn", text="old")))
+    result = '{"kind":"tool_result","id":"call_1","text":"paid","is_error":false}'
+
+    def rows(version: int) -> list[tuple[int, str, str]]:
+        header = f'{{"kind":"header","format":{version},"key":"k","provider":"local","config":{config}}}'
+        texts = [header, result, '{"kind":"end","outcome":' + outcome + "}"]
+        sealed, previous = [], genesis("k")
+        for seq, text in enumerate(texts, 1):
+            previous = chain(previous, text)
+            sealed.append((seq, text, previous))
+        return sealed
+
+    old = load("k", rows(1), codec_for).unwrap()
+    assert old.outcome == Success(SessionResult(terminal="end_turn", text="old"))
+    assert old.results["call_1"].text == "paid"
+    error = load("k", rows(3), codec_for).failure()
+    assert isinstance(error, JournalDamaged) and error.seq == 1 and "unknown journal format 3" in error.detail

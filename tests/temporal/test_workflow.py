@@ -128,6 +128,39 @@ def test_a_session_has_the_result_run_gives(
     asyncio.run(main())
 
 
+def test_a_local_claude_turn_lists_the_history_from_the_last_boundary_not_from_the_start(
+    temporal_server: DevServer,
+) -> None:
+    """Under ``local_activities="turns"`` each streamed Claude turn past the first asks the
+    host whether its input landed: the listing starts at the last boundary's ``processed_at``
+    (``created_at[gte]``), so a turn reads what happened since, not the whole session again."""
+    from urllib.parse import parse_qs, urlsplit
+
+    async def main() -> None:
+        tools = Tools()
+        emu = CMAEmulator([fleet.cma_turn()] * 3, api_key="k")
+        with emu:
+            provider = ClaudeManagedAgents(api_key="k", base_url=emu.base_url)
+            ids = cma_agent_and_environment(emu, "k")
+            async with worker(temporal_server, {"cma": provider}, {"tools": tools}) as (client, queue):
+                durable = await run_session(
+                    client, spec("cma", provider_opts=dict(ids), local_activities="turns"), task_queue=queue
+                )
+            await provider.close()
+            listings = [
+                parse_qs(urlsplit(r.path).query)
+                for r in emu.requests
+                if r.method == "GET" and urlsplit(r.path).path.endswith("/events")
+            ]
+        assert durable.unwrap().text == fleet.FINAL_TEXT
+        assert len(listings) == 3  # one per turn: a local turn cannot tell a retry
+        assert "created_at[gte]" not in listings[0]  # a new session: nothing before it to skip
+        later = [q["created_at[gte]"][0] for q in listings[1:]]
+        assert later == sorted(set(later))  # each from its own, later boundary
+
+    asyncio.run(main())
+
+
 def test_a_tool_that_requires_approval_waits_durably_for_it(temporal_server: DevServer) -> None:
     class Asking(Tools):
         def requires_approval(self, name: str, input: dict[str, Any], ctx: object) -> bool:

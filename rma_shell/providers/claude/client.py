@@ -563,8 +563,15 @@ class CMAClient:
             "POST", f"/v1/sessions/{session_id}/events", json_body={"events": list(events)}
         )
 
-    async def list_events(self, session_id: str, *, limit: int = 1000) -> Result[list[JSON], SessionError]:
-        return await self._list_all(f"/v1/sessions/{session_id}/events", {"order": "asc", "limit": limit})
+    async def list_events(
+        self, session_id: str, *, limit: int = 1000, since: str | None = None
+    ) -> Result[list[JSON], SessionError]:
+        """The session's events, oldest first; ``since``: only those processed at or after that
+        time (``created_at[gte]``, which the API compares with each event's ``processed_at``)."""
+        params: dict[str, Any] = {"order": "asc", "limit": limit}
+        if since is not None:
+            params["created_at[gte]"] = since
+        return await self._list_all(f"/v1/sessions/{session_id}/events", params)
 
     @asynccontextmanager
     async def stream_events(

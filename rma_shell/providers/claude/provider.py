@@ -643,13 +643,44 @@ class ClaudeManagedAgents(Provider[CMAConn]):
         built = self._client_of(conn)
         if isinstance(built, Failure):
             return Failure(built.failure())
-        history = await built.unwrap().list_events(conn.session_id)
+        return await self._consolidated(built.unwrap(), conn, seen)
+
+    async def reconnect_after(
+        self, conn: CMAConn, boundary: str, processed_at: str | None
+    ) -> Result[tuple[CMAConn, Reconnected], SessionError]:
+        """The events from ``boundary`` on, listed from its ``processed_at`` (the boundary itself
+        included: ``created_at[gte]``), so a Temporal turn reads what it needs, not the whole
+        session each time. What it finds is ``reconnect``'s, but for ``seen``: only the ids
+        listed, from the boundary on (the client processed what came before). A listing that
+        lacks the boundary (a time the host does not compare as it stamped) is read again
+        whole: the consolidation needs its position."""
+        built = self._client_of(conn)
+        if isinstance(built, Failure):
+            return Failure(built.failure())
+        client = built.unwrap()
+        if processed_at is not None:
+            listed = await client.list_events(conn.session_id, since=processed_at)
+            if isinstance(listed, Failure):
+                return Failure(listed.failure())
+            if any(isinstance(e, dict) and e.get("id") == boundary for e in listed.unwrap()):
+                return Success(self._consolidation(conn, listed.unwrap(), (boundary,)))
+        return await self._consolidated(client, conn, (boundary,))
+
+    async def _consolidated(
+        self, client: CMAClient, conn: CMAConn, seen: tuple[str, ...]
+    ) -> Result[tuple[CMAConn, Reconnected], SessionError]:
+        history = await client.list_events(conn.session_id)
         if isinstance(history, Failure):
             return Failure(history.failure())
+        return Success(self._consolidation(conn, history.unwrap(), seen))
+
+    def _consolidation(
+        self, conn: CMAConn, history: list[JSON], seen: tuple[str, ...]
+    ) -> tuple[CMAConn, Reconnected]:
         attach = conn.resumed and not conn.attached
         conn.attached = True
-        found = self._consolidate(history.unwrap(), seen, (), attach=attach)
-        return Success((conn, found.reconnected(conn.session_id)))
+        found = self._consolidate(history, seen, (), attach=attach)
+        return conn, found.reconnected(conn.session_id)
 
     # ── live-session extras ──
 
