@@ -10,6 +10,8 @@ Completions) in this process:
 - ``rma_turns_local``: the same with ``SessionSpec(local_activities="turns")`` (the model's
   turns local activities, each tool call a regular one: the shape of ``openai_agents_local``);
 - ``rma_local``: the same with ``SessionSpec(local_activities=True)`` (every step local);
+- ``rma_fused``: the same with ``SessionSpec(fused_turns=True)`` (a tool batch and the turn
+  after it one regular activity: the kickoff turn, then one activity per turn);
 - ``openai_agents``: the OpenAI Agents SDK's ``temporalio.contrib.openai_agents`` (the model
   call an activity, the tool ``activity_as_tool``);
 - ``openai_agents_local``: the same with ``ModelActivityParameters(use_local_activity=True)``
@@ -66,9 +68,17 @@ sys.path.insert(0, str(ROOT))
 from rma_shell.temporal import DevServer, SessionSpec, Timeouts, connect, start_session  # noqa: E402
 from rma_shell.testing import OpenAIEmulator  # noqa: E402
 
-PATHS = ("rma", "rma_turns_local", "rma_local", "openai_agents", "openai_agents_local", "pydantic_ai")
-LOCAL = {"rma": False, "rma_turns_local": "turns", "rma_local": True}
-"""Each rma path's ``SessionSpec.local_activities``."""
+PATHS = (
+    "rma",
+    "rma_turns_local",
+    "rma_local",
+    "rma_fused",
+    "openai_agents",
+    "openai_agents_local",
+    "pydantic_ai",
+)
+LOCAL = {"rma": False, "rma_turns_local": "turns", "rma_local": True, "rma_fused": False}
+"""Each rma path's ``SessionSpec.local_activities`` (``rma_fused``: with ``fused_turns``)."""
 PEERS = ("openai_agents", "openai_agents_local", "pydantic_ai")
 LA_MARKER = "core_local_activity"  # the marker a local activity's result is recorded under
 PROMPT = "Charge 0, 1, … then say done."
@@ -129,6 +139,7 @@ async def one(client: Any, path: str, queue: str, turns: int) -> str:
             max_turns=turns + 1,
             timeouts=Timeouts(heartbeat=10.0),
             local_activities=LOCAL[path],
+            fused_turns=path == "rma_fused",
         )
         handle = await start_session(client, spec, task_queue=queue, id=wid)
         out = await handle.result()
@@ -237,6 +248,9 @@ def ratios(med: dict[str, dict[str, float]]) -> dict[str, float]:
         ("rma_local", "openai_agents"),
         ("rma_local", "pydantic_ai"),
         ("rma_local", "openai_agents_local"),
+        ("rma_fused", "openai_agents"),
+        ("rma_fused", "pydantic_ai"),
+        ("rma_fused", "openai_agents_local"),
     ]
     peers = [p for p in PEERS if p in cpu]
     if peers:

@@ -26,10 +26,12 @@ from rma.errors import (
     UnresolvedRequiresAction,
 )
 from rma.live import NO_LIVE_TURN, ToolCallFinished, TurnFinished
+from rma.provider import Input
 from rma.session.commands import CallGuard, Command, DeliverUpdate, Log, RunTools
 from rma.session.driving import drive
 from rma.session.endings import fail, finish, terminated
 from rma.session.events import GuardVerdict, ToolsFinished
+from rma.session.options import SessionConfig
 from rma.session.state import Phase, State, Step, evolve
 from rma.session.telemetry import tool_uses, turn_stop
 from rma.vocabulary import JSON, Terminal, ToolResult, ToolUse, TurnResult
@@ -188,18 +190,16 @@ def on_tools_finished(s: State, ev: ToolsFinished) -> Step:
 
 def answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[ToolResult]) -> Step:
     """Resume with the batch's results, the rejected inputs' answers in their place."""
-    uses, confirms = s.pending_uses, s.pending_confirmations
-    results = _with_rejections(uses, results)
-    fitted = _fit_content(s, results)
-    if isinstance(fitted, ToolContentUnsupported):
-        return fail(s, fitted)
-    results = fitted
+    uses = s.pending_uses
+    answer = tools_answer(s.config, uses, s.pending_confirmations, results, verdicts)
+    if isinstance(answer, ToolContentUnsupported):
+        return fail(s, answer)
+    results = answer.results
     if s.config.output_tool and s.config.terminal_tool is not None:
         checked = _check_output_answers(s, uses, results)
         if isinstance(checked, tuple):
             return checked
         s = checked
-    answer = s.config.codec.answer_input(uses, results, confirms, verdicts)
     content: dict[str, JSON] = {"tool_results": _results_content(results)}
     finished: list[Command] = []
     if s.updates:
@@ -213,16 +213,63 @@ def answer_tools(s: State, results: Sequence[ToolResult], verdicts: Sequence[Too
                         ToolCallFinished(use.id, use.name, result.is_error, input=ran, output=result.text)
                     )
                 )
-    s, more = drive(s, answer, "resume", content, pending_uses=(), pending_confirmations=())
+    s, more = drive(s, answer.input, "resume", content, pending_uses=(), pending_confirmations=())
     return s, (*finished, *more)
 
 
-def _fit_content(s: State, results: Sequence[ToolResult]) -> Sequence[ToolResult] | ToolContentUnsupported:
+@attrs.frozen
+class ToolsAnswer:
+    """What a finished batch sends the host: the resume ``input`` and the ``results`` it carries
+    (every use's, in tool-use order, rich content fitted to the host)."""
+
+    input: Input
+    results: tuple[ToolResult, ...]
+
+
+def tools_answer(
+    config: SessionConfig,
+    uses: Sequence[ToolUse],
+    confirms: Sequence[ToolUse],
+    results: Sequence[ToolResult],
+    verdicts: Sequence[ToolResult],
+) -> ToolsAnswer | ToolContentUnsupported:
+    """The input that resumes the host after batch ``uses`` (``State.pending_uses``: the rejected
+    ones too) answered ``results`` (of the uses that ran, in order) and ``verdicts`` — or the
+    error that ends the request instead. ``answer_tools`` sends it; a Temporal worker that runs
+    a batch and the turn after it in one activity (``SessionSpec.fused_turns``) computes it with
+    this same function, from these same facts, and the workflow checks the two agree."""
+    merged = _with_rejections(uses, results)
+    fitted = _fit_content(config, merged)
+    if isinstance(fitted, ToolContentUnsupported):
+        return fitted
+    return ToolsAnswer(config.codec.answer_input(uses, fitted, confirms, verdicts), tuple(fitted))
+
+
+def turn_follows_tools(s: State) -> bool:
+    """Whether, once the batch ``s`` is running (TOOLS) has its results, the machine is certain
+    to drive the next turn with ``tools_answer``'s input and nothing else decides in between —
+    what lets a shell run that turn together with the batch. Not so when the host asked for
+    confirmations (a person may decide them), when the answers are a typed output the machine
+    checks (``output_type``: a wrong answer re-prompts or fails), or when the batch calls the
+    terminal tool (the request is about to end: nothing is won by running ahead). ``max_turns``
+    needs no check: the machine runs no batch whose resume would exceed it."""
+    cfg = s.config
+    return (
+        s.phase is Phase.TOOLS
+        and not s.pending_confirmations
+        and not cfg.output_tool
+        and (cfg.terminal_tool is None or all(u.name != cfg.terminal_tool for u in s.pending_uses))
+    )
+
+
+def _fit_content(
+    config: SessionConfig, results: Sequence[ToolResult]
+) -> Sequence[ToolResult] | ToolContentUnsupported:
     """Rich results as the host takes them (``rma.content.fit_parts``): an item over the host's
     byte limit replaced by a note; a kind the host cannot take ends the request, typed."""
     if all(not r.content for r in results):
         return results
-    limits = s.config.codec.content_limits
+    limits = config.codec.content_limits
     out: list[ToolResult] = []
     for result in results:
         if not result.content:
@@ -231,7 +278,7 @@ def _fit_content(s: State, results: Sequence[ToolResult]) -> Sequence[ToolResult
         parts = fit_parts(limits, result.content)
         if isinstance(parts, str):
             return ToolContentUnsupported(
-                provider=s.config.codec.name, content=parts, tool_use_id=result.tool_use_id
+                provider=config.codec.name, content=parts, tool_use_id=result.tool_use_id
             )
         out.append(
             result if parts == result.content else attrs.evolve(result, content=parts, text=text_of(parts))

@@ -14,7 +14,9 @@ noticed within ``Timeouts.heartbeat``.
 
 One tool call is one activity: a call whose completion Temporal recorded is never run again,
 and a call cut short by a crash is retried with the same ``idempotency_key``
-(``"{workflow_id}:{tool_use_id}"``) and the next ``attempt``.
+(``"{workflow_id}:{tool_use_id}"``) and the next ``attempt``. Under ``fused_turns`` a batch
+and the turn after it are one activity (``rma.fused``, ``rma_shell.temporal.fusing``): retried,
+it runs the batch's calls again, each with the same key and the next attempt.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from temporalio import activity
 from rma.codec_json import from_jsonable, to_jsonable
 from rma.errors import InvalidOpts, ProviderError, RemoteStop, SessionError
 from rma.provider import Mode
+from rma.session.completing import ToolsAnswer, tools_answer
 from rma.session.events import GuardVerdict
 from rma.session.options import DEFAULT_STOP_GRACE_S, SessionConfig, interpret_guard
 from rma.vocabulary import JSON, SessionInfo, ToolResult, ToolUse
@@ -45,6 +48,7 @@ from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
 from rma_shell.temporal.carry import pack_result, snapshot_delta
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
+from rma_shell.temporal.fusing import input_digest
 from rma_shell.temporal.spec import SessionSpec
 
 log = logging.getLogger("rma.temporal")
@@ -141,6 +145,7 @@ class Activities:
             self.push,
             self.resync,
             self.tool,
+            self.fused,
             self.confirm,
             self.guard,
             self.transcript,
@@ -303,12 +308,15 @@ class Activities:
         lacking = self._lacks_snap(inp)
         if lacking is not None:
             return lacking
+        return await self._poll(inp, from_jsonable(inp["input"]))
+
+    async def _poll(self, inp: Mapping[str, Any], input: JSON) -> dict[str, Any]:
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"result": _encode(Failure(session.failure())), "snap": None}
         p, conn = session.unwrap()
         try:
-            polled = await p.provider.poll_turn(conn, from_jsonable(inp["input"]), None)
+            polled = await p.provider.poll_turn(conn, input, None)
         except Exception as exc:  # S-22: a raising poll is a provider error
             return {"result": _encode(Failure(_error(exc))), "snap": None}
         return {"result": _encode(polled.result), **await self._changed(inp, p, polled.conn)}
@@ -320,6 +328,9 @@ class Activities:
         lacking = self._lacks_snap(inp)
         if lacking is not None:
             return lacking
+        return await self._exchange(inp, from_jsonable(inp["input"]))
+
+    async def _exchange(self, inp: Mapping[str, Any], input: JSON) -> dict[str, Any]:
         session = await self._session(inp)
         if isinstance(session, Failure):
             return {"push": _encode(Failure(session.failure())), "events": [], "end": None, "snap": None}
@@ -341,7 +352,7 @@ class Activities:
             pushed, read, conn = await streaming.exchange(
                 p.provider,
                 conn,
-                from_jsonable(inp["input"]),
+                input,
                 inp.get("after"),
                 retried=retried,
                 beat=beat,
@@ -422,6 +433,57 @@ class Activities:
             p.adapter.attempts[use.id] = attempt
         result = await p.adapter.run_one(use, info)
         return {"result": _encode(result)}
+
+    @activity.defn(name="rma.fused")
+    @_beating
+    async def fused(self, inp: dict[str, Any]) -> dict[str, Any]:
+        """A tool batch and the model turn after it, in one activity (``SessionSpec.fused_turns``).
+
+        The calls run as ``rma.tool`` runs them (the approval question first, then the same
+        ``HandlerAdapter``: its ``max_concurrency``, truncation, idempotency key and attempt);
+        a call that waits for a person comes back unanswered (None), and then nothing more
+        runs here. Once every call has its result, the turn runs with the input the machine
+        will send — ``rma.session.completing.tools_answer`` over the batch's facts the workflow
+        gave (``answer_uses``: the batch's uses, the rejected ones too) — as ``rma.poll`` or
+        ``rma.exchange`` runs it, and that input's ``digest`` goes back with it: the workflow
+        takes the turn's outcome only when the machine's own next input has the same one.
+        ``rerun_safe``: the host keeps nothing of a turn beyond the snapshot (Local), so a
+        turn the workflow does not take may simply be asked again."""
+        lacking = self._lacks_snap(inp)
+        if lacking is not None:
+            return lacking
+        uses: list[ToolUse] = from_jsonable(inp["uses"])
+        prepared = self._prepare(inp["key"], inp["spec"], inp["scope"])
+        if isinstance(prepared, Failure):
+            text = f"tool error: the worker cannot run this session: {prepared.failure().message}"
+            return {"results": _encode([ToolResult(u.id, text, True) for u in uses])}
+        p = prepared.unwrap()
+        info = SessionInfo(
+            provider=p.config.provider_name, metadata=p.config.metadata, session_id=inp.get("session_id")
+        )
+        asks = [await self._needs_approval(p, use, info) for use in uses]
+        attempt = activity.info().attempt  # a retry after a lost worker: 2, 3, … for every call
+        runnable = [use for use, ask in zip(uses, asks, strict=True) if not ask]
+        for use in runnable:
+            if use.id is not None:
+                p.adapter.attempts[use.id] = attempt
+        ran = iter(await p.adapter.run_batch(runnable, info))
+        results = [None if ask else next(ran) for ask in asks]
+        out: dict[str, Any] = {"results": _encode(results)}
+        if any(asks):
+            return {**out, "needs_approval": True}
+        done = [r for r in results if r is not None]
+        answer = tools_answer(p.config, from_jsonable(inp["answer_uses"]), (), done, ())
+        if not isinstance(answer, ToolsAnswer):  # the request ends instead: the machine says how
+            return out
+        sent = to_jsonable(answer.input)
+        request_response = p.config.codec.mode is Mode.REQUEST_RESPONSE
+        turn_input = from_jsonable(sent)  # exactly what a turn activity would be handed
+        turn = await (self._poll(inp, turn_input) if request_response else self._exchange(inp, turn_input))
+        # A host whose model keeps nothing between requests (``Provider.turn_in_doubt``'s default,
+        # which a journal's resume reads the same way: asking a turn again is safe there).
+        rerun_safe = request_response and type(p.provider).turn_in_doubt is Provider.turn_in_doubt
+        return {**out, "digest": input_digest(sent), "turn": turn, "rerun_safe": rerun_safe}
 
     async def _needs_approval(self, p: _Prepared, use: ToolUse, info: SessionInfo) -> bool:
         """The handler's ``requires_approval(name, input, ctx[, info])`` — what a ``Toolbox``

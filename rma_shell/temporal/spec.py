@@ -145,12 +145,27 @@ class SessionSpec:
     ``use_local_activity=True``); each tool call stays a regular activity. ``True``: every
     step, tool calls included. At-most-once tools and the host's stop are regular activities
     in every mode. What each costs in recovery is in docs/temporal.md ("Local activities")."""
+    fused_turns: bool = False
+    """Run a tool batch and the model turn that follows it as ONE regular activity (issue #28):
+    one server round trip per turn instead of two. Only where the turn is certain to follow —
+    no call waiting for approval, no host confirmation, no at-most-once tool, no terminal or
+    output tool in the batch; every other step runs as without it. A fused activity retried
+    after a lost worker runs its calls again (attempt 2, the same ``idempotency_key``) before
+    the turn. Only with ``local_activities=False``. docs/temporal.md ("Fused turns") says what
+    it costs in recovery."""
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
         out["timeouts"] = self.timeouts.to_json()
         out["provider_opts"] = dict(self.provider_opts)
-        for late in ("metadata", "max_history_events", "max_history_bytes", "context", "local_activities"):
+        for late in (
+            "metadata",
+            "max_history_events",
+            "max_history_bytes",
+            "context",
+            "local_activities",
+            "fused_turns",
+        ):
             if out[late] is None or out[late] is False:
                 del out[late]  # what a worker deployed before issue #22 (#28) reads, when it can
         return out
@@ -210,6 +225,14 @@ def spec_problem(spec: SessionSpec) -> InvalidOpts | None:
         return InvalidOpts(
             "local_activities",
             f"True, False or 'turns' (the model's turns only), got {spec.local_activities!r}",
+        )
+    if type(spec.fused_turns) is not bool:
+        return InvalidOpts("fused_turns", f"True or False, got {spec.fused_turns!r}")
+    if spec.fused_turns and spec.local_activities is not False:
+        return InvalidOpts(
+            "fused_turns",
+            "only with local_activities=False: a fused batch and turn is one regular activity"
+            f" (local_activities={spec.local_activities!r} already runs turns locally)",
         )
     for name in ("max_history_events", "max_history_bytes"):
         limit = getattr(spec, name)

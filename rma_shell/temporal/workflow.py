@@ -2,7 +2,8 @@
 
 ``SessionWorkflow`` is ``rma_shell.session``'s driver with Temporal underneath: it feeds events
 to ``rma.session.machine.step`` and executes the commands it returns — ``PollTurn`` and
-``PushInput`` as turn activities, ``RunTools`` as one activity per tool call, ``CallGuard`` as
+``PushInput`` as turn activities, ``RunTools`` as one activity per tool call (or, under
+``fused_turns``, one with the turn after it: ``rma_shell.temporal.fusing``), ``CallGuard`` as
 the guard activity, ``Reconnect`` as a consolidation, ``ScheduleReconnect`` as a durable timer.
 ``step`` is deterministic by construction (no clock, no randomness, no I/O), so a replay on
 another worker rebuilds the very same state from the recorded activity results.
@@ -44,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from returns.result import Failure, Result, Success
 
     from rma.codec_json import decode_result, from_jsonable, to_jsonable
-    from rma.errors import Closed, Crashed, ProviderError, RemoteStop, SessionError, Timeout
+    from rma.errors import Closed, Crashed, RemoteStop, SessionError, Timeout
     from rma.provider import Mode, codec_for
     from rma.replay import load_config
     from rma.session import commands as cmd
@@ -70,6 +71,8 @@ with workflow.unsafe.imports_passed_through():
     from rma_shell.journal.writer import DENIED
     from rma_shell.temporal import carry
     from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
+    from rma_shell.temporal.fusing import FusedTurns, awaiting_entry
+    from rma_shell.temporal.fusing import lost as _lost
     from rma_shell.temporal.placement import runs_local
     from rma_shell.temporal.spec import SessionSpec
 
@@ -83,7 +86,9 @@ _RECORDED_KEEP = 256
 """Recorded tool results a continued run keeps beyond those of the batches in flight: a
 host replaying a recent call after a reconnect still finds its recorded result."""
 
-_NEED_CONN = frozenset({"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.stop"})
+_NEED_CONN = frozenset(
+    {"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.stop", "rma.fused"}
+)
 
 INLINE_SNAP_BYTES = 64 * 1024
 """A snapshot larger than this (a Local conversation) goes to a turn by reference: the worker
@@ -94,13 +99,8 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 Outcome = Result[Any, SessionError]
 
 
-def _lost(what: str, exc: BaseException) -> ProviderError:
-    cause = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
-    return ProviderError(detail=f"{what}: {cause}"[:2000], error_type=type(cause).__name__)
-
-
 @workflow.defn(name=WORKFLOW_NAME)
-class SessionWorkflow:
+class SessionWorkflow(FusedTurns):
     """One rma session (``SessionSpec`` in, the encoded ``Result[SessionResult, SessionError]`` out)."""
 
     @workflow.init
@@ -145,6 +145,7 @@ class SessionWorkflow:
         self._at_most_once: frozenset[str] = frozenset()  # tools never run as local activities
         self._snap_bytes = 0  # about how large the snapshot is (0: unknown, sent inline)
         self._fed = 0  # events fed in this run: a run continues only once it has made progress
+        self._ahead = None  # a turn run with its tool batch (``fused_turns``), not yet fed
         if self._carried is not None:
             self._restore(self._carried)
 
@@ -305,6 +306,7 @@ class SessionWorkflow:
             "config": to_jsonable(s.config),
             "state": encode_state(s),
             "inbox": to_jsonable(self._inbox),
+            "ahead": self._ahead,  # a fused turn not fed yet: the next run feeds it (fusing.py)
             "snap": self._snap,
             "snap_bytes": self._snap_bytes,
             "version": self._version,
@@ -342,6 +344,7 @@ class SessionWorkflow:
         config = load_config({"config": c["config"]}, codec_for)
         self._state = decode_state(c["state"], config)
         self._inbox = list(from_jsonable(c["inbox"]))
+        self._ahead = c.get("ahead")
         self._snap, self._version, self._gen = c["snap"], int(c["version"]), int(c["gen"])
         self._snap_bytes = int(c.get("snap_bytes") or 0)
         self._last_boundary, self._has_transcript = c["last_boundary"], bool(c["has_transcript"])
@@ -389,18 +392,24 @@ class SessionWorkflow:
             return
         for command in commands:
             self._execute(command)
+        self._drop_ahead(ev)
 
     def _execute(self, c: cmd.Command) -> None:
         match c:
             case cmd.PollTurn(input=input):
-                self._spawn(self._poll, input)
+                if not self._ran_ahead(input):
+                    self._spawn(self._poll, input)
             case cmd.PushInput(input=input, purpose=purpose):
                 if purpose == "send_event":
                     self._spawn(self._push, input)
-                else:
+                elif not self._ran_ahead(input):
                     self._spawn(self._exchange, input)
             case cmd.RunTools(batch=batch, uses=uses, confirmations=confirmations):
-                self._spawn(self._run_tools, batch, uses, confirmations)
+                if self._fuses(c):  # the batch and the turn after it: one activity (fusing.py)
+                    assert self._state is not None
+                    self._spawn(self._fused, batch, uses, self._state.pending_uses)
+                else:
+                    self._spawn(self._run_tools, batch, uses, confirmations)
             case cmd.CallGuard(payload=payload):
                 self._spawn(self._guard, payload)
             case cmd.ScheduleReconnect(delay_ms=delay_ms):
@@ -476,6 +485,11 @@ class SessionWorkflow:
                 out = await self._execute_activity(name, arg, timeout_s, attempts, schedule_to_close_s)
         finally:
             self._busy -= 1
+        self._take_snap(out)
+        return out
+
+    def _take_snap(self, out: dict[str, Any]) -> None:
+        """The snapshot as an activity (or a fused turn, once taken) left it."""
         if out.get("snap_bytes") is not None:
             self._snap_bytes = int(out["snap_bytes"])
         if out.get("snap") is not None:  # the whole snapshot (histories before issue #28)
@@ -484,7 +498,6 @@ class SessionWorkflow:
         elif out.get("snap_delta") is not None:  # what changed in it
             self._snap = apply_delta(self._snap, out["snap_delta"])
             self._version += 1
-        return out
 
     async def _execute_activity(
         self,
@@ -681,12 +694,7 @@ class SessionWorkflow:
         """Wait, durably, for ``approve(use.id, …)``: as long as it takes, on any worker."""
         uid = use.id
         assert uid is not None
-        self._awaiting[uid] = {
-            "tool_use_id": uid,
-            "name": use.name,
-            "input": dict(use.input),
-            "host_confirmation": host_confirmation,
-        }
+        self._awaiting[uid] = awaiting_entry(use, host_confirmation=host_confirmation)
         await workflow.wait_condition(lambda: uid in self._approvals)
         self._awaiting.pop(uid, None)
         return self._approvals.pop(uid)

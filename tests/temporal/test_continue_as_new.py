@@ -227,13 +227,16 @@ async def until(handle: Any, predicate: Any, timeout_s: float) -> dict[str, Any]
 
 
 @pytest.mark.parametrize(
-    "local", [False, "turns", True], ids=["activities", "local_turns", "local_activities"]
+    "local",
+    [False, "turns", True, "fused"],
+    ids=["activities", "local_turns", "local_activities", "fused_turns"],
 )
 def test_a_call_waiting_for_approval_waits_on_in_the_next_run(
     temporal_server: DevServer, local: bool | str
 ) -> None:
     """Hopping at every moment it may, the session hops right after the call asked for
-    approval: the approval reaches a run that never asked, and the call runs once."""
+    approval: the approval reaches a run that never asked, and the call runs once (with
+    ``fused_turns``, the fused activity that asked it answers the call unanswered)."""
     turns, gated = 5, 2
 
     async def main() -> None:
@@ -255,7 +258,8 @@ def test_a_call_waiting_for_approval_waits_on_in_the_next_run(
                     timeouts=FAST,
                     timeout=None,
                     max_history_events=1,
-                    local_activities=local,
+                    local_activities=False if local == "fused" else local,
+                    fused_turns=local == "fused",
                 )
                 handle = await start_session(client, spec, task_queue=queue)
                 await until(handle, lambda s: s["awaiting_approval"], 60)

@@ -62,7 +62,12 @@ def worker(
 
 
 async def _crash(
-    server: DevServer, tmp: Path, host_name: str, moment: str, local: bool | Literal["turns"] = False
+    server: DevServer,
+    tmp: Path,
+    host_name: str,
+    moment: str,
+    local: bool | Literal["turns"] = False,
+    fused: bool = False,
 ) -> None:
     db, hold = tmp / "ledger.db", tmp / "hold"
     fleet.init_ledger(db)
@@ -82,6 +87,7 @@ async def _crash(
                     provider_opts=opts(),
                     timeouts=FAST,
                     local_activities=local,
+                    fused_turns=fused,
                 )
 
             reference = await run_session(client, spec(), task_queue=queue, id=f"ref-{queue}")
@@ -144,6 +150,14 @@ async def _crash(
         # what is pinned is the effect and the result.)
         assert {u for u, _ in finishes} == {first, second}
         assert all(attempt == 1 for _, attempt in starts)
+        return
+    if fused and moment == "mid_turn":
+        # The last turn ran in one activity with c2 (fused_turns): that activity, retried on B,
+        # ran c2 again — attempt 2, the same key, so its effect stayed once — then the turn.
+        assert starts == [(first, 1), (second, 1), (second, 2)]
+        assert finishes == [(first, 1), (second, 1), (second, 2)]
+        assert {pid for _, _, pid in effects} == {a.pid}
+        assert wire == (1 if host_name == "cma" else 2)
         return
     if moment == "mid_tool":
         # c1 completed on A and was recorded: never run again. c2 was cut short: retried on B
@@ -239,6 +253,18 @@ def test_a_killed_worker_is_replaced_on_local_turns(
     loses the workflow task, and the next worker asks the turn again — Claude Managed Agents
     without posting its input twice. The same result, one effect per tool-use id."""
     asyncio.run(_crash(temporal_server, tmp_path, host_name, moment, local="turns"))
+
+
+@pytest.mark.parametrize("moment", ["mid_tool", "mid_turn"])
+@pytest.mark.parametrize("host_name", ["local", "cma", "agentcore"])
+def test_a_killed_worker_is_replaced_with_fused_turns(
+    temporal_server: DevServer, tmp_path: Path, host_name: str, moment: str
+) -> None:
+    """``SessionSpec(fused_turns=True)``: c2 and the last turn are one activity. Killed in c2's
+    body (mid-tool) or in that turn (mid-turn), the activity is retried on B: c2 runs again at
+    attempt 2 with the same key — one effect — then the turn, as the default retries it
+    (Claude's tool result posted once: the retried turn finds it in the session's history)."""
+    asyncio.run(_crash(temporal_server, tmp_path, host_name, moment, fused=True))
 
 
 def test_a_worker_killed_in_a_claude_session_s_first_local_turn_is_replaced_without_a_second_kickoff(

@@ -319,7 +319,12 @@ def test_a_registered_context_is_each_tool_call_s_ctx(temporal_server: DevServer
     asyncio.run(main())
 
 
-def test_timeout_and_cancellation_end_a_session_typed(temporal_server: DevServer, tmp_path: Any) -> None:
+@pytest.mark.parametrize("fused", [False, True], ids=["activities", "fused_turns"])
+def test_timeout_and_cancellation_end_a_session_typed(
+    temporal_server: DevServer, tmp_path: Any, fused: bool
+) -> None:
+    """Both while a tool call runs — with ``fused_turns``, inside the fused activity."""
+
     async def main() -> None:
         hold = tmp_path / "hold"
         hold.touch()
@@ -328,8 +333,8 @@ def test_timeout_and_cancellation_end_a_session_typed(temporal_server: DevServer
         with OpenAIEmulator([fleet.openai_reply()] * 20) as emu:
             provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
             async with worker(temporal_server, {"local": provider}, {"tools": ledger}) as (client, queue):
-                timed = await run_session(client, spec(timeout=1.5), task_queue=queue)
-                handle = await start_session(client, spec(timeout=None), task_queue=queue)
+                timed = await run_session(client, spec(timeout=1.5, fused_turns=fused), task_queue=queue)
+                handle = await start_session(client, spec(timeout=None, fused_turns=fused), task_queue=queue)
                 await _until(handle, lambda s: s["phase"] == "tools" and s["turns"] == 2)
                 await handle.cancel()
                 cancelled = await handle.result()
