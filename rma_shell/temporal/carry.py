@@ -114,6 +114,11 @@ def pack_result(value: Any) -> Any:
     return value if len(text) <= RESULT_INLINE_BYTES else _zipped(text)
 
 
+PAYLOAD_BYTES = 2 * 1024 * 1024
+"""Temporal's default limit on one payload (the server's blob size limit, which the SDK also
+checks before it uploads one): an activity's output packed larger than this cannot leave."""
+
+
 def unpack_result(value: Any) -> Any:
     """``pack_result``'s inverse: an encoded result (``{"$ok": …}``/``{"$err": …}``) is never
     a ``$zlib`` object, so one is always a packed result."""
@@ -186,4 +191,13 @@ def apply_delta(old: JSON, delta: Any) -> JSON:
     return out
 
 
-__all__ = ["CARRY_KEY", "apply_delta", "decode_state", "encode_state", "pack", "snapshot_delta", "unpack"]
+__all__ = [
+    "CARRY_KEY",
+    "PAYLOAD_BYTES",
+    "apply_delta",
+    "decode_state",
+    "encode_state",
+    "pack",
+    "snapshot_delta",
+    "unpack",
+]

@@ -557,3 +557,88 @@ def test_a_result_larger_than_a_payload_leaves_the_workflow_compressed(temporal_
         assert fleet.normalized(to_jsonable(durable)) == fleet.normalized(to_jsonable(plain))
 
     asyncio.run(main())
+
+
+def _calls_reply(calls: int, per_turn: int = 1) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        answered = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if answered < calls:
+            return {
+                "tool_calls": [
+                    {"id": f"call_{answered + n}", "name": "charge", "arguments": {"amount": answered + n}}
+                    for n in range(per_turn)
+                ]
+            }
+        return {"content": fleet.FINAL_TEXT}
+
+    return reply
+
+
+def test_a_tool_result_over_a_payload_travels_compressed_or_fails_the_call_typed_once(
+    temporal_server: DevServer,
+) -> None:
+    """One payload is 2 MB by default. A tool result longer than that (``max_tool_result_chars``
+    raised) leaves its activity compressed and reaches the model whole; one that is still too
+    long compressed is the call's error result, naming the limit — the tool run once, not once
+    per retry, and the session not stuck retrying a workflow task it cannot complete."""
+    import os
+
+    class Big:
+        def __init__(self, text: Callable[[], str]) -> None:
+            self.text, self.runs = text, 0
+
+        def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            self.runs += 1
+            return self.text()
+
+    async def session(tools: Big) -> Any:
+        with OpenAIEmulator([_calls_reply(1)] * 4) as emu:
+            provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
+            async with worker(temporal_server, {"local": provider}, {"tools": tools}) as (client, queue):
+                got = await run_session(
+                    client, spec(prompt="go", max_tool_result_chars=10_000_000), task_queue=queue
+                )
+            await provider.close()
+            return got, emu.requests[-1].body["messages"]
+
+    async def main() -> None:
+        long = Big(lambda: "receipt line: charged and settled\n" * 100_000)  # 3.4 MB, compresses
+        ran, messages = await session(long)
+        assert ran.unwrap().text == fleet.FINAL_TEXT and long.runs == 1
+        assert messages[-1]["content"] == long.text()  # the model got it whole
+
+        noise = Big(lambda: os.urandom(2_500_000).hex())  # 5 MB that does not compress enough
+        ran, messages = await session(noise)
+        assert ran.unwrap().text == fleet.FINAL_TEXT and noise.runs == 1
+        told = messages[-1]["content"]  # Local's error shape: {"error": "tool error: …", "isError": true}
+        assert "tool error:" in told and "payload limit" in told and "max_tool_result_chars" in told
+
+    asyncio.run(main())
+
+
+def test_a_turn_whose_input_is_over_a_payload_even_compressed_fails_typed(temporal_server: DevServer) -> None:
+    """Results that each fit, answered together in one turn whose input does not: the turn is
+    refused before it is scheduled and the request fails typed, with the tools run once."""
+    import os
+
+    runs: list[int] = []
+
+    class Noise:
+        def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+            runs.append(input["amount"])
+            return os.urandom(750_000).hex()  # 1.5 MB each: ~1 MB compressed
+
+    async def main() -> None:
+        with OpenAIEmulator([_calls_reply(3, per_turn=3)] * 3) as emu:
+            provider = Local(base_url=emu.base_url, model="m", tools=[fleet.CHARGE])
+            async with worker(temporal_server, {"local": provider}, {"tools": Noise()}) as (client, queue):
+                ran = await run_session(
+                    client, spec(prompt="go", max_tool_result_chars=10_000_000), task_queue=queue
+                )
+            await provider.close()
+            sent = len(emu.requests)
+        error = ran.failure()
+        assert "PayloadTooLarge" in str(error) and "payload limit" in str(error), error
+        assert sorted(runs) == [0, 1, 2] and sent == 1
+
+    asyncio.run(main())
