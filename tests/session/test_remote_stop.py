@@ -142,7 +142,11 @@ def agentcore_mid_turn(emu: AgentCoreEmulator) -> Callable[[], None]:
 async def timing_out_mid_turn(
     deadline: RunDeadline, emu: AgentCoreEmulator, provider: BedrockAgentCore, **options: Any
 ) -> Any:
-    """``run`` on AgentCore whose timeout (``timeout=1.0``) elapses once the turn is under way."""
+    """``run`` on AgentCore whose timeout (``timeout=1.0``) elapses once the turn is under way.
+    The stop's grace is a real-time bound on waiting for the host's confirmation (a retried
+    conflict included): 30 s, so a loaded machine cannot turn "confirmed" into "unconfirmed";
+    a confirmed stop returns as soon as it is confirmed."""
+    options.setdefault("stop_grace", 30.0)
     async with anyio.create_task_group() as tg:
         tg.start_soon(deadline.fire_after, agentcore_mid_turn(emu))
         return await run(
@@ -162,7 +166,12 @@ async def test_a_run_timing_out_mid_turn_interrupts_the_claude_session(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(deadline.fire_after, cma_mid_turn(emu))
                 got = await run(
-                    claude(emu, made), handler=Quiet(), prompt="go", timeout=1.0, telemetry=stops.telemetry
+                    claude(emu, made),
+                    handler=Quiet(),
+                    prompt="go",
+                    timeout=1.0,
+                    stop_grace=30.0,  # a bound on the confirmation, not a delay (see timing_out_mid_turn)
+                    telemetry=stops.telemetry,
                 )
         error = got.failure()
         assert isinstance(error, Timeout) and error.remote_stop == "confirmed"
@@ -242,7 +251,13 @@ async def test_a_journaled_run_cancelled_leaves_its_host_to_resume_but_a_timeout
         async with anyio.create_task_group() as tg:
             tg.start_soon(deadline.fire_after, cma_mid_turn(emu, nth_session=2))
             got = await run(
-                provider, handler=Quiet(), prompt="go", timeout=1.0, journal=journal, journal_key="timed_out"
+                provider,
+                handler=Quiet(),
+                prompt="go",
+                timeout=1.0,
+                stop_grace=30.0,
+                journal=journal,
+                journal_key="timed_out",
             )
         assert got.failure().remote_stop == "confirmed"  # type: ignore[attr-defined]
         timed_out = next(s for s in emu.session_ids if s != cancelled)
