@@ -133,6 +133,12 @@ class Reconnected:
     seen: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     replay: tuple[JSON, ...] = attrs.field(default=(), converter=_json_tuple)
     idle: bool = True
+    boundary: str | None = None
+    """The id of the turn boundary the consolidation placed the client at (the last one it had
+    processed; on a reattach, the host's last), when the host listed one: a shell that reads a
+    turn at a time asks from there whether its next input already landed."""
+    boundary_at: str | None = None
+    """The host's time on ``boundary`` (its ``processed_at``), when it has one."""
 
 
 @attrs.frozen

@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         GuardVerdict,
         Opened,
         PushFinished,
+        Reconnected,
         ReconnectFinished,
         ReconnectTimerFired,
         StreamClosed,
@@ -606,7 +607,13 @@ class SessionWorkflow(FusedTurns):
             return
         if self._state.config.codec.mode is Mode.STREAMING:
             self._post(StreamConnected(gen))
-        self._post(ReconnectFinished(decode_result(out["outcome"])))
+        found = decode_result(out["outcome"])
+        placed = found.unwrap() if isinstance(found, Success) else None
+        if isinstance(placed, Reconnected) and placed.boundary is not None:
+            # Where the consolidation placed the session (a reattached one: the host's last
+            # boundary), so its next turn can ask from there whether its input landed.
+            self._last_boundary, self._last_boundary_at = placed.boundary, placed.boundary_at
+        self._post(ReconnectFinished(found))
         self._stream_read(gen, from_jsonable(out["events"]), out["end"])
 
     async def _timer(self, delay_ms: int) -> None:

@@ -275,3 +275,59 @@ def test_a_worker_killed_in_a_claude_session_s_first_local_turn_is_replaced_with
     it yet, its local turn lists the new session's history, finds the kickoff there and reads
     the turn it started instead of posting it again."""
     asyncio.run(_crash(temporal_server, tmp_path, "cma", "first_turn", local="turns"))
+
+
+def test_a_worker_killed_in_a_reattached_claude_session_s_first_local_turn_posts_its_input_once(
+    temporal_server: DevServer, tmp_path: Path
+) -> None:
+    """A session reattached to a host session that ran before (``session_id``) has no turn
+    boundary of its own when its first local turn posts: the consolidation at the reattach says
+    where the host stood (``Reconnected.boundary``), so the next worker, its local turn started
+    again at attempt 1, lists the history from there, finds the input the killed one posted and
+    reads that turn instead of posting the input a second time."""
+
+    async def main() -> None:
+        gate = fleet.Gate()
+        fleet.init_ledger(tmp_path / "ledger.db")
+        queue = f"crash-{uuid.uuid4().hex[:8]}"
+        with host("cma", gate) as (config, opts, emu):
+            a = worker(tmp_path, temporal_server, queue, config, "a")
+            b: fleet.WorkerProcess | None = None
+            try:
+                client = await connect(temporal_server.address)
+                first = await run_session(
+                    client,
+                    SessionSpec(provider="cma", handler="ledger", prompt="Charge 1, then 2.",
+                                provider_opts=opts(), timeouts=FAST),
+                    task_queue=queue,
+                )  # fmt: skip
+                sid = first.unwrap().session_id
+                assert sid is not None
+                gate.arm(turn=2)  # the reattached request's first turn: its answer, held at the host
+                spec = SessionSpec(
+                    provider="cma",
+                    handler="ledger",
+                    prompt="And the total?",
+                    session_id=sid,
+                    provider_opts=opts(),
+                    timeouts=FAST,
+                    local_activities="turns",
+                )
+                handle = await start_session(
+                    client, spec, task_queue=queue, id=f"again-{queue}", task_timeout=timedelta(seconds=3)
+                )
+                assert await asyncio.to_thread(gate.reached.wait, 60)  # posted; A waits for the turn
+                await _until_recorded(handle, "rma.resync", 30)  # the reattach's consolidation recorded
+                a.kill()
+                gate.release.set()
+                b = worker(tmp_path, temporal_server, queue, config, "b")
+                again = await handle.result()
+            finally:
+                a.kill()
+                if b is not None:
+                    b.stop()
+            asked = [e for e in emu.history(sid) if e["type"] == "user.message"]
+        assert again.unwrap().text == fleet.FINAL_TEXT
+        assert len(asked) == 2  # the first request's kickoff, and this one's input once
+
+    asyncio.run(main())

@@ -780,10 +780,19 @@ class Consolidated:
     confirmations: tuple[JSON, ...] = ()
     refolded: int = 0
     session_over: bool = False
+    boundary: str | None = None
+    """The id of the boundary at the client's position, and its ``processed_at``."""
+    boundary_at: str | None = None
 
     def reconnected(self, session_id: str | None) -> Reconnected:
         return Reconnected(
-            session_id=session_id, pending=self.pending, seen=self.seen, replay=self.replay, idle=self.idle
+            session_id=session_id,
+            pending=self.pending,
+            seen=self.seen,
+            replay=self.replay,
+            idle=self.idle,
+            boundary=self.boundary,
+            boundary_at=self.boundary_at,
         )
 
 
@@ -883,7 +892,14 @@ def consolidate(
         confirmations=confirmations,
         refolded=sum(1 for e in replay if event_id(e) in prior),
         session_over=any(event_type(e) in _SESSION_OVER for e in merged),
+        boundary=event_id(merged[position]) if position >= 0 else None,
+        boundary_at=_processed_at(merged[position]) if position >= 0 else None,
     )
+
+
+def _processed_at(event: JSON) -> str | None:
+    stamp = event.get("processed_at") if isinstance(event, dict) else None
+    return stamp if isinstance(stamp, str) else None
 
 
 # --- the codec -----------------------------------------------------------------------------

@@ -163,6 +163,8 @@ def consolidate_self_hosted(
         seen=tuple(i for i in found.seen if i not in replayed),
         pending=(),
         confirmations=(),
+        boundary=None,  # the idle is replayed: the client stands before it, at no boundary it knows
+        boundary_at=None,
     )
 
 
