@@ -11,7 +11,10 @@ to the same state.
 The second helper keeps a turn's recorded output small: an activity that changed the
 provider's snapshot (a Local turn appends to its conversation) returns only what changed
 (``snapshot_delta``), which the workflow applies to the snapshot it holds
-(``apply_delta``). Pure functions over JSON and the core's values: no I/O, no clock.
+(``apply_delta``). The third keeps each payload under Temporal's limit: a long activity
+input or output travels compressed (``pack_result``), and one too long even so is refused
+typed (``fit_input``, and the activities' own check). Pure functions over JSON and the core's
+values: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from rma._persistent import AppendLog, SeenIds
 from rma.codec_json import from_jsonable, to_jsonable
@@ -127,6 +131,35 @@ def unpack_result(value: Any) -> Any:
     return value
 
 
+def fit_input(name: str, arg: dict[str, Any]) -> dict[str, Any]:
+    """Activity ``name``'s input ``arg`` as one payload carries it (the workflow's side of
+    ``activities``' output check): as it is, compressed when its JSON is long (the
+    activity unpacks it), or — over Temporal's payload limit even so — an ``ActivityError``
+    that never left, which each caller already turns into its typed outcome (a failed turn, a
+    call's error result). Scheduled as it is, the workflow task could not complete and would be
+    retried for ever."""
+    packed: dict[str, Any] = pack_result(arg)
+    if packed is arg or len(packed["$zlib"]) <= PAYLOAD_BYTES:
+        return packed
+    refused = ActivityError(
+        f"{name} was not scheduled",
+        scheduled_event_id=0,
+        started_event_id=0,
+        identity="",
+        activity_type=name,
+        activity_id="",
+        retry_state=None,
+    )
+    refused.__cause__ = ApplicationError(
+        f"its input is {len(packed['$zlib']):,} bytes compressed, over Temporal's payload limit "
+        f"({PAYLOAD_BYTES:,} bytes): the tool results it carries are bounded by "
+        "max_tool_result_chars",
+        type="PayloadTooLarge",
+        non_retryable=True,
+    )
+    raise refused
+
+
 def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
     """``pack``'s inverse (a carry that is not packed is returned as it is)."""
     if "$zlib" not in packed:
@@ -197,6 +230,7 @@ __all__ = [
     "apply_delta",
     "decode_state",
     "encode_state",
+    "fit_input",
     "pack",
     "snapshot_delta",
     "unpack",

@@ -37,7 +37,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
@@ -515,7 +515,7 @@ class SessionWorkflow(FusedTurns):
             maximum_attempts=attempts,
         )
         tool = arg["use"].get("name") if name == "rma.tool" else None
-        arg = _fitted(name, arg)
+        arg = carry.fit_input(name, arg)
         if runs_local(self._spec.local_activities, name, tool, self._at_most_once, self._continuing):
             # On the worker running this workflow task, recorded with the task's completion:
             # no round trip through the server's queues (see docs/temporal.md for what it costs).
@@ -817,34 +817,6 @@ class SessionWorkflow(FusedTurns):
         """End a live session (a run to completion ignores it: cancel that workflow instead)."""
         if self._spec.live:
             self._closing = True
-
-
-def _fitted(name: str, arg: dict[str, Any]) -> dict[str, Any]:
-    """``arg`` as one payload carries it: as it is, compressed when its JSON is long (the
-    activity unpacks it), or — over Temporal's payload limit even so — an ``ActivityError``
-    that never left, which each caller already turns into its typed outcome (a failed turn, a
-    call's error result). Scheduled as it is, the workflow task could not complete and would be
-    retried for ever."""
-    packed: dict[str, Any] = carry.pack_result(arg)
-    if packed is arg or len(packed["$zlib"]) <= carry.PAYLOAD_BYTES:
-        return packed
-    refused = ActivityError(
-        f"{name} was not scheduled",
-        scheduled_event_id=0,
-        started_event_id=0,
-        identity="",
-        activity_type=name,
-        activity_id="",
-        retry_state=None,
-    )
-    refused.__cause__ = ApplicationError(
-        f"its input is {len(packed['$zlib']):,} bytes compressed, over Temporal's payload limit "
-        f"({carry.PAYLOAD_BYTES:,} bytes): the tool results it carries are bounded by "
-        "max_tool_result_chars",
-        type="PayloadTooLarge",
-        non_retryable=True,
-    )
-    raise refused
 
 
 def encoded_result(value: Any) -> Outcome:
