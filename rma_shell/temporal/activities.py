@@ -34,7 +34,6 @@ import anyio
 import attrs
 from returns.result import Failure, Result, Success
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from rma.codec_json import from_jsonable, to_jsonable
 from rma.errors import InvalidOpts, ProviderError, RemoteStop, SessionError
@@ -47,7 +46,7 @@ from rma_shell.handler import Capabilities, HandlerAdapter, accepts
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
-from rma_shell.temporal.carry import PAYLOAD_BYTES, pack_result, snapshot_delta, unpack_result
+from rma_shell.temporal.carry import pack_payload, pack_result, snapshot_delta, unpack_result
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
 from rma_shell.temporal.fusing import input_digest
 from rma_shell.temporal.spec import SessionSpec
@@ -119,32 +118,17 @@ def _beating(fn: Act) -> Act:
     @functools.wraps(fn)
     async def wrapper(self: Any, inp: dict[str, Any]) -> dict[str, Any]:
         inp = unpack_result(inp)  # a long input comes compressed, as a long output leaves
-        if activity.info().is_local:  # no heartbeats: its workflow task's timeout rules
-            return _fitted(await fn(self, inp))
-        recorded = inp["spec"].get("timeouts", {})  # the recorded keys (Timeouts.to_json)
-        every = max(0.05, float(recorded.get("heartbeat_s", 10.0)) / 4)
-        async with _heartbeating(every):
+        info = activity.info()
+        if info.is_local:  # no heartbeats: its workflow task's timeout rules
             out = await fn(self, inp)
-        return _fitted(out)
+        else:
+            recorded = inp["spec"].get("timeouts", {})  # the recorded keys (Timeouts.to_json)
+            every = max(0.05, float(recorded.get("heartbeat_s", 10.0)) / 4)
+            async with _heartbeating(every):
+                out = await fn(self, inp)
+        return pack_payload(out, f"{info.activity_type}'s output")
 
     return wrapper
-
-
-def _fitted(out: dict[str, Any]) -> dict[str, Any]:
-    """``out`` as one payload can carry it: as it is, compressed when its JSON is over
-    ``RESULT_INLINE_BYTES`` (the workflow unpacks it), or — over Temporal's payload limit even
-    compressed — a non-retryable failure saying so: the SDK would refuse to upload it and every
-    retry would run the activity again (a tool's effect included) to the same refusal."""
-    packed: dict[str, Any] = pack_result(out)
-    if packed is not out and len(packed["$zlib"]) > PAYLOAD_BYTES:
-        raise ApplicationError(
-            f"{activity.info().activity_type}'s output is {len(packed['$zlib']):,} bytes compressed, "
-            f"over Temporal's payload limit ({PAYLOAD_BYTES:,} bytes); a tool result's length is "
-            "bounded by max_tool_result_chars",
-            type="PayloadTooLarge",
-            non_retryable=True,
-        )
-    return packed
 
 
 class Activities:

@@ -131,33 +131,41 @@ def unpack_result(value: Any) -> Any:
     return value
 
 
+def pack_payload(value: dict[str, Any], what: str) -> dict[str, Any]:
+    """``value`` (an activity's input or output: ``what``) as one payload carries it: as it is,
+    compressed when its JSON is over ``RESULT_INLINE_BYTES`` (``unpack_result`` on the other
+    side), or — over Temporal's payload limit even so — a non-retryable ``PayloadTooLarge``
+    failure saying so: the SDK would refuse to upload it, and every retry would do the same
+    work (a tool's effect included) to the same refusal."""
+    packed: dict[str, Any] = pack_result(value)
+    if packed is not value and len(packed["$zlib"]) > PAYLOAD_BYTES:
+        raise ApplicationError(
+            f"{what} is {len(packed['$zlib']):,} bytes compressed, over Temporal's payload limit "
+            f"({PAYLOAD_BYTES:,} bytes): tool results are bounded by max_tool_result_chars",
+            type="PayloadTooLarge",
+            non_retryable=True,
+        )
+    return packed
+
+
 def fit_input(name: str, arg: dict[str, Any]) -> dict[str, Any]:
-    """Activity ``name``'s input ``arg`` as one payload carries it (the workflow's side of
-    ``activities``' output check): as it is, compressed when its JSON is long (the
-    activity unpacks it), or — over Temporal's payload limit even so — an ``ActivityError``
-    that never left, which each caller already turns into its typed outcome (a failed turn, a
-    call's error result). Scheduled as it is, the workflow task could not complete and would be
-    retried for ever."""
-    packed: dict[str, Any] = pack_result(arg)
-    if packed is arg or len(packed["$zlib"]) <= PAYLOAD_BYTES:
-        return packed
-    refused = ActivityError(
-        f"{name} was not scheduled",
-        scheduled_event_id=0,
-        started_event_id=0,
-        identity="",
-        activity_type=name,
-        activity_id="",
-        retry_state=None,
-    )
-    refused.__cause__ = ApplicationError(
-        f"its input is {len(packed['$zlib']):,} bytes compressed, over Temporal's payload limit "
-        f"({PAYLOAD_BYTES:,} bytes): the tool results it carries are bounded by "
-        "max_tool_result_chars",
-        type="PayloadTooLarge",
-        non_retryable=True,
-    )
-    raise refused
+    """Activity ``name``'s input ``arg`` as ``pack_payload`` leaves it; one too long is an
+    ``ActivityError`` that never left, which each caller already turns into its typed outcome
+    (a failed turn, a call's error result). Scheduled as it is, the workflow task could not
+    complete and would be retried for ever."""
+    try:
+        return pack_payload(arg, f"{name}'s input")
+    except ApplicationError as too_long:
+        refused = ActivityError(
+            f"{name} was not scheduled",
+            scheduled_event_id=0,
+            started_event_id=0,
+            identity="",
+            activity_type=name,
+            activity_id="",
+            retry_state=None,
+        )
+        raise refused from too_long
 
 
 def unpack(packed: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,6 +240,7 @@ __all__ = [
     "encode_state",
     "fit_input",
     "pack",
+    "pack_payload",
     "snapshot_delta",
     "unpack",
 ]
