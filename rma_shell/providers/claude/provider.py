@@ -46,6 +46,7 @@ from rma.providers.claude.codec import (
     USER_TOOL_CONFIRMATION,
     ClaudeManagedAgentsCodec,
     consolidate,
+    event_id,
     event_type,
 )
 from rma.session.events import Reconnected
@@ -662,7 +663,7 @@ class ClaudeManagedAgents(Provider[CMAConn]):
             listed = await client.list_events(conn.session_id, since=processed_at)
             if isinstance(listed, Failure):
                 return Failure(listed.failure())
-            if any(isinstance(e, dict) and e.get("id") == boundary for e in listed.unwrap()):
+            if any(event_id(e) == boundary for e in listed.unwrap()):
                 return Success(self._consolidation(conn, listed.unwrap(), (boundary,)))
         return await self._consolidated(client, conn, (boundary,))
 
