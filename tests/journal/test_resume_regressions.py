@@ -83,6 +83,16 @@ async def test_an_ended_journal_resumes_to_the_same_result_transcript_included(t
     assert again == ran
 
 
+async def _journaled(tmp_path: Any, host: str) -> tuple[SessionResult, list[tuple[int, str, str]]]:
+    """The payments scenario run on ``host`` with a journal: its result and the journal's rows."""
+    effects = str(tmp_path / "effects.db")
+    sc.create_effects(effects)
+    journal = MemoryJournal()
+    with sc.emulator(host) as (_emu, spec):
+        ran = (await _run(spec, sc.Payments(effects), journal)).unwrap()
+    return ran, list(journal.rows(sc.KEY))
+
+
 async def test_an_end_record_refers_to_the_journaled_history_instead_of_writing_the_transcript_again(
     tmp_path: Any,
 ) -> None:
@@ -91,12 +101,7 @@ async def test_an_end_record_refers_to_the_journaled_history_instead_of_writing_
     from rma.journal import load
     from rma.provider import codec_for
 
-    effects = str(tmp_path / "effects.db")
-    sc.create_effects(effects)
-    journal = MemoryJournal()
-    with sc.emulator("local") as (_emu, spec):
-        ran = (await _run(spec, sc.Payments(effects), journal)).unwrap()
-    rows = journal.rows(sc.KEY)
+    ran, rows = await _journaled(tmp_path, "local")
     end = json.loads(rows[-1][1])
     assert end["kind"] == "end" and end["transcript"] == "history"
     assert end["outcome"] == "fold"  # neither the transcript nor the result written twice
@@ -115,12 +120,7 @@ async def test_an_end_record_refers_to_the_outcome_its_events_lead_to_on_every_h
     from rma.journal import load
     from rma.provider import codec_for
 
-    effects = str(tmp_path / "effects.db")
-    sc.create_effects(effects)
-    journal = MemoryJournal()
-    with sc.emulator(host) as (_emu, spec):
-        ran = (await _run(spec, sc.Payments(effects), journal)).unwrap()
-    rows = journal.rows(sc.KEY)
+    ran, rows = await _journaled(tmp_path, host)
     end = json.loads(rows[-1][1])
     assert end["kind"] == "end" and end["outcome"] == "fold"
     loaded = load(sc.KEY, rows, codec_for).unwrap()
@@ -137,19 +137,15 @@ async def test_a_result_that_ends_a_batch_is_journaled_once_in_the_batch_end(
     from rma.journal import load
     from rma.provider import codec_for
 
-    effects = str(tmp_path / "effects.db")
-    sc.create_effects(effects)
-    journal = MemoryJournal()
-    with sc.emulator(host) as (_emu, spec):
-        (await _run(spec, sc.Payments(effects), journal)).unwrap()
-    rows = [json.loads(text) for _seq, text, _chain in journal.rows(sc.KEY)]
+    _ran, sealed = await _journaled(tmp_path, host)
+    rows = [json.loads(text) for _seq, text, _chain in sealed]
     own = [r["id"] for r in rows if r["kind"] == "tool_result" and not r.get("confirm")]
     ends = [r["event"] for r in rows if r["kind"] == "event" and r["event"]["$type"] == "ToolsFinished"]
     assert ends
     carried = {res["tool_use_id"]: res for end in ends for res in end["results"]}
     for end in ends:  # the call that finished last is in the event only; the others, at once
         assert sum(res["tool_use_id"] not in own for res in end["results"]) == 1
-    loaded = load(sc.KEY, journal.rows(sc.KEY), codec_for).unwrap()
+    loaded = load(sc.KEY, sealed, codec_for).unwrap()
     assert set(loaded.results) == set(carried)
     assert all(loaded.results[i].text == r["text"] for i, r in carried.items())
 
