@@ -155,11 +155,31 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
         for key in journaled[-5:]:  # read back: a journaled session's records are there
             if key is None or len(store.rows(key)) < 2 * (steps + 1):
                 raise RuntimeError(f"{key}: {len(store.rows(key))} records")
+        samples["read"] = _read_back(store, journaled[-1])
     finally:
         store.close()
         floor.close()
         scratch.cleanup()
     return {**job, "samples": samples}
+
+
+def _read_back(store: Any, key: str) -> list[float]:
+    """One session's journal: its size in bytes, and the CPU seconds ``load`` (what ``resume``
+    and ``rma inspect`` start from) takes to check and read it, best of three."""
+    from returns.result import Success
+
+    from rma.journal import load
+    from rma.provider import codec_for
+
+    rows = store.rows(key)
+    times = []
+    for _ in range(3):
+        c0 = time.process_time()
+        loaded = load(key, rows, codec_for)
+        times.append(time.process_time() - c0)
+        if not isinstance(loaded, Success):
+            raise RuntimeError(f"{key}: {loaded}")
+    return [float(sum(len(text.encode()) for _, text, _ in rows)), min(times)]
 
 
 # ── the driver ────────────────────────────────────────────────────────────────────────────
@@ -283,6 +303,8 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
         into = grouped.setdefault((r["k"], r["backend"], r["label"]), {v: [] for v in (*VARIANTS, "shared")})
         for v in VARIANTS:
             into[v] += r["samples"][v]
+        if "read" in r["samples"]:
+            into.setdefault("read", []).append(r["samples"]["read"])
         if "shared" in r["samples"]:
             into["shared"].append(r["samples"]["shared"][0] / max(1, r["samples"]["shared"][1]))
     print(
@@ -310,6 +332,18 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
             f" {share:9.1%} {memory_share:9.1%} {'—' if floor_share is None else f'{floor_share:8.1%}'}"
             f" {'' if shared is None else f'{shared:14.1f}'}"
         )
+    print(f"\n  {'K':>5} {'backend':<8} {'tree':<7} {'journal KB/session':>18} {'load ms':>8}")
+    for (k, backend, label), s in sorted(
+        grouped.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != "base")
+    ):
+        reads = s.get("read") or []
+        if reads:
+            size = statistics.median(r[0] for r in reads) / 1024
+            loading = statistics.median(r[1] for r in reads) * 1000
+            print(f"  {k:>5} {backend:<8} {label:<7} {size:18.1f} {loading:8.2f}")
+            for row in rows:
+                if (row["k"], row["backend"], row["tree"]) == (k, backend, label):
+                    row["journal_kb"], row["load_ms"] = size, loading
     for row in rows:
         if row["k"] >= 1000 and row["tree"] == "branch":
             verdict = "holds" if row["journal_share"] <= TARGET else "FAILS"

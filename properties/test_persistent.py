@@ -65,14 +65,35 @@ class AppendLogModel(RuleBasedStateMachine):
             with pytest.raises(IndexError):
                 log[j]
 
+    @rule(i=st.integers(0, MAX_VERSIONS), item=ITEMS)
+    def a_version_grown_from_its_newest_self_says_what_it_added(self, i: int, item: int) -> None:
+        # What a journal's snapshot delta relies on: the tail, read without comparing.
+        log, model = self._pick(i)
+        newest = log.append(item)  # just made: nothing was appended to its store since
+        grown = newest.extend([item, item])
+        assert grown.grown_from(newest) == [item, item]
+        assert grown.grown_from(grown) == []
+        assert newest.grown_from(grown) is None  # not an earlier version
+        self._keep(grown, [*model, item, item, item])
+
     @invariant()
     def every_version_shows_its_model(self) -> None:
         for log, model in self.versions:
             assert len(log) == len(model)
             assert list(log) == model
             assert log.to_tuple() == tuple(model)
+            assert log.to_list() == model
             assert log == AppendLog.of(model)
             assert hash(log) == hash(AppendLog.of(model))
+
+    @invariant()
+    def grown_from_never_claims_a_tail_a_version_does_not_have(self) -> None:
+        for older, older_model in self.versions:
+            for newer, newer_model in self.versions:
+                tail = newer.grown_from(older)
+                if tail is not None:
+                    assert [*older_model, *tail] == newer_model
+        assert self.versions[0][0].grown_from([]) is None  # not a log: compared, not trusted
 
 
 AppendLogModel.TestCase.settings = settings(

@@ -68,6 +68,16 @@ class AppendLog(Generic[T]):
     def to_tuple(self) -> tuple[T, ...]:
         return tuple(self._store[: self._size])
 
+    def to_list(self) -> list[T]:
+        return self._store[: self._size]
+
+    def grown_from(self, older: object) -> list[T] | None:
+        """What this version holds past ``older``, when ``older`` is an earlier version of the
+        same log (one store, no longer): O(what was added), nothing compared. None otherwise."""
+        if isinstance(older, AppendLog) and older._store is self._store and older._size <= self._size:
+            return self._store[older._size : self._size]
+        return None
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, AppendLog):
             return self.to_tuple() == other.to_tuple()
@@ -274,7 +284,8 @@ H = TypeVar("H", bound=Hashable)
 
 
 class GrowOnlySet(AbstractSet[H]):
-    """An immutable set that only grows; versions share one dict of item → insertion index.
+    """An immutable set that only grows; versions share one dict of item → insertion index,
+    and one ``AppendLog`` of the items in that order (``ordered``).
 
     ``add`` on the newest version is O(1) (a set rebuilt per addition makes a long request
     quadratic); on an older version it copies that version's items first, as ``AppendLog``
@@ -282,13 +293,17 @@ class GrowOnlySet(AbstractSet[H]):
     items, and hashes like one.
     """
 
-    __slots__ = ("_index", "_size")
+    __slots__ = ("_index", "_log", "_size")
 
     def __init__(self, items: Iterable[H] = ()) -> None:
         self._index: dict[H, int] = {}
+        order: list[H] = []
         for item in items:
-            self._index.setdefault(item, len(self._index))
-        self._size = len(self._index)
+            if item not in self._index:
+                self._index[item] = len(order)
+                order.append(item)
+        self._size = len(order)
+        self._log: AppendLog[H] = AppendLog(order, len(order))
 
     def __contains__(self, item: object) -> bool:
         try:
@@ -301,11 +316,12 @@ class GrowOnlySet(AbstractSet[H]):
         return self._size
 
     def __iter__(self) -> Iterator[H]:
-        size = self._size
-        for item, at in self._index.items():
-            if at >= size:  # insertion order: the rest came after this version
-                return
-            yield item
+        return iter(self._log)
+
+    def ordered(self) -> AppendLog[H]:
+        """The items in the order they were added, as a log later versions extend (a snapshot
+        writes what a version added: ``rma.snapshots``). O(1)."""
+        return self._log
 
     def add(self, item: H) -> GrowOnlySet[H]:
         if item in self:
@@ -318,6 +334,7 @@ class GrowOnlySet(AbstractSet[H]):
         new: GrowOnlySet[H] = _new(GrowOnlySet)
         new._index = index
         new._size = size + 1
+        new._log = self._log.append(item)  # forks the same way, on its own
         return new
 
     def __hash__(self) -> int:

@@ -188,6 +188,14 @@ def _plain_encoder() -> Callable[[Any], str]:
 
 
 _plain = _plain_encoder()
+
+
+def plain_dumps(value: Any) -> str:
+    """``value``'s JSON text, untagged: for what is read back as plain JSON (a snapshot), whose
+    keys may start with ``$`` as they please. ``TypeError`` on a value JSON has no form for."""
+    return _plain(value)
+
+
 _JSON_TYPES = frozenset({dict, list, tuple, str, int, float, bool, type(None)})
 
 

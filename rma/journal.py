@@ -14,12 +14,14 @@ Records (``kind``):
   takes it and durable before any command it causes acts outside the process (a request, a
   tool, a result handed back; the shell commits the records pending then, in one transaction,
   so stream events that cause nothing else share a commit). With it, in the same
-  record, ``conn``: what reattaching to the host needs (``Provider.snapshot``), when the open,
-  a poll or a reconnect changed it. A ``history`` list in it is stored as the suffix the
-  previous ``conn`` did not have (``history_from``), so a long Local transcript is written
-  once, not once per turn. One record, not two, so a journal cut short anywhere never parts an
-  event from the snapshot it brought (which would resume a conversation that lacks the turn):
-  every prefix of a journal is one a crash could have left;
+  record, what reattaching to the host needs (``Provider.snapshot``), when the open, a poll or
+  a reconnect changed it: the first time whole (``conn``), then as what changed since the
+  journal's previous one (``conn_delta``, ``rma.snapshots``), so a Local turn writes the
+  messages and calls it added, not the whole conversation again — a journaled turn costs the
+  same at turn 2,000 as at turn 2. (Formats 1 and 2 wrote ``conn`` each time, its ``history``
+  as the suffix from ``history_from``; both are read.) One record, not two, so a journal cut
+  short anywhere never parts an event from the snapshot it brought (which would resume a
+  conversation that lacks the turn): every prefix of a journal is one a crash could have left;
 - ``tool_start`` / ``tool_result`` — a tool call's start (``id``, ``attempt``), durable before
   the tool runs, and its result, durable before it goes to the host; ``confirm`` marks a
   host-run call's verdict (a Claude tool confirmation). The result that ends a batch has no
@@ -43,12 +45,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
 import attrs
 from returns.result import Failure, Result, Success
 
+from rma import snapshots
 from rma.codec_json import decode_result, from_jsonable
 from rma.errors import SessionError
 from rma.provider import ProviderCodec
@@ -61,12 +64,13 @@ from rma.session.machine import State, initial_state, step
 from rma.session.options import SessionConfig
 from rma.vocabulary import JSON, SessionResult, ToolResult
 
-FORMAT = 2
+FORMAT = 3
 """The format written. 2 (issue #28): an end record may refer to its events' outcome
-(``"fold"``), and a batch's last result may be only in its ``ToolsFinished``; an rma that
-reads 1 only refuses such a journal by its header (``unknown journal format``) instead of
-misreading it. Both are read."""
-READS = frozenset({1, FORMAT})
+(``"fold"``), and a batch's last result may be only in its ``ToolsFinished``. 3: an event's
+snapshot may be a delta from the previous one (``conn_delta``). An rma that reads only older
+formats refuses a newer journal by its header (``unknown journal format``) instead of
+misreading it. All three are read."""
+READS = frozenset({1, 2, FORMAT})
 
 Decision = Literal["allow", "deny"]
 
@@ -204,13 +208,14 @@ def header_record(
 
 
 def event_record(
-    event_json: str, conn_json: str | None = None, history_from: int | None = None, at: float | None = None
+    event_json: str, conn_json: str | None = None, at: float | None = None, *, delta: bool = False
 ) -> str:
-    """An event's record; ``conn_json``: the snapshot it brought (``conn_text``)."""
+    """An event's record; ``conn_json``: the snapshot it brought, whole, or with ``delta`` what
+    changed since the journal's previous one (``rma.snapshots.delta``)."""
     if conn_json is None:
         return '{"kind":"event"' + _at(at) + ',"event":' + event_json + "}"
-    where = "" if history_from is None else ',"history_from":' + str(int(history_from))
-    return '{"kind":"event"' + _at(at) + ',"event":' + event_json + ',"conn":' + conn_json + where + "}"
+    member = ',"conn_delta":' if delta else ',"conn":'
+    return '{"kind":"event"' + _at(at) + ',"event":' + event_json + member + conn_json + "}"
 
 
 def _stamped(body: dict[str, JSON], at: float | None) -> str:
@@ -271,21 +276,6 @@ def end_record(outcome_json: str, at: float | None = None, *, transcript_is_hist
     return '{"kind":"end"' + _at(at) + where + ',"outcome":' + outcome_json + "}"
 
 
-def conn_text(
-    rest: Mapping[str, JSON], history: Sequence[JSON] | None, written: int
-) -> tuple[str, int | None, int]:
-    """A snapshot's text — ``rest`` (all but its ``history``) and the part of ``history`` after
-    the ``written`` entries already in the journal — where that part starts, and the new total.
-    A history that shrank is written whole."""
-    rest_json = encode(dict(rest))
-    if history is None:
-        return rest_json, None, written
-    start = written if len(history) >= written else 0
-    suffix = '"history":' + encode(list(history[start:]))
-    text = "{" + suffix + "}" if rest_json == "{}" else rest_json[:-1] + "," + suffix + "}"
-    return text, start, len(history)
-
-
 # ── reading ──────────────────────────────────────────────────────────────────────────
 
 
@@ -312,6 +302,9 @@ class Loaded:
     """The final outcome, when the session had one (an ``end`` record)."""
     records: int
     last_chain: str
+    format: int = FORMAT
+    """The header's format: a process that goes on writing the journal writes records that
+    format's readers know (``rma_shell.journal.writer``)."""
 
 
 def load(
@@ -376,11 +369,18 @@ def load(
                             results.setdefault(done.tool_use_id, done)
                 if "conn" in record:
                     conn = dict(record["conn"])
-                    start = record.get("history_from")
+                    start = record.get("history_from")  # formats 1 and 2
                     if isinstance(start, int):
                         history = [*history[:start], *conn["history"]]
                         conn["history"] = list(history)
                     snapshot = conn
+                elif "conn_delta" in record:  # format 3: applied in place, O(what it changed)
+                    if snapshot is None:
+                        raise ValueError("a snapshot delta before any snapshot")
+                    changed = snapshots.apply(snapshot, record["conn_delta"], owned=True)
+                    if not isinstance(changed, dict):
+                        raise ValueError("a snapshot delta that leaves no mapping")
+                    snapshot = changed
             elif kind == "tool_start":
                 starts[str(record["id"])] = int(record["attempt"])
             elif kind == "tool_result":
@@ -448,6 +448,7 @@ def load(
             waiting=tuple(p for i, p in waiting.items() if i not in approvals),
             outcome=outcome,
             records=expected - 1,
+            format=int(header.get("format") or 1),
             last_chain=previous,
         )
     )

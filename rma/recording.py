@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import attrs
 from returns.result import Failure, Result, Success
 
-from rma.codec_json import dumps, to_jsonable
+from rma.codec_json import dumps, plain_dumps, to_jsonable
 from rma.errors import SessionError
 
 FORMAT = 2
@@ -63,6 +63,17 @@ def encode(value: Any) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: \udXXX escapes decode to the same str
         return json.dumps(to_jsonable(value), ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def encode_plain(value: Any) -> str:
+    """``plain_dumps(value)`` (untagged JSON: a snapshot), with ASCII escapes when the text would
+    not encode as UTF-8."""
+    text = plain_dumps(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
     return text
 
 

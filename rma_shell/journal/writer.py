@@ -31,9 +31,11 @@ import attrs
 from returns.result import Result, Success
 
 from rma import journal as fmt
+from rma import snapshots
+from rma._persistent import AppendLog
 from rma.errors import SessionError
 from rma.journal import Decision, Loaded, PendingApproval
-from rma.recording import encode
+from rma.recording import encode, encode_plain
 from rma.session.endings import outcome_result, replace_transcript
 from rma.session.events import Event, ToolsFinished
 from rma.vocabulary import JSON, SessionInfo, SessionResult, ToolResult, ToolUse
@@ -63,13 +65,14 @@ class SessionJournal:
         self.key = key
         self.held = held
         """The key's lease, and the store when the run opened it from a path: ``close``."""
-        snapshot = loaded.snapshot if loaded is not None else None
-        history = snapshot.get("history") if snapshot is not None else None
-        self._history = len(history) if isinstance(history, list | tuple) else 0
-        self._written: Sequence[JSON] | None = history if isinstance(history, list | tuple) else None
-        """The history the journal's last ``conn`` holds, whole (``end`` refers to it): the
-        snapshot's own list (a provider's snapshot is a fresh value), not a copy per turn."""
-        self._rest: dict[str, JSON] | None = None if snapshot is None else _without_history(snapshot)
+        self._snapshot: Mapping[str, JSON] | None = loaded.snapshot if loaded is not None else None
+        """The snapshot the journal holds last, as the provider gave it (its logs are views, not
+        copies): the next one is written as what changed since (``rma.snapshots``), and ``end``
+        compares the transcript with its history."""
+        self.format = loaded.format if loaded is not None else fmt.FORMAT
+        """The format of the journal being written: one an older rma began is continued in its
+        own (whole snapshots, whole outcomes, every result in a record of its own), so the
+        rma that began it can still read it."""
         self._pending: list[str] = []
         """Records written but not yet durable: they go with the next ``flush``, in one transaction."""
         self._settling: dict[str, tuple[int, ToolResult]] = {}
@@ -117,24 +120,29 @@ class SessionJournal:
         self._write(fmt.header_record(self.key, provider, config_json, request, at=time.time()), now=False)
 
     def event(self, event: Event, snapshot: Mapping[str, JSON] | None = None) -> None:
-        """The event, and in its record ``snapshot`` when that changed: the history's new suffix
-        only, so a turn costs what it added, not the whole transcript again. Pending until the
-        next ``flush``."""
+        """The event, and in its record ``snapshot`` when that changed: what changed only, so a
+        turn costs what it added, not the whole transcript again. Pending until the next
+        ``flush``."""
         conn: str | None = None
-        start: int | None = None
+        delta = False
         if self._settling:
             if isinstance(event, ToolsFinished):
                 self._drop_settled(event.results)
             self._settling.clear()
         if snapshot is not None:
-            rest = _without_history(snapshot)
-            history = snapshot.get("history")
-            listed = history if isinstance(history, list | tuple) else None
-            if rest != self._rest or (listed is not None and len(listed) != self._history):
-                self._rest = rest
-                conn, start, self._history = fmt.conn_text(rest, listed, self._history)
-                self._written = listed
-        self._write(fmt.event_record(encode(event), conn, start, at=time.time()), now=False)
+            # Untagged JSON: a snapshot is read back as it is, whatever its keys.
+            if self._snapshot is None:
+                conn = encode_plain(snapshots.plain(snapshot))
+            else:
+                change = snapshots.delta(self._snapshot, snapshot)
+                if not snapshots.changed(change):
+                    pass
+                elif self.format < 3:  # its readers know no deltas: whole, as they wrote it
+                    conn = encode_plain(snapshots.plain(snapshot))
+                else:
+                    conn, delta = encode_plain(change), True
+            self._snapshot = snapshot
+        self._write(fmt.event_record(encode(event), conn, at=time.time(), delta=delta), now=False)
 
     def _drop_settled(self, results: Sequence[ToolResult]) -> None:
         carried = {r.tool_use_id: r for r in results}
@@ -154,7 +162,8 @@ class SessionJournal:
         and is flushed before the results go to the host; when that end carries the result,
         its record is all that is written (``load`` reads results from both)."""
         if result.tool_use_id is not None:
-            if not now and not confirm:
+            # Format 1's readers find results in their own records only.
+            if not now and not confirm and self.format >= 2:
                 self._settling[result.tool_use_id] = (len(self._pending), result)
             self._write(fmt.tool_result_record(result, confirm=confirm, at=time.time()), now=now)
 
@@ -183,9 +192,13 @@ class SessionJournal:
         # at 1,000 sessions its encoding was most of the end record's cost (issue #28).
         ended = cast(Result[SessionResult, SessionError], outcome)
         transcript = getattr(outcome_result(ended), "transcript", None)
-        written = self._written
-        same = transcript is not None and written is not None and tuple(transcript) == tuple(written)
-        if folds and (same or transcript is None):
+        written = self._snapshot.get("history") if self._snapshot is not None else None
+        same = (
+            transcript is not None
+            and isinstance(written, list | tuple | AppendLog)
+            and tuple(transcript) == tuple(written)
+        )
+        if folds and self.format >= 2 and (same or transcript is None):
             self._write(fmt.end_record(fmt.FOLDED, at=time.time(), transcript_is_history=same))
             return
         if same:
@@ -332,10 +345,6 @@ class JournaledTools:
             log.warning("requires_approval raised %r; %s waits for approval", exc, use.name, exc_info=exc)
             return True
         return bool(value)
-
-
-def _without_history(snapshot: Mapping[str, JSON]) -> dict[str, JSON]:
-    return {k: v for k, v in snapshot.items() if k != "history"}
 
 
 def declares_approvals(handler: object) -> bool:

@@ -173,7 +173,9 @@ class Provider(Generic[C]):
     def snapshot(self, conn: C) -> Mapping[str, JSON] | None:
         """What reattaching to this session in another process needs, as JSON (a journal keeps
         it): the host's session id, or Local's conversation. None: this provider cannot be
-        resumed from a journal."""
+        resumed from a journal. A list in it may be a persistent log (``rma._persistent.AppendLog``)
+        that the next snapshot's extends: what is written then is only its new tail
+        (``rma.snapshots``); ``rma.snapshots.plain`` gives it as lists."""
         return None
 
     async def restore(self, request: OpenRequest, snapshot: Mapping[str, JSON]) -> Result[C, SessionError]:

@@ -35,6 +35,7 @@ import attrs
 from returns.result import Failure, Result, Success
 from temporalio import activity
 
+from rma import snapshots
 from rma.codec_json import from_jsonable, to_jsonable
 from rma.errors import InvalidOpts, ProviderError, RemoteStop, SessionError
 from rma.provider import Mode
@@ -46,7 +47,7 @@ from rma_shell.handler import Capabilities, HandlerAdapter, accepts
 from rma_shell.journal.writer import INTERRUPTED
 from rma_shell.providers.base import OpenRequest, Provider
 from rma_shell.temporal import streaming
-from rma_shell.temporal.carry import pack_payload, pack_result, snapshot_delta, unpack_result
+from rma_shell.temporal.carry import pack_payload, pack_result, unpack_result
 from rma_shell.temporal.conns import ConnCache, restore, snapshot
 from rma_shell.temporal.fusing import input_digest
 from rma_shell.temporal.spec import SessionSpec
@@ -260,15 +261,15 @@ class Activities:
 
     async def _changed(self, inp: Mapping[str, Any], p: _Prepared, conn: Any) -> dict[str, Any]:
         """What changed in the conn's snapshot when an activity changed it (``snap_delta``,
-        ``carry.snapshot_delta``: a Local turn records the messages it added, not the whole
+        ``rma.snapshots.delta``: a Local turn records the messages it added, not the whole
         conversation again) and about how large it now is (``snap_bytes``); the conn cached
         under the next version. Nothing when nothing changed."""
         snap = snapshot(p.provider, conn)
         held = self.conns.entry(inp["key"], inp["version"])
         old, size = (held.snap, held.size) if held is not None else (inp.get("snap"), _size(inp.get("snap")))
-        if snap == old:
+        delta = snapshots.delta(old, snap)  # O(what the turn added): the logs are views
+        if not snapshots.changed(delta):
             return {}
-        delta = snapshot_delta(old, snap)
         size += len(json.dumps(delta))
         await self.conns.put(inp["key"], inp["version"] + 1, p.provider, conn, snap, size)
         return {"snap_delta": delta, "snap_bytes": size}
@@ -296,7 +297,7 @@ class Activities:
             "session_id": p.provider.session_id(conn),
             "resumed": p.provider.resumed(conn),
             "config": to_jsonable(p.config),
-            "snap": snap,
+            "snap": snapshots.plain(snap),  # Temporal's converter knows no logs
             "snap_bytes": _size(snap),
             "has_transcript": type(p.provider).transcript is not Provider.transcript,
             "streaming": p.config.codec.mode is Mode.STREAMING,
@@ -589,7 +590,7 @@ class Activities:
 
 
 def _size(snap: JSON) -> int:
-    return 0 if snap is None else len(json.dumps(snap))
+    return 0 if snap is None else len(json.dumps(snapshots.plain(snap)))
 
 
 def _beat() -> None:

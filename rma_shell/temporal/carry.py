@@ -1,4 +1,4 @@
-"""What a session workflow carries into its next run (continue-as-new), and snapshot deltas.
+"""What a session workflow carries into its next run (continue-as-new), and how large a payload may be.
 
 A Temporal history is bounded (50 K events, 50 MB by default; the server suggests continuing
 as new well before). A long session therefore continues as new: the workflow ends its run and
@@ -8,10 +8,9 @@ snapshot, the tool batches still waiting for a person, and the recorded results 
 still in flight. Nothing is re-run and nothing re-decided: the next run feeds the same events
 to the same state.
 
-The second helper keeps a turn's recorded output small: an activity that changed the
-provider's snapshot (a Local turn appends to its conversation) returns only what changed
-(``snapshot_delta``), which the workflow applies to the snapshot it holds
-(``apply_delta``). The third keeps each payload under Temporal's limit: a long activity
+(A turn's recorded output is kept small elsewhere: an activity that changed the provider's
+snapshot returns only what changed, ``rma.snapshots.delta``, which the workflow applies to the
+snapshot it holds.) The second helper keeps each payload under Temporal's limit: a long activity
 input or output travels compressed (``pack_result``), and one too long even so is refused
 typed (``fit_input``, and the activities' own check). Pure functions over JSON and the core's
 values: no I/O, no clock.
@@ -32,7 +31,7 @@ from rma._persistent import AppendLog, SeenIds
 from rma.codec_json import from_jsonable, to_jsonable
 from rma.session.options import SessionConfig
 from rma.session.state import Accumulated, Phase, State
-from rma.vocabulary import JSON, Usage
+from rma.vocabulary import Usage
 
 CARRY_KEY = "$carried"
 """The key of a workflow input (the ``SessionSpec``'s JSON) that carries a previous run's state."""
@@ -184,63 +183,13 @@ def _unzipped(packed: Mapping[str, Any]) -> Any:
     return json.loads(zlib.decompress(base64.b64decode(packed["$zlib"])))
 
 
-# ── snapshot deltas ──
-
-
-def snapshot_delta(old: JSON, new: JSON) -> JSON:
-    """What turns ``old`` into ``new``: per key of a mapping, ``{"$extend": tail}`` for a list
-    that grew at its end, ``{"$delta": …}`` for a mapping that changed, ``{"$set": value}``
-    for anything else that changed, ``{"$del": true}`` for a key that went; unchanged keys are
-    left out. Not two mappings: ``{"$set": new}``."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return {"$set": new}
-    out: dict[str, Any] = {}
-    for key, value in new.items():
-        if key not in old:
-            out[key] = {"$set": value}
-            continue
-        before = old[key]
-        if before == value:
-            continue
-        if isinstance(before, list) and isinstance(value, list) and value[: len(before)] == before:
-            out[key] = {"$extend": value[len(before) :]}
-        elif isinstance(before, dict) and isinstance(value, dict):
-            out[key] = snapshot_delta(before, value)
-        else:
-            out[key] = {"$set": value}
-    for key in old:
-        if key not in new:
-            out[key] = {"$del": True}
-    return {"$delta": out}
-
-
-def apply_delta(old: JSON, delta: Any) -> JSON:
-    """``snapshot_delta``'s inverse: ``apply_delta(old, snapshot_delta(old, new)) == new``."""
-    if "$set" in delta:
-        return delta["$set"]
-    assert isinstance(old, dict)
-    out = dict(old)
-    for key, change in delta["$delta"].items():
-        if "$del" in change:
-            out.pop(key, None)
-        elif "$extend" in change:
-            out[key] = list(out[key]) + list(change["$extend"])
-        elif "$delta" in change:
-            out[key] = apply_delta(out[key], change)
-        else:
-            out[key] = change["$set"]
-    return out
-
-
 __all__ = [
     "CARRY_KEY",
     "PAYLOAD_BYTES",
-    "apply_delta",
     "decode_state",
     "encode_state",
     "fit_input",
     "pack",
     "pack_payload",
-    "snapshot_delta",
     "unpack",
 ]

@@ -32,11 +32,12 @@ log = logging.getLogger("rma.temporal")
 
 
 def snapshot(provider: Provider[Any], conn: Any) -> JSON:
-    """The JSON a worker needs to rebuild ``conn``, or None when the provider has none."""
+    """The JSON a worker needs to rebuild ``conn``, or None when the provider has none. Its logs
+    are the provider's (``rma.snapshots``): ``plain`` before it goes into a payload."""
     own = provider.snapshot(conn)
     if own is None:
         return None
-    snap: dict[str, JSON] = {"provider": dict(own)}
+    snap: dict[str, JSON] = {"provider": own}
     attached = getattr(conn, "attached", None)
     if isinstance(attached, bool):
         snap["first_attach"] = provider.resumed(conn) and not attached

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     import attrs
     from returns.result import Failure, Result, Success
 
+    from rma import snapshots
     from rma.codec_json import decode_result, from_jsonable, to_jsonable
     from rma.errors import Closed, Crashed, RemoteStop, SessionError, Timeout
     from rma.provider import Mode, codec_for
@@ -71,7 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
     from rma_shell.temporal import carry
-    from rma_shell.temporal.carry import CARRY_KEY, apply_delta, decode_state, encode_state, pack, unpack
+    from rma_shell.temporal.carry import CARRY_KEY, decode_state, encode_state, pack, unpack
     from rma_shell.temporal.fusing import FusedTurns, awaiting_entry
     from rma_shell.temporal.fusing import lost as _lost
     from rma_shell.temporal.placement import runs_local
@@ -497,7 +498,7 @@ class SessionWorkflow(FusedTurns):
             self._snap = out["snap"]
             self._version += 1
         elif out.get("snap_delta") is not None:  # what changed in it
-            self._snap = apply_delta(self._snap, out["snap_delta"])
+            self._snap = snapshots.apply(self._snap, out["snap_delta"])
             self._version += 1
 
     async def _execute_activity(

@@ -370,5 +370,5 @@ def test_a_format_1_journal_is_read_and_an_unknown_format_is_refused_by_its_head
     old = load("k", rows(1), codec_for).unwrap()
     assert old.outcome == Success(SessionResult(terminal="end_turn", text="old"))
     assert old.results["call_1"].text == "paid"
-    error = load("k", rows(3), codec_for).failure()
-    assert isinstance(error, JournalDamaged) and error.seq == 1 and "unknown journal format 3" in error.detail
+    error = load("k", rows(4), codec_for).failure()
+    assert isinstance(error, JournalDamaged) and error.seq == 1 and "unknown journal format 4" in error.detail

@@ -67,6 +67,7 @@ from rma.providers.local.request import (
 from rma.provisioning.spec import AgentSpec, EnvironmentSpec
 from rma.retry import is_transient_error, next_delay_s
 from rma.session.option_checks import check_count, check_seconds, check_url
+from rma.snapshots import plain
 from rma.vocabulary import JSON
 from rma.wire.openai_chat import encode_json
 from rma_shell.logging import log_fields
@@ -396,14 +397,18 @@ class Local(RequestPath, Provider[LocalConn]):
 
     def snapshot(self, conn: LocalConn) -> Mapping[str, JSON] | None:
         """The session id and the whole conversation state: its history, and what the loop's
-        guards remember of the open request (calls seen, errors, answers held back)."""
+        guards remember of the open request (calls seen, errors, answers held back). The
+        history and the calls seen are the conversation's own logs, not copies: a journal
+        writes what a turn added to them (``rma.snapshots``), so a snapshot costs O(1) a turn
+        and its record O(the turn), however long the session."""
         c = conn.conversation
+        seen = c.seen_calls
         return {
             "session_id": conn.session_id,
-            "history": list(c.history.to_tuple()),
+            "history": c.history,
             "resumed": c.resumed,
             "polls": c.polls,
-            "seen_calls": [list(call) for call in c.seen_calls],
+            "seen_calls": seen.ordered() if isinstance(seen, GrowOnlySet) else [list(call) for call in seen],
             "error_counts": dict(c.error_counts),
             "pending_calls": [list(call) for call in c.pending_calls],
             "held_answers": list(c.held_answers),
@@ -415,6 +420,7 @@ class Local(RequestPath, Provider[LocalConn]):
     async def restore(
         self, request: OpenRequest, snapshot: Mapping[str, JSON]
     ) -> Result[LocalConn, SessionError]:
+        snapshot = plain(snapshot)  # ``snapshot``'s own, its logs included, or one read back as JSON
         history = snapshot.get("history")
         session_id = snapshot.get("session_id")
         if not isinstance(history, list) or not isinstance(session_id, str):
