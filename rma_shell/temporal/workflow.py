@@ -19,7 +19,7 @@ Decisions stay in the core; this module decides only what Temporal adds:
   repeat it); tool telemetry is, from the tool activities; ``Log`` goes to ``workflow.logger``,
   which is silent during replay;
 - a long session continues as new at a moment nothing is in flight, carrying its state
-  (``rma_shell.temporal.carry``); cheap steps, and the turns or every step as
+  (``rma_shell.temporal.continuing``); cheap steps, and the turns or every step as
   ``local_activities`` says (``rma_shell.temporal.placement``), are local activities
   (docs/temporal.md says what each costs in recovery).
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -72,21 +72,14 @@ with workflow.unsafe.imports_passed_through():
     from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.journal.writer import DENIED
     from rma_shell.temporal import carry
-    from rma_shell.temporal.carry import CARRY_KEY, decode_state, encode_state, pack, unpack
+    from rma_shell.temporal.carry import CARRY_KEY, unpack
+    from rma_shell.temporal.continuing import CONTINUE_AS_NEW_PATCH, ContinuesAsNew
     from rma_shell.temporal.fusing import FusedTurns, awaiting_entry
     from rma_shell.temporal.fusing import lost as _lost
     from rma_shell.temporal.placement import runs_local
     from rma_shell.temporal.spec import SessionSpec
 
 WORKFLOW_NAME = "rma.session"
-
-CONTINUE_AS_NEW_PATCH = "rma.continue-as-new"
-"""The patch marking histories recorded by a workflow that may continue as new (issue #28):
-one recorded before it replays with the same commands, never continuing."""
-
-_RECORDED_KEEP = 256
-"""Recorded tool results a continued run keeps beyond those of the batches in flight: a
-host replaying a recent call after a reconnect still finds its recorded result."""
 
 _NEED_CONN = frozenset(
     {"rma.poll", "rma.exchange", "rma.push", "rma.resync", "rma.transcript", "rma.stop", "rma.fused"}
@@ -102,7 +95,7 @@ Outcome = Result[Any, SessionError]
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class SessionWorkflow(FusedTurns):
+class SessionWorkflow(FusedTurns, ContinuesAsNew):
     """One rma session (``SessionSpec`` in, the encoded ``Result[SessionResult, SessionError]`` out)."""
 
     @workflow.init
@@ -270,109 +263,6 @@ class SessionWorkflow(FusedTurns):
         remaining = (deadline - workflow.now()).total_seconds()
         await workflow.sleep(max(remaining, 0.001))
         expired[0] = True
-
-    # ── continuing as new ──
-
-    def _may_continue(self) -> bool:
-        """Whether the history is long enough to continue as new, and this is a moment to:
-        nothing in flight (no activity, timer or report, no update being handled, no approval
-        given and not yet taken) — only inputs not yet fed and calls waiting for a person."""
-        if not self._continuing or self._state is None or self._done() or not self._fed:
-            return False
-        if self._busy or self._reporting or self._approvals or not workflow.all_handlers_finished():
-            return False
-        info = workflow.info()
-        spec = self._spec
-        return (
-            info.is_continue_as_new_suggested()
-            or (
-                spec.max_history_events is not None
-                and info.get_current_history_length() >= spec.max_history_events
-            )
-            or (
-                spec.max_history_bytes is not None
-                and info.get_current_history_size() >= spec.max_history_bytes
-            )
-        )
-
-    async def _continue_as_new(self, deadline: datetime | None) -> None:
-        """End this run and start the next with the same id, carrying the session (``carry``)."""
-        s = self._state
-        assert s is not None
-        in_flight = {u.id for b in self._batches.values() for u in b["uses"]}
-        recorded = list(self._recorded.items())
-        keep = {k: v for k, v in recorded if k in in_flight}
-        keep.update(recorded[-_RECORDED_KEEP:])
-        last = self._results[-1:]
-        carried = {
-            "config": to_jsonable(s.config),
-            "state": encode_state(s),
-            "inbox": to_jsonable(self._inbox),
-            "ahead": self._ahead,  # a fused turn not fed yet: the next run feeds it (fusing.py)
-            "snap": self._snap,
-            "snap_bytes": self._snap_bytes,
-            "version": self._version,
-            "gen": self._gen,
-            "last_boundary": self._last_boundary,
-            "last_boundary_at": self._last_boundary_at,
-            "has_transcript": self._has_transcript,
-            "fresh": self._fresh,
-            "results": last,
-            "first": self._first + len(self._results) - len(last),
-            "expected": self._expected,
-            "recorded": to_jsonable(keep),
-            "awaiting": list(self._awaiting.values()),
-            "confirmed": to_jsonable(self._confirmed),
-            "batches": [
-                {
-                    "batch": n,
-                    "uses": to_jsonable(list(b["uses"])),
-                    "confirmations": to_jsonable(list(b["confirmations"])),
-                    "verdicts": None if b["verdicts"] is None else to_jsonable(list(b["verdicts"])),
-                }
-                for n, b in self._batches.items()
-            ],
-            "deadline": None if deadline is None else deadline.timestamp(),
-            "key": self._key,
-            "at_most_once": sorted(self._at_most_once),
-            "runs": int((self._carried or {}).get("runs", 1)) + 1,
-        }
-        await self._stop_tasks()  # only calls waiting for a person: the next run waits on
-        workflow.continue_as_new(args=[{**self._spec_json, CARRY_KEY: pack(carried)}])
-
-    def _restore(self, c: dict[str, Any]) -> None:
-        """Take up what the previous run carried — in ``__init__``: an update (an approval)
-        may reach this run before ``run`` starts, and its validator reads the waiting calls."""
-        config = load_config({"config": c["config"]}, codec_for)
-        self._state = decode_state(c["state"], config)
-        self._inbox = list(from_jsonable(c["inbox"]))
-        self._ahead = c.get("ahead")
-        self._snap, self._version, self._gen = c["snap"], int(c["version"]), int(c["gen"])
-        self._snap_bytes = int(c.get("snap_bytes") or 0)
-        self._last_boundary, self._has_transcript = c["last_boundary"], bool(c["has_transcript"])
-        self._last_boundary_at = c.get("last_boundary_at")  # absent in a hop carried before it
-        self._fresh = bool(c.get("fresh"))
-        self._results, self._first, self._expected = list(c["results"]), int(c["first"]), int(c["expected"])
-        self._recorded = dict(from_jsonable(c["recorded"]))
-        self._awaiting = {a["tool_use_id"]: a for a in c["awaiting"]}
-        self._confirmed = dict(from_jsonable(c["confirmed"]))
-        self._key = c["key"]
-        self._at_most_once = frozenset(c.get("at_most_once") or ())
-
-    def _resume(self, c: dict[str, Any]) -> datetime | None:
-        """The tool batches the previous run left waiting wait on; the session's deadline."""
-        for b in c["batches"]:
-            verdicts = b["verdicts"]
-            self._spawn(
-                self._run_tools,
-                int(b["batch"]),
-                tuple(from_jsonable(b["uses"])),
-                tuple(from_jsonable(b["confirmations"])),
-                None if verdicts is None else list(from_jsonable(verdicts)),
-                True,
-            )
-        at = c.get("deadline")
-        return None if at is None else datetime.fromtimestamp(float(at), tz=UTC)
 
     async def _settle(self) -> None:
         """Let a final result's report (its transcript) land before the run returns."""
