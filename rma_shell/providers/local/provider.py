@@ -398,9 +398,10 @@ class Local(RequestPath, Provider[LocalConn]):
     def snapshot(self, conn: LocalConn) -> Mapping[str, JSON] | None:
         """The session id and the whole conversation state: its history, and what the loop's
         guards remember of the open request (calls seen, errors, answers held back). The
-        history and the calls seen are the conversation's own logs, not copies: a journal
-        writes what a turn added to them (``rma.snapshots``), so a snapshot costs O(1) a turn
-        and its record O(the turn), however long the session."""
+        history and the calls seen are the conversation's own logs, and the rest its own
+        values (it replaces them, never changes them), not copies: a journal writes what a
+        turn added to the logs and compares the rest by identity first (``rma.snapshots``), so
+        a snapshot costs O(1) a turn and its record O(the turn), however long the session."""
         c = conn.conversation
         seen = c.seen_calls
         return {
@@ -409,10 +410,10 @@ class Local(RequestPath, Provider[LocalConn]):
             "resumed": c.resumed,
             "polls": c.polls,
             "seen_calls": seen.ordered() if isinstance(seen, GrowOnlySet) else [list(call) for call in seen],
-            "error_counts": dict(c.error_counts),
-            "pending_calls": [list(call) for call in c.pending_calls],
-            "held_answers": list(c.held_answers),
-            "call_order": list(c.call_order),
+            "error_counts": c.error_counts,
+            "pending_calls": c.pending_calls,
+            "held_answers": c.held_answers,
+            "call_order": c.call_order,
             "nudged": c.nudged,
             "context": saved(c.context) if c.context is not None else None,
         }
