@@ -135,11 +135,9 @@ class SessionJournal:
                 conn = encode_plain(snapshots.plain(snapshot))
             else:
                 change = snapshots.delta(self._snapshot, snapshot)
-                if not snapshots.changed(change):
-                    pass
-                elif self.format < 3:  # its readers know no deltas: whole, as they wrote it
+                if snapshots.changed(change) and self.format < 3:  # its readers know no deltas
                     conn = encode_plain(snapshots.plain(snapshot))
-                else:
+                elif snapshots.changed(change):
                     conn, delta = encode_plain(change), True
             self._snapshot = snapshot
         self._write(fmt.event_record(encode(event), conn, at=time.time(), delta=delta), now=False)
