@@ -38,8 +38,8 @@ NO_CHANGE: Mapping[str, JSON] = {"$delta": {}}
 def plain(value: JSON) -> JSON:
     """``value`` with its persistent logs as lists, in it or in the mappings it holds: what a
     JSON encoder that knows nothing of them (Temporal's) can write. A log's or a list's items
-    are taken as they are (a snapshot keeps logs of JSON values), so this costs the mappings'
-    keys, not the size of what they hold."""
+    are taken as they are (a snapshot keeps logs of JSON values): this costs the mappings'
+    keys and a copy of each log's list, not a walk of what they hold."""
     if isinstance(value, AppendLog):
         return value.to_list()
     if isinstance(value, Mapping):
