@@ -17,7 +17,6 @@ a session may continue (``SessionSpec.max_history_events`` / ``max_history_bytes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,16 +26,11 @@ with workflow.unsafe.imports_passed_through():
     from rma.codec_json import from_jsonable, to_jsonable
     from rma.provider import codec_for
     from rma.replay import load_config
-    from rma.session.events import Event
-    from rma.session.state import State
-    from rma.vocabulary import JSON, ToolResult, ToolUse
     from rma_shell.temporal.carry import CARRY_KEY, decode_state, encode_state, pack
+    from rma_shell.temporal.sides import WorkflowSides
 
 if TYPE_CHECKING:
-    from returns.result import Result
-
-    from rma.errors import SessionError
-    from rma_shell.temporal.spec import SessionSpec
+    pass
 
 CONTINUE_AS_NEW_PATCH = "rma.continue-as-new"
 """The patch marking histories recorded by a workflow that may continue as new (issue #28):
@@ -47,52 +41,8 @@ RECORDED_KEEP = 256
 host replaying a recent call after a reconnect still finds its recorded result."""
 
 
-class ContinuesAsNew:
+class ContinuesAsNew(WorkflowSides):
     """The workflow's side of continue-as-new, mixed into ``SessionWorkflow``."""
-
-    if TYPE_CHECKING:  # what SessionWorkflow provides
-        _state: State | None
-        _spec: SessionSpec
-        _spec_json: dict[str, Any]
-        _carried: dict[str, Any] | None
-        _continuing: bool
-        _fed: int
-        _busy: int
-        _reporting: int
-        _approvals: dict[str, tuple[str, str | None]]
-        _inbox: list[Event]
-        _ahead: dict[str, Any] | None
-        _snap: JSON
-        _snap_bytes: int
-        _version: int
-        _gen: int
-        _last_boundary: str | None
-        _last_boundary_at: str | None
-        _has_transcript: bool
-        _fresh: bool
-        _results: list[Any]
-        _first: int
-        _expected: int
-        _recorded: dict[str, ToolResult]
-        _awaiting: dict[str, dict[str, Any]]
-        _confirmed: dict[str, ToolResult]
-        _batches: dict[int, dict[str, Any]]
-        _key: str | None
-        _at_most_once: frozenset[str]
-        _final: Result[Any, SessionError] | None
-
-        def _done(self) -> bool: ...
-        async def _stop_tasks(self) -> None: ...
-        def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
-
-        async def _run_tools(
-            self,
-            batch: int,
-            uses: tuple[ToolUse, ...],
-            confirmations: tuple[ToolUse, ...],
-            verdicts: list[ToolResult] | None = None,
-            resumed: bool = False,
-        ) -> None: ...
 
     def _may_continue(self) -> bool:
         """Whether the history is long enough to continue as new, and this is a moment to:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
@@ -42,11 +41,11 @@ with workflow.unsafe.imports_passed_through():
     from rma.session import commands as cmd
     from rma.session.completing import turn_follows_tools
     from rma.session.events import Event, PushFinished, ToolsFinished, TurnFailed, TurnPolled
-    from rma.session.state import State
     from rma.vocabulary import JSON, ToolResult, ToolUse
+    from rma_shell.temporal.sides import WorkflowSides
 
 if TYPE_CHECKING:
-    from rma_shell.temporal.spec import SessionSpec, Timeouts
+    pass
 
 MISMATCH = "FusedTurnMismatch"
 """The ``error_type`` of the failure that ends a request whose turn, run ahead on a host that
@@ -76,49 +75,12 @@ def awaiting_entry(use: ToolUse, *, host_confirmation: bool) -> dict[str, Any]:
     return {"tool_use_id": use.id, "name": name, "input": given, "host_confirmation": host_confirmation}
 
 
-class FusedTurns:
+class FusedTurns(WorkflowSides):
     """The workflow's side of fused turns, mixed into ``SessionWorkflow``."""
 
     _ahead: dict[str, Any] | None = None
     """The turn ``rma.fused`` ran after batch ``batch``: its digest and recorded outcome, until
     the machine asks for its next turn (``_ran_ahead``) once that batch's results are fed."""
-
-    if TYPE_CHECKING:  # what SessionWorkflow provides
-        _state: State | None
-        _spec: SessionSpec
-        _timeouts: Timeouts
-        _at_most_once: frozenset[str]
-        _recorded: dict[str, ToolResult]
-        _batches: dict[int, dict[str, Any]]
-        _awaiting: dict[str, dict[str, Any]]
-        _last_boundary: str | None
-        _last_boundary_at: str | None
-        _fresh: bool
-        _gen: int
-
-        async def _activity(
-            self,
-            name: str,
-            fields: dict[str, Any],
-            timeout_s: float,
-            *,
-            attempts: int,
-            schedule_to_close_s: float | None = None,
-        ) -> dict[str, Any]: ...
-
-        def _post(self, ev: Event) -> None: ...
-        def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None: ...
-        def _take_snap(self, out: dict[str, Any]) -> None: ...
-        def _stream_read(self, gen: int, events: list[JSON], end: Any) -> None: ...
-
-        async def _run_tools(
-            self,
-            batch: int,
-            uses: tuple[ToolUse, ...],
-            confirmations: tuple[ToolUse, ...],
-            verdicts: list[ToolResult] | None = None,
-            resumed: bool = False,
-        ) -> None: ...
 
     def _fuses(self, c: cmd.RunTools) -> bool:
         """Whether batch ``c`` and the turn after it run as one ``rma.fused`` activity."""
