@@ -292,13 +292,15 @@ class Activities:
             return {"outcome": _encode(Failure(opened.failure()))}
         conn = opened.unwrap()
         snap = snapshot(p.provider, conn)
-        await self.conns.put(inp["key"], 0, p.provider, conn, snap, _size(snap))
+        sent = snapshots.plain(snap)  # Temporal's converter knows no logs
+        size = _size(sent)
+        await self.conns.put(inp["key"], 0, p.provider, conn, snap, size)
         body = {
             "session_id": p.provider.session_id(conn),
             "resumed": p.provider.resumed(conn),
             "config": to_jsonable(p.config),
-            "snap": snapshots.plain(snap),  # Temporal's converter knows no logs
-            "snap_bytes": _size(snap),
+            "snap": sent,
+            "snap_bytes": size,
             "has_transcript": type(p.provider).transcript is not Provider.transcript,
             "streaming": p.config.codec.mode is Mode.STREAMING,
             # Tools the workflow never runs as local activities (a retry there starts at attempt 1).
@@ -590,7 +592,8 @@ class Activities:
 
 
 def _size(snap: JSON) -> int:
-    return 0 if snap is None else len(json.dumps(snapshots.plain(snap)))
+    """About how large a plain snapshot (one a payload carries) is, as JSON."""
+    return 0 if snap is None else len(json.dumps(snap))
 
 
 def _beat() -> None:
