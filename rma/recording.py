@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -58,22 +58,22 @@ class DamagedLog(SessionError):
 
 def encode(value: Any) -> str:
     """``dumps(value)``, with ASCII escapes when the text would not encode as UTF-8."""
-    text = dumps(value)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: \udXXX escapes decode to the same str
-        return json.dumps(to_jsonable(value), ensure_ascii=True, separators=(",", ":"))
-    return text
+    return _utf8(dumps(value), lambda: to_jsonable(value))
 
 
 def encode_plain(value: Any) -> str:
     """``plain_dumps(value)`` (untagged JSON: a snapshot), with ASCII escapes when the text would
     not encode as UTF-8."""
-    text = plain_dumps(value)
+    return _utf8(plain_dumps(value), lambda: value)
+
+
+def _utf8(text: str, jsonable: Callable[[], Any]) -> str:
+    """``text``, or when it would not encode as UTF-8 (a lone surrogate) the same JSON with
+    ASCII escapes, which decode to the same str."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+        return json.dumps(jsonable(), ensure_ascii=True, separators=(",", ":"))
     return text
 
 
