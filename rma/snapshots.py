@@ -91,7 +91,7 @@ def delta(old: JSON, new: JSON) -> JSON:
 
 def changed(change: JSON) -> bool:
     """Whether ``change`` (a ``delta``) changes anything."""
-    return not (isinstance(change, Mapping) and change.get("$delta") == {})
+    return bool(change != NO_CHANGE)
 
 
 def apply(old: JSON, change: Any, *, owned: bool = False) -> JSON:
