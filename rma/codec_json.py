@@ -95,10 +95,6 @@ what a newer version writes without using it still reads on an older one (a Temp
 deployed before, a journal resumed by an older process) — ``ToolResult.content``."""
 
 
-_OMITTING: set[type] = set()
-"""The attrs classes with a field omitted when empty."""
-
-
 def _fields(cls: type) -> tuple[tuple[str, str, bool], ...]:
     fields = _FIELDS.get(cls)
     if fields is None:
@@ -107,8 +103,6 @@ def _fields(cls: type) -> tuple[tuple[str, str, bool], ...]:
             for f in attrs.fields(cls)
             if f.init and f.name != "codec"
         )
-        if any(omit for _, _, omit in fields):
-            _OMITTING.add(cls)
     return fields
 
 
@@ -223,6 +217,8 @@ def dumps(value: Any) -> str:
         return "[" + ",".join([dumps(v) for v in value]) + "]"
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return _plain(value)
+    if kind in _ATTRS_TEXT:  # an attrs class written before: skip finding out again
+        return _attrs_text(value)
     if attrs.has(kind) and not isinstance(value, enum.Enum):
         return _attrs_text(value)
     if isinstance(value, Success):
@@ -254,14 +250,19 @@ def _attrs_text(value: Any) -> str:
             tuple((name, "," + _plain(key) + ":", omit) for name, key, omit in _fields(cls)),
         )
     opening, fields = shape
-    if cls not in _OMITTING:  # the hot path: every field written
-        return opening + "".join([key + dumps(getattr(value, name)) for name, key, _ in fields]) + "}"
-    parts: list[str] = []
+    parts = [opening]
     for name, key, omit in fields:
         field = getattr(value, name)
-        if not (omit and not field):
-            parts.append(key + dumps(field))
-    return opening + "".join(parts) + "}"
+        if omit and not field:
+            continue
+        parts.append(key)
+        # A scalar field (most are) goes to the C encoder without a second dispatch.
+        parts.append(_plain(field) if type(field) in _SCALARS else dumps(field))
+    parts.append("}")
+    return "".join(parts)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def loads(text: str) -> Any:
