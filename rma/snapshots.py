@@ -40,17 +40,26 @@ def plain(value: JSON) -> JSON:
     JSON encoder that knows nothing of them (Temporal's) can write. A log's or a list's items
     are taken as they are (a snapshot keeps logs of JSON values): this costs the mappings'
     keys and a copy of each log's list, not a walk of what they hold."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is AppendLog:
+        return value.to_list()
+    if kind is dict or isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
     if isinstance(value, AppendLog):
         return value.to_list()
-    if isinstance(value, Mapping):
-        return {key: plain(item) for key, item in value.items()}
     return value
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None), list, tuple})
+"""What ``plain`` returns as it is, found by type (an ABC's ``isinstance`` costs more)."""
 
 
 def delta(old: JSON, new: JSON) -> JSON:
     """What turns ``old`` into ``new`` (the module docstring's forms); ``NO_CHANGE`` when nothing
     did. Values in it are plain JSON (``plain``)."""
-    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+    if not _mapping(old) or not _mapping(new):
         return {"$set": plain(new)}
     out: dict[str, Any] = {}
     for key, value in new.items():
@@ -58,7 +67,7 @@ def delta(old: JSON, new: JSON) -> JSON:
             out[key] = {"$set": plain(value)}
             continue
         before = old[key]
-        if before is value:
+        if before is value:  # a provider's own value, handed over again: unchanged
             continue
         if isinstance(value, AppendLog):
             tail = value.grown_from(before)
@@ -72,14 +81,14 @@ def delta(old: JSON, new: JSON) -> JSON:
         if before == value:
             continue
         if (
-            isinstance(before, list)
+            type(before) is list
             and isinstance(value, list | tuple)
             and len(value) >= len(before)
             and list(value[: len(before)]) == before
         ):
             out[key] = {"$extend": plain(value[len(before) :])}
             continue
-        if isinstance(before, Mapping) and isinstance(value, Mapping):
+        if _mapping(before) and _mapping(value):
             out[key] = delta(before, value)
         else:
             out[key] = {"$set": plain(value)}
@@ -87,6 +96,10 @@ def delta(old: JSON, new: JSON) -> JSON:
         if key not in new:
             out[key] = {"$del": True}
     return {"$delta": out}
+
+
+def _mapping(value: object) -> bool:
+    return type(value) is dict or (type(value) not in _LEAVES and isinstance(value, Mapping))
 
 
 def changed(change: JSON) -> bool:
