@@ -225,7 +225,16 @@ def _stamped(body: dict[str, JSON], at: float | None) -> str:
 
 
 def tool_start_record(tool_use_id: str, attempt: int, at: float | None = None) -> str:
-    return _stamped({"kind": "tool_start", "id": tool_use_id, "attempt": attempt}, at)
+    # Written once per tool call: its text is put together, not encoded from a dict.
+    return (
+        '{"kind":"tool_start"'
+        + _at(at)
+        + ',"id":'
+        + encode(tool_use_id)
+        + ',"attempt":'
+        + str(int(attempt))
+        + "}"
+    )
 
 
 def tool_result_record(result: ToolResult, *, confirm: bool = False, at: float | None = None) -> str:
