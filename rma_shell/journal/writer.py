@@ -73,12 +73,14 @@ class SessionJournal:
         """The format of the journal being written: one an older rma began is continued in its
         own (whole snapshots, whole outcomes, every result in a record of its own), so the
         rma that began it can still read it."""
-        self._pending: list[str] = []
-        """Records written but not yet durable: they go with the next ``flush``, in one transaction."""
-        self._settling: dict[str, tuple[int, ToolResult]] = {}
-        """Pending results that end a batch, by id: where in ``_pending``, and the result. The
-        batch's ``ToolsFinished`` carries them in the same transaction, so its record drops
-        theirs (a result would otherwise be encoded twice per turn)."""
+        self._pending: list[str | tuple[ToolResult, float]] = []
+        """Records written but not yet durable: they go with the next ``flush``, in one
+        transaction. A (``ToolResult``, ``at``) in it is a batch's last result, held back unencoded: the
+        batch's ``ToolsFinished`` carries it in the same transaction, and then it is dropped
+        without ever being encoded (it would otherwise be encoded twice per turn); anything
+        else flushes it as its own record."""
+        self._held = 0
+        """How many results ``_pending`` holds back."""
         group = getattr(store, "group", None)
         self._group = group if isinstance(group, GroupCommit) and hasattr(store, "append_batch") else None
         if self._group is not None:
@@ -88,9 +90,8 @@ class SessionJournal:
         """Make every pending record durable, in one transaction, at once. What a batch of the
         group commit gathers on this thread is committed first: nothing overtakes a record
         flushed earlier."""
-        self._settling.clear()
         if self._pending:
-            records, self._pending = self._pending, []
+            records = self._taken()
             if self._group is not None:
                 self._group.drain()
             self.store.append(self.key, records)
@@ -101,13 +102,20 @@ class SessionJournal:
         handed back): what an event caused happens only once the event is durable, as when each
         record was its own transaction, at a commit per effect instead of one per record, and
         one per batch of sessions instead of one per session."""
-        self._settling.clear()
         if self._pending:
-            records, self._pending = self._pending, []
+            records = self._taken()
             if self._group is None:
                 self.store.append(self.key, records)
             else:
                 await self._group.append(cast(BatchStore, self.store), self.key, records)
+
+    def _taken(self) -> list[str]:
+        """The pending records, as text (a result held back is encoded now); none pending after."""
+        pending, self._pending = self._pending, []
+        if not self._held:
+            return cast(list[str], pending)
+        self._held = 0
+        return [r if isinstance(r, str) else fmt.tool_result_record(r[0], at=r[1]) for r in pending]
 
     def _write(self, record: str, *, now: bool = True) -> None:
         self._pending.append(record)
@@ -125,10 +133,8 @@ class SessionJournal:
         ``flush``."""
         conn: str | None = None
         delta = False
-        if self._settling:
-            if isinstance(event, ToolsFinished):
-                self._drop_settled(event.results)
-            self._settling.clear()
+        if self._held and isinstance(event, ToolsFinished):
+            self._drop_carried(event.results)
         if snapshot is not None:
             # Untagged JSON: a snapshot is read back as it is, whatever its keys.
             if self._snapshot is None:
@@ -142,11 +148,12 @@ class SessionJournal:
             self._snapshot = snapshot
         self._write(fmt.event_record(encode(event), conn, at=time.time(), delta=delta), now=False)
 
-    def _drop_settled(self, results: Sequence[ToolResult]) -> None:
+    def _drop_carried(self, results: Sequence[ToolResult]) -> None:
+        """Drop the held results ``results`` carries: its record, committed with them, holds them."""
         carried = {r.tool_use_id: r for r in results}
-        drop = {at for uid, (at, result) in self._settling.items() if carried.get(uid) == result}
-        if drop:
-            self._pending = [r for i, r in enumerate(self._pending) if i not in drop]
+        kept = [r for r in self._pending if isinstance(r, str) or carried.get(r[0].tool_use_id) != r[0]]
+        self._held -= len(self._pending) - len(kept)
+        self._pending = kept
 
     async def tool_start(self, use: ToolUse, attempt: int) -> None:
         """Durable before it returns, with everything pending (the turn that asked for it): the
@@ -159,11 +166,14 @@ class SessionJournal:
         """``now=False``: pending, for the batch's last result — the batch's end follows at once
         and is flushed before the results go to the host; when that end carries the result,
         its record is all that is written (``load`` reads results from both)."""
-        if result.tool_use_id is not None:
-            # Format 1's readers find results in their own records only.
-            if not now and not confirm and self.format >= 2:
-                self._settling[result.tool_use_id] = (len(self._pending), result)
-            self._write(fmt.tool_result_record(result, confirm=confirm, at=time.time()), now=now)
+        if result.tool_use_id is None:
+            return
+        # Format 1's readers find results in their own records only.
+        if not now and not confirm and self.format >= 2:
+            self._pending.append((result, time.time()))
+            self._held += 1
+            return
+        self._write(fmt.tool_result_record(result, confirm=confirm, at=time.time()), now=now)
 
     def waiting(self, waiting: Sequence[PendingApproval]) -> None:
         self._write(fmt.waiting_record(waiting, at=time.time()))
