@@ -243,6 +243,7 @@ class JournaledTools:
         caps = Capabilities.of(handler)
         self._at_most_once = caps.at_most_once if caps is not None else frozenset()
         self._requires_approval = caps.requires_approval if caps is not None else None
+        self._asks_approval = callable(self._requires_approval)
 
     def restore(self, loaded: Loaded) -> None:
         """What an earlier process journaled: results, verdicts, starts and decisions."""
@@ -276,7 +277,7 @@ class JournaledTools:
         self, uses: Sequence[ToolUse], confirmations: Sequence[ToolUse], info: SessionInfo
     ) -> tuple[tuple[ToolResult, ...], tuple[ToolResult, ...]] | Paused:
         waiting: list[PendingApproval] = []
-        verdicts = await self._verdicts(confirmations, info, waiting)
+        verdicts = await self._verdicts(confirmations, info, waiting) if confirmations else ()
         decided: dict[int, ToolResult] = {}
         runnable: list[tuple[int, ToolUse]] = []
         for i, use in enumerate(uses):
@@ -288,7 +289,7 @@ class JournaledTools:
                 decided[i] = self.results[uid]  # journaled: never run again
                 continue
             decision = self.approvals.get(uid)
-            if decision is None and await self._needs_approval(use, info):
+            if decision is None and self._asks_approval and await self._needs_approval(use, info):
                 waiting.append(PendingApproval(uid, use.name, dict(use.input)))
                 continue
             if decision is not None and decision[0] == "deny":
@@ -303,6 +304,8 @@ class JournaledTools:
         if runnable:
             self._running = len(runnable)
             ran = await self.adapter.run_batch([u for _, u in runnable], info)
+            if len(ran) == len(uses) and not waiting:  # the common batch: every call ran, in order
+                return ran, verdicts
             decided.update({i: r for (i, _), r in zip(runnable, ran, strict=True)})
         if waiting:
             return Paused(tuple(waiting))
