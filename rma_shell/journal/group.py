@@ -3,11 +3,15 @@
 Every session of a process that journals into one database flushes through that database's
 ``GroupCommit``. A flush that finds nothing else gathering, and no other session open on the
 database, commits at once in its own task (``store.append``: exactly the cost without group
-commit). Otherwise the first flush to arrive **leads** a batch: it yields to the scheduler once
-(no timer: the tasks already runnable run, and those that flush join the batch), then commits
-every joined flush in one transaction (``store.append_batch``) and releases them all. No
-background task: the commit runs in the leader's own task, so every task has its parent
-(structured concurrency, trio and asyncio alike), and a batch needs nobody to outlive it.
+commit). Otherwise the first flush to arrive opens a batch, and the flushes after it join it;
+each yields to the scheduler once (no timer: the tasks already runnable run, and those that
+flush join the batch), and **the first of them to run again commits** every joined flush in
+one transaction (``store.append_batch``); the others find it committed when they run. No
+background task: the commit runs in a flushing session's own task, so every task has its
+parent (structured concurrency, trio and asyncio alike), and a batch needs nobody to outlive
+it. Nobody waits on an event either: a waiter is one scheduler pass, the fewest objects alive
+across it (with 1,000 sessions, each object alive across a wait makes the collector run more
+often, and each run walks every session's state).
 
 What a waiter sees, in each case:
 
@@ -18,13 +22,11 @@ What a waiter sees, in each case:
 - **A failed commit fails the whole batch**: every waiter gets ``GroupCommitFailed`` (a
   ``JournalStoreError``), nothing of the batch is written (one transaction), and nothing an
   earlier batch committed is touched.
-- **Cancellation.** A waiter cancelled while its batch gathers leaves its records in it: they
-  are committed all the same, its flush waits for that commit (shielded: one scheduler pass and
-  one commit) and then raises the cancellation. A cancelled leader commits its batch on its way
-  out. So a cancelled session never acts on a record that is not durable, and what it does next
-  is consistent with the journal — as when a flush was one synchronous commit that could not be
-  interrupted at all. (No cancel scope in the common path: a shield per flush doubled the
-  group's own cost on trio, 16–18 µs a flush against 6–8.)
+- **Cancellation.** A flush cancelled while its batch gathers commits the batch on its way out
+  (when nobody did yet), its records with it, and then raises the cancellation. So a cancelled
+  session never acts on a record that is not durable, and what it does next is consistent with
+  the journal — as when a flush was one synchronous commit that could not be interrupted at
+  all. (No cancel scope: the commit is synchronous.)
 - **Order within a session.** Batches commit one after another in the order they formed; a
   synchronous flush (``drain``: a header, a result, the end) first commits the batch gathering
   on its thread, so a session's records keep the order it wrote them in.
@@ -60,17 +62,16 @@ class BatchStore(Protocol):
 
 
 class _Batch:
-    __slots__ = ("closed", "commit", "done", "entries", "error")
+    __slots__ = ("closed", "commit", "entries", "error")
 
     def __init__(self, store: BatchStore, entry: Entry) -> None:
         self.commit = store.append_batch
         self.entries = [entry]
-        self.done = anyio.Event()
         self.error: BaseException | None = None
         self.closed = False
 
     def write(self) -> None:
-        """Commit every joined entry in one transaction, once; then release the waiters."""
+        """Commit every joined entry in one transaction, once (every waiter then sees ``closed``)."""
         if self.closed:
             return
         self.closed = True
@@ -78,8 +79,6 @@ class _Batch:
             self.commit(self.entries)
         except Exception as exc:  # every waiter learns it, typed (see ``failed``)
             self.error = exc
-        finally:
-            self.done.set()
 
     def failed(self) -> GroupCommitFailed | None:
         if self.error is None:
@@ -93,7 +92,7 @@ class GroupCommit:
 
     def __init__(self) -> None:
         self._gathering: dict[int, _Batch] = {}
-        """Per thread (one event loop each), the batch its leader gathers: at most one."""
+        """Per thread (one event loop each), the batch gathering there: at most one."""
         self._open = 0
         self._count = threading.Lock()
         self.commits = 0
@@ -112,28 +111,35 @@ class GroupCommit:
 
     async def append(self, store: BatchStore, key: str, records: Sequence[str]) -> None:
         """``records`` durable on ``key`` — alone at once, or in the batch gathering here."""
+        batch = self.join(store, key, records)
+        if batch is not None:
+            await self.settle(batch)
+
+    def join(self, store: BatchStore, key: str, records: Sequence[str]) -> _Batch | None:
+        """``records`` into the batch gathering on this thread, now (a flush after this one
+        commits that batch first: ``drain``), to be awaited with ``settle``; None: written
+        already, alone (nothing to share)."""
         if not records:
-            return
+            return None
         thread = threading.get_ident()
         batch = self._gathering.get(thread)
         if batch is None and self._open <= 1:
             store.append(key, records)  # alone: nothing to share, nothing added
-            return
+            return None
         self.flushes += 1
-        if batch is not None:
-            batch.entries.append((key, records))
-            try:
-                await batch.done.wait()
-            except BaseException:  # cancelled: its records are in the batch, committed all the same
-                with anyio.CancelScope(shield=True):
-                    await batch.done.wait()
-                raise
-        else:
+        if batch is None:
             batch = self._gathering[thread] = _Batch(store, (key, records))
-            try:
-                await anyio.lowlevel.checkpoint()  # the runnable tasks run; their flushes join
-            finally:  # cancelled too: the batch commits, then the cancellation goes on
-                self._close(thread, batch)
+        else:
+            batch.entries.append((key, records))
+        return batch
+
+    async def settle(self, batch: _Batch) -> None:
+        """Wait for ``batch`` (``join``'s) to be committed — by whichever of its flushes runs
+        again first, this one perhaps; ``GroupCommitFailed`` when that commit failed."""
+        try:
+            await anyio.lowlevel.checkpoint()  # the runnable tasks run; their flushes join
+        finally:  # the first of the batch to run again commits it (cancelled too, on its way out)
+            self._close(threading.get_ident(), batch)
         failed = batch.failed()
         if failed is not None:
             raise failed from batch.error

@@ -194,6 +194,42 @@ async def test_a_synchronous_flush_does_not_overtake_a_gathering_batch(tmp_path:
     assert _chained(store, "k1")[1:] == ['{"b":1}']
 
 
+async def test_a_commit_joins_its_batch_when_called_so_a_later_flush_cannot_overtake_it(
+    tmp_path: Path,
+) -> None:
+    # ``commit`` hands back the group's wait without being a coroutine itself: its records are
+    # in the gathering batch from the call on, so a synchronous flush made before the wait is
+    # awaited still commits them first.
+    store = Counting(tmp_path / "j.db")
+    a, _b = _sessions(store, 2)
+    a._pending.append('{"first":1}')
+    waiting = a.commit()
+    a._pending.append('{"second":1}')
+    a.flush()
+    await waiting
+    assert _chained(store, "k0")[1:] == ['{"first":1}', '{"second":1}']
+
+
+async def test_every_flush_of_a_batch_returns_once_the_one_commit_is_made(tmp_path: Path) -> None:
+    # No leader and no event: each flush yields once, the first to run again commits them all.
+    store = Counting(tmp_path / "j.db")
+    journals = _sessions(store, 50)
+    for i, j in enumerate(journals):
+        j._pending.append(json.dumps({"n": i}))
+    done: list[int] = []
+
+    async def flush(i: int, j: SessionJournal) -> None:
+        await j.commit()
+        done.append(i)
+        assert _chained(store, j.key)[1:] == [json.dumps({"n": i})]  # durable when it returns
+
+    async with anyio.create_task_group() as tg:
+        for i, j in enumerate(journals):
+            tg.start_soon(flush, i, j)
+    assert sorted(done) == list(range(50))
+    assert store.shared == [50]  # one transaction for the fifty
+
+
 def test_stores_on_one_file_share_a_connection_until_the_last_closes(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
     first, second = SQLiteJournal(path), SQLiteJournal(str(path))
