@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
@@ -53,6 +53,19 @@ INTERRUPTED = (
     "at-most-once, so it was not run again; whether it took effect is unknown"
 )
 DENIED = "denied by the approver: {reason}"
+
+
+class _Done:
+    """An awaitable that is done at once (no checkpoint): a commit with nothing to wait for."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+_DONE = _Done()
 
 
 class SessionJournal:
@@ -96,18 +109,26 @@ class SessionJournal:
                 self._group.drain()
             self.store.append(self.key, records)
 
-    async def commit(self) -> None:
-        """Make every pending record durable, with other sessions' when they flush too. The
-        driver awaits it before a command acts outside the process (a request, a tool, a result
-        handed back): what an event caused happens only once the event is durable, as when each
-        record was its own transaction, at a commit per effect instead of one per record, and
-        one per batch of sessions instead of one per session."""
-        if self._pending:
-            records = self._taken()
-            if self._group is None:
-                self.store.append(self.key, records)
-            else:
-                await self._group.append(cast(BatchStore, self.store), self.key, records)
+    def commit(self) -> Awaitable[None]:
+        """Make every pending record durable, with other sessions' when they flush too: await
+        it. The driver does before a command acts outside the process (a request, a tool, a
+        result handed back): what an event caused happens only once the event is durable, as
+        when each record was its own transaction, at a commit per effect instead of one per
+        record, and one per batch of sessions instead of one per session.
+
+        Not a coroutine itself: it hands back the group's (or nothing to wait for), so a
+        session waiting for a shared commit holds one coroutine less for the collector to walk
+        — with 1,000 sessions, every object alive across a wait makes collections more
+        frequent, and each walks every session's state (issue #28)."""
+        if not self._pending:
+            return _DONE
+        records = self._taken()
+        if self._group is None:
+            self.store.append(self.key, records)
+            return _DONE
+        # In the batch now, before anything is awaited: a flush after this one commits it first.
+        batch = self._group.join(cast(BatchStore, self.store), self.key, records)
+        return _DONE if batch is None else self._group.settle(batch)
 
     def _taken(self) -> list[str]:
         """The pending records, as text (a result held back is encoded now); none pending after."""
@@ -155,12 +176,12 @@ class SessionJournal:
         self._held -= len(self._pending) - len(kept)
         self._pending = kept
 
-    async def tool_start(self, use: ToolUse, attempt: int) -> None:
-        """Durable before it returns, with everything pending (the turn that asked for it): the
-        tool runs next."""
+    def tool_start(self, use: ToolUse, attempt: int) -> Awaitable[None]:
+        """Durable once awaited, with everything pending (the turn that asked for it): the tool
+        runs next. (The commit's awaitable, as ``commit``.)"""
         if use.id is not None:
             self._pending.append(fmt.tool_start_record(use.id, attempt, at=time.time()))
-        await self.commit()
+        return self.commit()
 
     def tool_result(self, result: ToolResult, *, confirm: bool = False, now: bool = True) -> None:
         """``now=False``: pending, for the batch's last result — the batch's end follows at once
@@ -256,10 +277,11 @@ class JournaledTools:
     def approve(self, tool_use_id: str, decision: Decision, reason: str | None) -> None:
         self.approvals[tool_use_id] = (decision, reason)
 
-    async def _started(self, use: ToolUse, attempt: int) -> None:
-        await self.journal.tool_start(use, attempt)
+    def _started(self, use: ToolUse, attempt: int) -> Awaitable[None]:
+        # Noted before it is durable: if it cannot be made durable, the session ends here.
         if use.id is not None:
             self.starts[use.id] = attempt
+        return self.journal.tool_start(use, attempt)
 
     def _finished(self, result: ToolResult) -> None:
         if result.tool_use_id is not None and result.tool_use_id not in self.results:

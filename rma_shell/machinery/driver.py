@@ -396,9 +396,13 @@ class Driver(Generic[C]):
             return
         if self.info.session_id != self.state.session_id:
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
-        outside = self.journal is not None and any(type(c) not in _IN_PROCESS for c in commands)
-        if outside and not await self._flushed():
-            return
+        if self.journal is not None and any(type(c) not in _IN_PROCESS for c in commands):
+            # The journal made durable before a command acts outside the process.
+            try:
+                await self.journal.commit()  # other sessions' flushes may share its transaction
+            except Exception as exc:
+                self._journal_failed(exc)
+                return
         for command in commands:
             await self.execute(command)
 
@@ -411,16 +415,6 @@ class Driver(Generic[C]):
         try:
             self.journal.event(ev, snapshot)
         except Exception as exc:  # a full disk, a locked file, a store bug: stop, recorded so far
-            self._journal_failed(exc)
-            return False
-        return True
-
-    async def _flushed(self) -> bool:
-        """The journal made durable before a command acts outside the process; False: it cannot be."""
-        assert self.journal is not None
-        try:
-            await self.journal.commit()  # other sessions' flushes may share its transaction
-        except Exception as exc:
             self._journal_failed(exc)
             return False
         return True
