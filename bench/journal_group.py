@@ -130,9 +130,19 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
                 for _ in range(k):
                     tg.start_soon(one, provider, variant)
 
+    collecting = [0.0, 0.0]  # the collector's seconds so far, and when the running one began
+
+    def collector(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collecting[1] = time.perf_counter()
+        else:
+            collecting[0] += time.perf_counter() - collecting[1]
+
     async def body() -> dict[str, list[float]]:
         provider = Local(base_url=job["base_url"], model=f"step-{steps}", api_key="sk-bench", tools=[STEP])
         got: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        got.update({f"gc {v}": [] for v in VARIANTS})
+        gc.callbacks.append(collector)
         try:
             for variant in VARIANTS:  # warm-up: imports, the client's pool, the SQLite file
                 await one(provider, variant)
@@ -141,12 +151,15 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
             for i in range(job["inner"]):
                 for variant in VARIANTS[i % len(VARIANTS) :] + VARIANTS[: i % len(VARIANTS)]:
                     gc.collect()
-                    c0 = time.process_time()
+                    c0, g0 = time.process_time(), collecting[0]
                     await sample(provider, variant)
-                    got[variant].append((time.process_time() - c0) / (k * repeat * (steps + 1)))
+                    turns = k * repeat * (steps + 1)
+                    got[variant].append((time.process_time() - c0) / turns)
+                    got[f"gc {variant}"].append((collecting[0] - g0) / turns)
             if group is not None:
                 got["shared"] = [group.flushes - base[0], group.commits - base[1]]
         finally:
+            gc.callbacks.remove(collector)
             await provider.close()
         return got
 
@@ -305,6 +318,8 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
             into[v] += r["samples"][v]
         if "read" in r["samples"]:
             into.setdefault("read", []).append(r["samples"]["read"])
+        for v in VARIANTS:  # the collector's time (trees whose worker timed it)
+            into.setdefault(f"gc {v}", []).extend(r["samples"].get(f"gc {v}", []))
         if "shared" in r["samples"]:
             into["shared"].append(r["samples"]["shared"][0] / max(1, r["samples"]["shared"][1]))
     print(
@@ -344,6 +359,17 @@ def report(results: list[dict[str, Any]], trees: dict[str, str]) -> list[dict[st
             for row in rows:
                 if (row["k"], row["backend"], row["tree"]) == (k, backend, label):
                     row["journal_kb"], row["load_ms"] = size, loading
+    print("\n  the cyclic collector's time, µs a turn (wall time inside gc.callbacks):")
+    print(f"  {'K':>5} {'backend':<8} {'tree':<7} {'plain':>7} {'sqlite':>7} {'memory':>7} {'floor':>7}")
+    for (k, backend, label), s in sorted(
+        grouped.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != "base")
+    ):
+        if s.get("gc plain"):
+            per = {v: statistics.median(s[f"gc {v}"]) * 1e6 if s.get(f"gc {v}") else 0.0 for v in VARIANTS}
+            print(f"  {k:>5} {backend:<8} {label:<7}" + "".join(f" {per[v]:7.1f}" for v in VARIANTS))
+            for row in rows:
+                if (row["k"], row["backend"], row["tree"]) == (k, backend, label):
+                    row["gc_us"] = per
     for row in rows:
         if row["k"] >= 1000 and row["tree"] == "branch":
             verdict = "holds" if row["journal_share"] <= TARGET else "FAILS"
