@@ -43,12 +43,10 @@ def plain(value: JSON) -> JSON:
     kind = type(value)
     if kind in _LEAVES:
         return value
-    if kind is AppendLog:
+    if isinstance(value, AppendLog):  # a class of its own: no ABC to ask
         return value.to_list()
     if kind is dict or isinstance(value, Mapping):
         return {key: plain(item) for key, item in value.items()}
-    if isinstance(value, AppendLog):
-        return value.to_list()
     return value
 
 

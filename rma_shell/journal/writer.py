@@ -162,9 +162,11 @@ class SessionJournal:
                 conn = encode_plain(snapshots.plain(snapshot))
             else:
                 change = snapshots.delta(self._snapshot, snapshot)
-                if snapshots.changed(change) and self.format < 3:  # its readers know no deltas
+                if not snapshots.changed(change):
+                    pass
+                elif self.format < 3:  # its readers know no deltas: whole, as they wrote it
                     conn = encode_plain(snapshots.plain(snapshot))
-                elif snapshots.changed(change):
+                else:
                     conn, delta = encode_plain(change), True
             self._snapshot = snapshot
         self._write(fmt.event_record(encode(event), conn, at=time.time(), delta=delta), now=False)
