@@ -56,6 +56,29 @@ TARGET = 0.10
 """Issue #28: at 1,000 sessions, the journal's CPU per turn at most 10% of the plain turn."""
 
 
+class Handler:
+    """The sessions' tool: answers at once."""
+
+    async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+        return f"step {input['n']} done"
+
+
+class Floor:
+    """The floor's tool: the two records a turn must make durable, ready-made, through the
+    group commit of ``store`` (its ``group``), under the run's ``context`` as the key."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.group = store.group
+
+    async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
+        assert isinstance(ctx, str)
+        await self.group.append(self.store, ctx, [FLOOR_START])
+        done = f"step {input['n']} done"
+        await self.group.append(self.store, ctx, [FLOOR_RESULT])
+        return done
+
+
 # ── the worker: rma imported from the tree it is given ──────────────────────────────────────
 
 
@@ -79,18 +102,6 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     keys = iter(range(10**9))
     journaled: list[str] = []
 
-    class Handler:
-        async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
-            return f"step {input['n']} done"
-
-    class Floor:
-        async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
-            assert isinstance(ctx, str)
-            await floor_group.append(floor, ctx, [FLOOR_START])
-            done = f"step {input['n']} done"
-            await floor_group.append(floor, ctx, [FLOOR_RESULT])
-            return done
-
     async def one(provider: Any, variant: str) -> None:
         key = f"s{next(keys)}" if stores[variant] is not None else None
         if variant == "floor":
@@ -99,7 +110,7 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
             floor_group.enter()
             try:
                 outcome = await run(
-                    provider, handler=Floor(), context=f"f{next(keys)}", prompt="Run the steps.",
+                    provider, handler=Floor(floor), context=f"f{next(keys)}", prompt="Run the steps.",
                     max_turns=steps + 6, timeout=600,
                 )  # fmt: skip
             finally:

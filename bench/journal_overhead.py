@@ -39,7 +39,6 @@ import itertools
 import json
 import os
 import pstats
-import re
 import shutil
 import statistics
 import subprocess
@@ -227,25 +226,13 @@ def instructions(job: dict[str, Any], small: int, big: int) -> dict[str, float]:
     """Instructions per unit of each variant: the difference of a ``big`` and a ``small`` run
     under cachegrind, so start-up, imports and the warm-up cancel out. Deterministic, unlike
     CPU time on a shared machine."""
+    from _cachegrind import count
+
     out = {}
     for variant in VARIANTS:
         counts = []
         for runs in (small, big):
-            cmd = [
-                "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                sys.executable, str(Path(__file__).resolve()), "--count",
-            ]  # fmt: skip
-            done = subprocess.run(
-                cmd,
-                input=json.dumps({**job, "variant": variant, "runs": runs}),
-                capture_output=True,
-                text=True,
-                timeout=3600,
-            )
-            match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-            if done.returncode != 0 or not match:
-                raise SystemExit(f"the count worker failed:\n{done.stderr[-3000:]}")
-            counts.append(int(match.group(1).replace(",", "")))
+            counts.append(count(Path(__file__).resolve(), {**job, "variant": variant, "runs": runs}))
         out[variant] = (counts[1] - counts[0]) / ((big - small) * _units(job))
     return out
 

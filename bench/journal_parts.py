@@ -36,10 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -48,11 +45,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STEPS = 10
-STEP = {
-    "name": "step",
-    "description": "Run step n.",
-    "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-}
 PARTS = {
     "events": ("events",),
     "calls": ("calls",),
@@ -60,12 +52,6 @@ PARTS = {
     "store": ("store",),
     "all": ("events", "calls", "chain", "store"),
 }
-FLOOR_START = (
-    '{"role":"assistant","content":null,"tool_calls":[{"id":"call_00","type":"function",'
-    '"function":{"name":"step","arguments":"{\\"n\\": 0}"}}],"finish_reason":"tool_calls"}'
-)
-FLOOR_RESULT = '{"id":"call_00","text":"step 0 done","is_error":false}'
-
 
 # ── the counted worker ─────────────────────────────────────────────────────────────────────
 
@@ -98,6 +84,8 @@ def _stub(parts: tuple[str, ...]) -> None:
 
 
 def count_worker(job: dict[str, Any]) -> None:
+    from journal_group import STEP, Floor, Handler  # the same sessions and floor as the CPU bench
+
     sys.path.insert(0, job["tree"])
     import anyio
 
@@ -111,24 +99,12 @@ def count_worker(job: dict[str, Any]) -> None:
     group = floor.group
     keys = iter(range(10**9))
 
-    class Handler:
-        async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
-            return f"step {input['n']} done"
-
-    class Floor:
-        async def handle_tool_call(self, name: str, input: dict[str, Any], ctx: object) -> str:
-            assert isinstance(ctx, str)
-            await group.append(floor, ctx, [FLOOR_START])
-            done = f"step {input['n']} done"
-            await group.append(floor, ctx, [FLOOR_RESULT])
-            return done
-
     async def one(provider: Any) -> None:
         if job["variant"] == "floor":
             group.enter()
             try:
                 outcome = await run(
-                    provider, handler=Floor(), context=f"f{next(keys)}", prompt="Run the steps.",
+                    provider, handler=Floor(floor), context=f"f{next(keys)}", prompt="Run the steps.",
                     max_turns=STEPS + 6, timeout=600,
                 )  # fmt: skip
             finally:
@@ -160,16 +136,9 @@ def count_worker(job: dict[str, Any]) -> None:
 
 
 def instructions(job: dict[str, Any]) -> int:
-    cmd = [
-        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-        sys.executable, str(Path(__file__).resolve()), "--count",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict layouts run to run
-    done = subprocess.run(cmd, input=json.dumps(job), capture_output=True, text=True, env=env, timeout=3600)
-    match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if done.returncode != 0 or not match:
-        raise SystemExit(f"the count worker failed:\n{done.stderr[-3000:]}")
-    return int(match.group(1).replace(",", ""))
+    from _cachegrind import count
+
+    return count(Path(__file__).resolve(), job, env={"PYTHONHASHSEED": "0"})  # the same dict layouts
 
 
 def per_turn(job: dict[str, Any]) -> float:
