@@ -265,6 +265,30 @@ class HandlerAdapter:
         record, durable when it returns)."""
         self.on_finish: Callable[[ToolResult], None] | None = None
         """Called with each call's result as soon as it has one (a journal's result record)."""
+        self._checked: dict[str, str | None] = {}
+        """Calls ``will_call`` checked ahead of their batch: each one's problem with its
+        arguments (None: none), taken by ``run_one`` instead of checking them again."""
+
+    @property
+    def max_concurrency(self) -> int:
+        """How many calls of a batch run at once."""
+        return self._max_concurrency
+
+    def will_call(self, use: ToolUse) -> bool:
+        """Whether ``run_one`` would call the tool for ``use``: it is not the typed answer's
+        terminal tool (answered here) and its arguments fit the tool's declared schema. For a
+        journal writing a batch's start records ahead of it (``rma_shell.journal.writer``): a
+        call refused here never starts, so it gets no start record. The check is kept for
+        ``run_one``, not made twice."""
+        if self._output is not None and use.name == self._output.name:
+            return False
+        validator = self._validators.get(use.name) if self._validators else None
+        if validator is None:
+            return True
+        problem = validator.check(use.input)
+        if use.id is not None:
+            self._checked[use.id] = problem
+        return problem is None
 
     async def confirm_batch(self, uses: Sequence[ToolUse], info: SessionInfo) -> tuple[ToolResult, ...]:
         """Ask ``confirm_tool_use(name, input, ctx[, info])`` about each host-run call.
@@ -348,7 +372,10 @@ class HandlerAdapter:
             return ToolResult(use.id, answer.failure(), True)
         validator = self._validators.get(use.name) if self._validators else None
         if validator is not None:
-            problem = validator.check(use.input)
+            if self._checked and use.id in self._checked:
+                problem = self._checked.pop(use.id)  # checked ahead (will_call)
+            else:
+                problem = validator.check(use.input)
             if problem is not None:
                 log.info(
                     "tool %s: invalid arguments refused",

@@ -182,8 +182,13 @@ class SessionJournal:
         """Durable once awaited, with everything pending (the turn that asked for it): the tool
         runs next. (The commit's awaitable, as ``commit``.)"""
         if use.id is not None:
-            self._pending.append(fmt.tool_start_record(use.id, attempt, at=time.time()))
+            self.tool_start_ahead(use.id, attempt)
         return self.commit()
+
+    def tool_start_ahead(self, tool_use_id: str, attempt: int) -> None:
+        """A call's start, pending: the driver's commit before it hands the batch to its tools
+        makes it durable (``JournaledTools.start_ahead``)."""
+        self._pending.append(fmt.tool_start_record(tool_use_id, attempt, at=time.time()))
 
     def tool_result(self, result: ToolResult, *, confirm: bool = False, now: bool = True) -> None:
         """``now=False``: pending, for the batch's last result — the batch's end follows at once
@@ -260,6 +265,8 @@ class JournaledTools:
         self.approvals: dict[str, tuple[Decision, str | None]] = {}
         self._running = 0
         """Calls of the current batch still running."""
+        self._ahead: set[str] = set()
+        """Calls whose start records ``start_ahead`` wrote: they start without a commit of their own."""
         adapter.key_scope = journal.key
         adapter.on_start = self._started
         adapter.on_finish = self._finished
@@ -279,10 +286,43 @@ class JournaledTools:
     def approve(self, tool_use_id: str, decision: Decision, reason: str | None) -> None:
         self.approvals[tool_use_id] = (decision, reason)
 
+    def start_ahead(self, uses: Sequence[ToolUse], confirmations: Sequence[ToolUse]) -> bool:
+        """Write, pending, the start records of the calls of a batch about to be handed to its
+        tools that will surely start at once, and say whether it wrote any: the driver then
+        commits them with the turn that asked for them, before it spawns the batch's task, and
+        the task starts them without a wait of its own.
+
+        Why: a wait in the tool task keeps that task and its frames alive across the group
+        commit, and with 1,000 sessions every object alive across a wait brings the cyclic
+        collector sooner (issue #28); the driver's own wait costs nothing of the kind. What a
+        start record means is unchanged — the call may have started, so after a crash it runs
+        again with the same idempotency key, or is answered as interrupted when it is
+        at-most-once. A batch whose calls wait on something first (a person's approval, a
+        confirmation's verdict, a free slot when it has more calls than ``max_concurrency``)
+        writes each start when the call starts, as before; so does a call answered without
+        running (journaled, denied, interrupted, refused by its schema, the typed answer)."""
+        if confirmations or self._asks_approval or len(uses) > self.adapter.max_concurrency:
+            return False
+        for use in uses:
+            uid = use.id
+            # As ``run`` decides, for the calls it runs: not journaled, not denied, not interrupted.
+            if uid is None or uid in self.results or (uid in self.starts and use.name in self._at_most_once):
+                continue
+            decision = self.approvals.get(uid)
+            if decision is not None and decision[0] == "deny":
+                continue
+            if self.adapter.will_call(use):
+                self.journal.tool_start_ahead(uid, self.adapter.attempts.get(uid, 1))
+                self._ahead.add(uid)
+        return bool(self._ahead)
+
     def _started(self, use: ToolUse, attempt: int) -> Awaitable[None]:
         # Noted before it is durable: if it cannot be made durable, the session ends here.
         if use.id is not None:
             self.starts[use.id] = attempt
+            if use.id in self._ahead:  # durable already: the turn's commit carried it
+                self._ahead.discard(use.id)
+                return _DONE
         return self.journal.tool_start(use, attempt)
 
     def _finished(self, result: ToolResult) -> None:
@@ -327,7 +367,10 @@ class JournaledTools:
             runnable.append((i, use))
         if runnable:
             self._running = len(runnable)
-            ran = await self.adapter.run_batch([u for _, u in runnable], info)
+            try:
+                ran = await self.adapter.run_batch([u for _, u in runnable], info)
+            finally:
+                self._ahead.clear()  # a call cancelled before it started keeps no claim
             if len(ran) == len(uses) and not waiting:  # the common batch: every call ran, in order
                 return ran, verdicts
             decided.update({i: r for (i, _), r in zip(runnable, ran, strict=True)})

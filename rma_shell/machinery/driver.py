@@ -132,8 +132,10 @@ _SNAPSHOT_EVENTS = (Opened, TurnPolled, TurnFailed, ReconnectFinished)
 
 # Commands before which the driver does not make the journal durable: those that act only
 # inside the process (an event that causes nothing else — most stream events — waits for the
-# next flush), and RunTools, whose task flushes before its first effect (a call's start record,
-# a confirmation's verdict, a pause), so a turn and its first call's start share one commit.
+# next flush), and RunTools: the driver writes the start records of the calls that start at
+# once ahead and commits them with the turn (``JournaledTools.start_ahead``), and a batch whose
+# calls wait first has its task flush before its first effect (a call's start record, a
+# confirmation's verdict, a pause). Either way a turn and its first call's start share a commit.
 _IN_PROCESS = frozenset({cmd.Emit, cmd.Log, cmd.DeliverEvent, cmd.DeliverUpdate, cmd.RunTools})
 
 
@@ -396,7 +398,7 @@ class Driver(Generic[C]):
             return
         if self.info.session_id != self.state.session_id:
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
-        if self.journal is not None and any(type(c) not in _IN_PROCESS for c in commands):
+        if self.journal is not None and self._acts_outside(commands):
             # The journal made durable before a command acts outside the process.
             try:
                 await self.journal.commit()  # other sessions' flushes may share its transaction
@@ -405,6 +407,18 @@ class Driver(Generic[C]):
                 return
         for command in commands:
             await self.execute(command)
+
+    def _acts_outside(self, commands: Sequence[cmd.Command]) -> bool:
+        """Whether one of ``commands`` acts outside the process, a tool batch whose start
+        records were just written ahead included."""
+        outside = False
+        for c in commands:
+            if type(c) is cmd.RunTools:
+                if self.journaled_tools is not None:
+                    outside = self.journaled_tools.start_ahead(c.uses, c.confirmations) or outside
+            elif type(c) not in _IN_PROCESS:
+                outside = True
+        return outside
 
     def _journaled(self, ev: Event) -> bool:
         """Write ``ev`` (and a changed snapshot) before the core takes it; False: it cannot be."""
