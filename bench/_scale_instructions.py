@@ -13,18 +13,10 @@ connections (the CPU figures of the steady phases show those).
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable
 from typing import Any
 
-VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
-
-
-def _instructions(row: dict[str, Any]) -> int:
-    match = re.search(r"I\s+refs:\s+([\d,]+)", row.get("valgrind", ""))
-    if match is None:
-        raise SystemExit(f"no instruction count in valgrind's output: {row.get('valgrind', '')[-2000:]}")
-    return int(match.group(1).replace(",", ""))
+from _cachegrind import VALGRIND, instructions
 
 
 def count(args: argparse.Namespace, run_worker: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
@@ -41,7 +33,8 @@ def count(args: argparse.Namespace, run_worker: Callable[..., dict[str, Any]]) -
             if any(r.get("failed") for r in runs):
                 raise SystemExit(f"{client} on {backend}: wrong results under valgrind: {runs}")
             events = runs[1]["events"] - runs[0]["events"]
-            per_event = (_instructions(runs[1]) - _instructions(runs[0])) / events
+            small_count, big_count = (instructions(r.get("valgrind", "")) for r in runs)
+            per_event = (big_count - small_count) / events
             rows.append({"backend": backend, "client": client, "per_event": per_event, "events": events})
             print(f"  {client:>8} on {backend:<7} {per_event:10,.0f} instructions per event", flush=True)
     for backend in args.backends.split(","):

@@ -47,7 +47,6 @@ import io
 import json
 import os
 import pstats
-import re
 import statistics
 import subprocess
 import sys
@@ -553,32 +552,23 @@ def profile_worker(args: argparse.Namespace) -> int:
 
 def count_instructions(args: argparse.Namespace) -> int:
     """``--instructions``: instructions per turn of each client, under cachegrind."""
+    from _cachegrind import run as counted
+
     turns = parse_scenarios(args.scenarios)[0][1] if args.scenarios else 10
     small, big = 2, 7
     server = Server()
     try:
         for name in args.instructions.split(","):
-            counts = []
-            for runs in (small, big):
-                done = subprocess.run(
+            counts = [
+                counted(
                     [
-                        *(
-                            "valgrind",
-                            "--tool=cachegrind",
-                            "--cache-sim=no",
-                            "--cachegrind-out-file=/dev/null",
-                        ),
                         *(sys.executable, str(Path(__file__).resolve()), "--worker", name),
                         *("--base-url", server.base_url, "--arn", server.arn),
                         *("--scenarios", f"{runs}x{turns}", "--inner", "1"),
-                    ],
-                    capture_output=True,
-                    text=True,
+                    ]
                 )
-                found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-                if done.returncode or found is None:
-                    raise SystemExit(f"{name} under valgrind failed:\n{done.stderr[-3000:]}")
-                counts.append(int(found.group(1).replace(",", "")))
+                for runs in (small, big)
+            ]
             per_turn = (counts[1] - counts[0]) / ((big - small) * turns)
             print(f"  {name:>14}: {per_turn:12,.0f} instructions per turn ({turns}-turn conversations)")
     finally:

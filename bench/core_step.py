@@ -25,10 +25,8 @@ import argparse
 import cProfile
 import gc
 import pstats
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -143,16 +141,9 @@ def _fold_only(n: int, observed: bool, run: bool) -> None:
 
 
 def _instructions(n: int, observed: bool, run: bool) -> int:
-    out = subprocess.run(
-        [
-            "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-            sys.executable, __file__, "--fold-only", str(n), str(int(observed)), str(int(run)),
-        ],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    match = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
-    assert match, out.stderr[-2000:]
-    return int(match.group(1).replace(",", ""))
+    from _cachegrind import run as counted
+
+    return counted([sys.executable, __file__, "--fold-only", str(n), str(int(observed)), str(int(run))])
 
 
 def count_instructions(small: int, big: int) -> None:

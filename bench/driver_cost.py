@@ -32,7 +32,6 @@ import argparse
 import gc
 import itertools
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import _sched_counts  # noqa: E402
 import anyio  # noqa: E402
 import httpx  # noqa: E402
+from _cachegrind import VALGRIND, instructions  # noqa: E402
 from _scale_minimal import MinimalClient, MinimalSession  # noqa: E402
 from returns.result import Success  # noqa: E402
 
@@ -55,7 +55,6 @@ API_KEY = "sk-ant-bench"
 BASE_URL = "http://cma.invalid"
 PROMPT = "Run the step."
 EXPECTED = "done after 1 steps"
-VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 
 
 class _Stream(httpx.AsyncByteStream):
@@ -258,9 +257,7 @@ def run_child(
     if result["failures"]:
         raise SystemExit(f"{client} on {backend}: wrong results {result['failures']}")
     if wrap:
-        match = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-        assert match, done.stderr[-2000:]
-        result["instructions"] = int(match.group(1).replace(",", ""))
+        result["instructions"] = instructions(done.stderr)
     return result
 
 
