@@ -152,26 +152,26 @@ async def test_a_waiter_cancelled_while_its_batch_gathers_is_committed_and_then_
     tmp_path: Path,
 ) -> None:
     store = Counting(tmp_path / "j.db")
-    leader, follower = _sessions(store, 2)
-    leader._pending.append('{"lead":1}')
-    follower._pending.append('{"follow":1}')
+    other, cancelled = _sessions(store, 2)
+    other._pending.append('{"other":1}')
+    cancelled._pending.append('{"cancelled":1}')
     returned = []
 
-    async def follow(scope: anyio.CancelScope) -> None:
+    async def flush(scope: anyio.CancelScope) -> None:
         with scope:
-            await follower.commit()  # as a follower: raises the cancellation once committed
-            returned.append(True)  # as the leader (trio may run it first): its commit returned
+            await cancelled.commit()  # run again after the cancel: commits, then raises it
+            returned.append(True)  # or run again first (trio may): its commit returned
             await anyio.lowlevel.checkpoint()  # and the cancellation lands here
             returned.append(False)
 
     scope = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(leader.commit)
-        tg.start_soon(follow, scope)
+        tg.start_soon(other.commit)
+        tg.start_soon(flush, scope)
         await anyio.lowlevel.checkpoint()
         scope.cancel()  # both flushes are gathering now
     assert False not in returned and scope.cancelled_caught
-    assert store.shared == [2] and _chained(store, follower.key)[1:] == ['{"follow":1}']
+    assert store.shared == [2] and _chained(store, cancelled.key)[1:] == ['{"cancelled":1}']
 
 
 async def test_a_synchronous_flush_does_not_overtake_a_gathering_batch(tmp_path: Path) -> None:
