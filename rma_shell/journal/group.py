@@ -13,6 +13,12 @@ it. Nobody waits on an event either: a waiter is one scheduler pass, the fewest 
 across it (with 1,000 sessions, each object alive across a wait makes the collector run more
 often, and each run walks every session's state).
 
+A flush need not wait at all: ``join`` puts its records in the batch and hands the batch
+back, and ``Batch.durable()`` later commits it (when none of its flushes has) or raises its
+failure. The driver does so for a turn's records: it joins them and spawns the task that acts
+on them, and that task's first act is ``durable()`` — a new task starts only after the tasks
+already runnable, which is all the yield is for (``rma_shell.machinery.driver``).
+
 What a waiter sees, in each case:
 
 - **Durable before released.** A flush returns only after the transaction holding its records
@@ -61,14 +67,28 @@ class BatchStore(Protocol):
     def append_batch(self, entries: Sequence[Entry]) -> None: ...
 
 
-class _Batch:
-    __slots__ = ("closed", "commit", "entries", "error")
+class Batch:
+    """The flushes gathering on one thread, committed together, once."""
 
-    def __init__(self, store: BatchStore, entry: Entry) -> None:
+    __slots__ = ("closed", "commit", "entries", "error", "group", "thread")
+
+    def __init__(self, group: GroupCommit, thread: int, store: BatchStore, entry: Entry) -> None:
+        self.group = group
+        self.thread = thread
         self.commit = store.append_batch
         self.entries = [entry]
         self.error: BaseException | None = None
         self.closed = False
+
+    def durable(self) -> None:
+        """Committed when this returns — by this call, when none of the batch's flushes has
+        committed it yet; ``GroupCommitFailed`` when that commit failed. Synchronous: for a
+        flush that joined the batch and then let the scheduler run (a task it spawned, which
+        starts only after the tasks already runnable), so others could join it meanwhile."""
+        self.group._close(self.thread, self)
+        failed = self.failed()
+        if failed is not None:
+            raise failed from self.error
 
     def write(self) -> None:
         """Commit every joined entry in one transaction, once (every waiter then sees ``closed``)."""
@@ -91,7 +111,7 @@ class GroupCommit:
     """Commits the flushes of the sessions sharing one database together (the module docstring)."""
 
     def __init__(self) -> None:
-        self._gathering: dict[int, _Batch] = {}
+        self._gathering: dict[int, Batch] = {}
         """Per thread (one event loop each), the batch gathering there: at most one."""
         self._open = 0
         self._count = threading.Lock()
@@ -115,7 +135,7 @@ class GroupCommit:
         if batch is not None:
             await self.settle(batch)
 
-    def join(self, store: BatchStore, key: str, records: Sequence[str]) -> _Batch | None:
+    def join(self, store: BatchStore, key: str, records: Sequence[str]) -> Batch | None:
         """``records`` into the batch gathering on this thread, now (a flush after this one
         commits that batch first: ``drain``), to be awaited with ``settle``; None: written
         already, alone (nothing to share)."""
@@ -128,18 +148,18 @@ class GroupCommit:
             return None
         self.flushes += 1
         if batch is None:
-            batch = self._gathering[thread] = _Batch(store, (key, records))
+            batch = self._gathering[thread] = Batch(self, thread, store, (key, records))
         else:
             batch.entries.append((key, records))
         return batch
 
-    async def settle(self, batch: _Batch) -> None:
+    async def settle(self, batch: Batch) -> None:
         """Wait for ``batch`` (``join``'s) to be committed — by whichever of its flushes runs
         again first, this one perhaps; ``GroupCommitFailed`` when that commit failed."""
         try:
             await anyio.lowlevel.checkpoint()  # the runnable tasks run; their flushes join
         finally:  # the first of the batch to run again commits it (cancelled too, on its way out)
-            self._close(threading.get_ident(), batch)
+            self._close(batch.thread, batch)
         failed = batch.failed()
         if failed is not None:
             raise failed from batch.error
@@ -151,7 +171,7 @@ class GroupCommit:
         if batch is not None:
             self._close(threading.get_ident(), batch)
 
-    def _close(self, thread: int, batch: _Batch) -> None:
+    def _close(self, thread: int, batch: Batch) -> None:
         if self._gathering.get(thread) is batch:
             del self._gathering[thread]
         if not batch.closed:

@@ -6,9 +6,10 @@ a reconnect changed it), each tool call's start and result, a pause, the final o
 it writes is pending until a ``flush`` commits it, in one transaction: the driver flushes before
 any command acts outside the process, a call's start flushes before the tool runs, so nothing
 happens that the journal would not know of after a crash, at two commits per Local turn or
-Claude tool round trip instead of one per record. Those two (``commit``, ``tool_start``) go
-through the store's group commit when it has one (``SQLiteJournal``): many sessions' flushes
-in one transaction (``rma_shell.journal.group``).
+Claude tool round trip instead of one per record. Those two go through the store's group
+commit when it has one (``SQLiteJournal``): many sessions' flushes in one transaction
+(``rma_shell.journal.group``) — ``commit`` waits for it, ``commit_soon`` joins it and leaves
+the commit to the task the driver spawns for what the records lead to.
 ``JournaledTools`` runs a batch of tool calls so that a journaled result is never run again,
 a call that started but left no result runs again with the same idempotency key (or, when it
 is at-most-once, is answered as interrupted), and a call that needs an approval waits for one.
@@ -40,7 +41,7 @@ from rma.session.endings import outcome_result, replace_transcript
 from rma.session.events import Event, ToolsFinished
 from rma.vocabulary import JSON, SessionInfo, SessionResult, ToolResult, ToolUse
 from rma_shell.handler import Capabilities, HandlerAdapter
-from rma_shell.journal.group import BatchStore, GroupCommit
+from rma_shell.journal.group import Batch, BatchStore, GroupCommit
 from rma_shell.journal.store import JournalStore
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ class SessionJournal:
         """How many results ``_pending`` holds back."""
         group = getattr(store, "group", None)
         self._group = group if isinstance(group, GroupCommit) and hasattr(store, "append_batch") else None
+        self._joined: Batch | None = None
+        """The batch ``commit_soon`` joined last: ``close`` commits it if nobody has."""
         if self._group is not None:
             self._group.enter()
 
@@ -129,6 +132,22 @@ class SessionJournal:
         # In the batch now, before anything is awaited: a flush after this one commits it first.
         batch = self._group.join(cast(BatchStore, self.store), self.key, records)
         return _DONE if batch is None else self._group.settle(batch)
+
+    def commit_soon(self) -> Batch | None:
+        """Every pending record into the group's batch gathering now, and that batch: it is
+        made durable by ``Batch.durable()`` — the driver's, at the start of each task it spawns
+        for what the records lead to, before the task acts. A task starts only after the tasks
+        already runnable ran, so other sessions' flushes join the batch meanwhile, as they do
+        during ``commit``'s wait, without the driver waiting at all. None: durable already
+        (nothing pending, or written alone: no other session shares the store)."""
+        if not self._pending:
+            return None
+        records = self._taken()
+        if self._group is None:
+            self.store.append(self.key, records)
+            return None
+        self._joined = self._group.join(cast(BatchStore, self.store), self.key, records)
+        return self._joined
 
     def _taken(self) -> list[str]:
         """The pending records, as text (a result held back is encoded now); none pending after."""
@@ -207,7 +226,17 @@ class SessionJournal:
         self._write(fmt.waiting_record(waiting, at=time.time()))
 
     def close(self) -> None:
-        """The session is over in this process: let the key go (and close a store it opened)."""
+        """The session is over in this process: let the key go (and close a store it opened).
+        What it joined to a batch that is still gathering — the session cancelled before the
+        task that would have committed it started — is committed on its way out, as a flush
+        cancelled while it waits is: nothing acted on those records, and the journal keeps
+        them all the same."""
+        joined, self._joined = self._joined, None
+        if joined is not None and not joined.closed:
+            try:
+                joined.durable()
+            except Exception as exc:  # the session is over: nothing is left to act on them
+                log.error("journal commit on close failed: %s", exc)
         group, self._group = self._group, None
         if group is not None:
             group.leave()

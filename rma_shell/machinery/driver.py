@@ -73,6 +73,7 @@ from rma.session.options import (
 from rma.session.receiving import live_event_forwards
 from rma.vocabulary import JSON, SessionInfo, SessionResult
 from rma_shell.handler import HandlerAdapter
+from rma_shell.journal.group import Batch
 from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
 from rma_shell.machinery.mailbox import Mailbox
@@ -138,6 +139,14 @@ _SNAPSHOT_EVENTS = (Opened, TurnPolled, TurnFailed, ReconnectFinished)
 # confirmation's verdict, a pause). Either way a turn and its first call's start share a commit.
 _IN_PROCESS = frozenset({cmd.Emit, cmd.Log, cmd.DeliverEvent, cmd.DeliverUpdate, cmd.RunTools})
 
+# Commands that act outside the process only from a task the driver spawns for them: the driver
+# does not wait for the journal before them, it joins the group's batch and each task makes
+# that batch durable first thing (``Driver._durable``). The others (a finish, a reply) act as
+# they execute: the driver awaits the commit.
+_SPAWNED = frozenset(
+    {cmd.PollTurn, cmd.PushInput, cmd.RunTools, cmd.CallGuard, cmd.ScheduleReconnect, cmd.Reconnect}
+)
+
 
 def typed_output(output: Any, result: SessionResult, tools: HandlerAdapter) -> Any:
     """The last answer of this request that validated (the core ended it only after one did),
@@ -198,6 +207,9 @@ class Driver(Generic[C]):
         self.updates = UpdateHub(self.post)
         """The open ``LiveSession.updates()`` iterators."""
         self.journal = opts.journal
+        self._joined: Batch | None = None
+        """The group's batch holding the journal's last records, joined without waiting: the
+        tasks spawned for them make it durable before they act (``_durable``)."""
         self.journaled_tools = (
             JournaledTools(self.tools, opts.journal, opts.handler, opts.context) if opts.journal else None
         )
@@ -399,14 +411,45 @@ class Driver(Generic[C]):
         if self.info.session_id != self.state.session_id:
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
         if self.journal is not None and self._acts_outside(commands):
-            # The journal made durable before a command acts outside the process.
+            # The journal made durable before a command acts outside the process, in one
+            # transaction with other sessions' flushes when they share the store.
             try:
-                await self.journal.commit()  # other sessions' flushes may share its transaction
+                if all(type(c) in _SPAWNED or type(c) in _IN_PROCESS for c in commands):
+                    self._join()  # made durable by the tasks these spawn, before they act
+                else:
+                    await self.journal.commit()
             except Exception as exc:
                 self._journal_failed(exc)
                 return
         for command in commands:
             await self.execute(command)
+
+    def _join(self) -> None:
+        """The pending records into the group's gathering batch: the next task the driver
+        starts makes it durable (``_durable``) before it acts."""
+        assert self.journal is not None
+        earlier = self._joined
+        if earlier is not None and earlier.closed:
+            earlier.durable()  # committed already; raises if that commit failed
+        joined = self.journal.commit_soon()
+        if joined is not None:
+            # A batch still gathering is the one joined (one per thread): ``joined`` holds
+            # whatever the tasks spawned before still need.
+            self._joined = joined
+
+    def _durable(self) -> bool:
+        """First thing in each task the driver spawns for a command: what the driver joined
+        to the group's batch is durable (committed now, when no flush of the batch committed it
+        yet). False: it cannot be, and the session ends (the task must not act)."""
+        joined = self._joined
+        if joined is None:
+            return True
+        try:
+            joined.durable()
+        except Exception as exc:
+            self._journal_failed(exc)
+            return False
+        return True
 
     def _acts_outside(self, commands: Sequence[cmd.Command]) -> bool:
         """Whether one of ``commands`` acts outside the process, a tool batch whose start
@@ -588,6 +631,8 @@ class Driver(Generic[C]):
 
     async def _poll(self, input: JSON) -> None:
         assert self.conn is not None
+        if not self._durable():
+            return
 
         first = True
 
@@ -623,6 +668,8 @@ class Driver(Generic[C]):
         )
 
     async def _push(self, input: JSON) -> None:
+        if not self._durable():
+            return
         assert self.conn is not None
         try:
             pushed = await self.provider.push_input(self.conn, input)
@@ -631,6 +678,8 @@ class Driver(Generic[C]):
         self.post(PushFinished(pushed))
 
     async def _run_tools(self, batch: int, uses: Any, confirmations: Any) -> None:
+        if not self._durable():
+            return
         if self.journaled_tools is not None:
             try:
                 ran = await self.journaled_tools.run(uses, confirmations, self.info)
@@ -647,6 +696,8 @@ class Driver(Generic[C]):
         self.post(ToolsFinished(batch, results, verdicts))
 
     async def _guard(self, payload: Mapping[str, Any]) -> None:
+        if not self._durable():
+            return
         guard = self.opts.turn_guard
         assert guard is not None
         try:
@@ -659,12 +710,16 @@ class Driver(Generic[C]):
         self.post(interpret_guard(value))
 
     async def _timer(self, delay_ms: int) -> None:
+        if not self._durable():
+            return
         if self.reconnect_now:  # resuming from a journal: reattach at once
             self.reconnect_now, delay_ms = False, 0
         await anyio.sleep(delay_ms / 1000)
         self.post(ReconnectTimerFired())
 
     async def _reconnect(self, gen: int, seen: tuple[str, ...]) -> None:
+        if not self._durable():
+            return
         assert self.conn is not None
         if self.config.codec.mode is Mode.STREAMING:
             # R-19 Better: subscribe first, then consolidate. Whatever the new stream delivers

@@ -6,10 +6,12 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
+from returns.result import Success
 
 from rma.journal import chain, genesis
 from rma_shell import SQLiteJournal
@@ -352,3 +354,78 @@ def test_a_store_dropped_unclosed_takes_its_connection_with_it(tmp_path: Path) -
     again = SQLiteJournal(tmp_path / "j.db")
     assert [text for _, text, _ in again.rows("k")] == ['{"a":1}']
     again.close()
+
+
+class FailingFrom(Counting):
+    """Every shared commit after the first ``good`` fails."""
+
+    def __init__(self, path: Path, good: int) -> None:
+        super().__init__(path)
+        self.good = good
+
+    def append_batch(self, entries: Sequence[tuple[str, Sequence[str]]]) -> None:
+        self.fail_next = len(self.shared) >= self.good
+        super().append_batch(entries)
+
+
+@pytest.mark.parametrize("good", [0, 1, 2, 3])
+async def test_nothing_acts_on_records_whose_shared_commit_failed(tmp_path: Path, good: int) -> None:
+    # The driver joins a turn's records to the gathering batch and lets the tasks it spawns
+    # make them durable before they act: a tool runs only once its start is durable, a result
+    # is sent only once the batch's end is, whichever commit fails.
+    from rma_shell import run
+    from rma_shell.journal import JournalUnavailable
+    from tests.journal.test_resume import _Crashing, _loop
+
+    store = FailingFrom(tmp_path / "j.db", good)
+    runs: dict[str, tuple[Any, _Crashing, Any]] = {}
+
+    async def one(key: str) -> None:
+        provider, handler = _loop(), _Crashing()
+        outcome = await run(provider, handler=handler, prompt="go", journal=store, journal_key=key)
+        runs[key] = (outcome, handler, provider)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(4):
+            tg.start_soon(one, f"k{n}")
+    assert len(store.shared) > good  # a shared commit failed
+    for key, (outcome, handler, provider) in runs.items():
+        records = [json.loads(text) for _, text, _ in store.rows(key)]
+        started = {r["id"] for r in records if r["kind"] == "tool_start"}
+        assert {ran[1].split(":")[-1] for ran in handler.runs} <= started, key
+        finished = [r for r in records if r["kind"] == "event" and r["event"]["$type"] == "ToolsFinished"]
+        # The prompt, then each batch's results, sent only after the batch's end was durable.
+        assert len(provider.inputs) <= 1 + len(finished), key
+        if not isinstance(outcome, Success):
+            assert isinstance(outcome.failure(), JournalUnavailable)
+    store.close()
+
+
+def test_a_session_closed_before_its_joined_batch_was_committed_commits_it_on_its_way_out(
+    tmp_path: Path,
+) -> None:
+    # The driver joins a turn's records and leaves their commit to the task it spawns; a
+    # session cancelled before that task started still has them committed when it closes.
+    store = Counting(tmp_path / "j.db")
+    gone, other = _sessions(store, 2)
+    gone._pending.append('{"joined":1}')
+    batch = gone.commit_soon()
+    assert batch is not None and not batch.closed  # gathering: another session is open
+    gone.close()
+    assert batch.closed and _chained(store, gone.key)[1:] == ['{"joined":1}']
+    other.close()
+    store.close()
+
+
+def test_a_batch_that_fails_as_its_session_closes_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = Counting(tmp_path / "j.db")
+    gone, other = _sessions(store, 2)
+    gone._pending.append('{"joined":1}')
+    assert gone.commit_soon() is not None
+    store.fail_next = True
+    gone.close()
+    assert "disk full" in caplog.text and _chained(store, gone.key)[1:] == []
+    other.close()
+    store.close()
