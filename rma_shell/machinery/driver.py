@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import attrs
+import sniffio
 from returns.result import Failure, Result, Success
 
 from rma.errors import (
@@ -139,13 +140,14 @@ _SNAPSHOT_EVENTS = (Opened, TurnPolled, TurnFailed, ReconnectFinished)
 # confirmation's verdict, a pause). Either way a turn and its first call's start share a commit.
 _IN_PROCESS = frozenset({cmd.Emit, cmd.Log, cmd.DeliverEvent, cmd.DeliverUpdate, cmd.RunTools})
 
-# Commands that act outside the process only from a task the driver spawns for them: the driver
-# does not wait for the journal before them, it joins the group's batch and each task makes
-# that batch durable first thing (``Driver._durable``). The others (a finish, a reply) act as
-# they execute: the driver awaits the commit.
+# Commands that act outside the process only from a task the driver spawns for them: on
+# asyncio the driver does not wait for the journal before them, it joins the group's batch and
+# each task makes that batch durable first thing (``Driver._durable``). The others (a finish, a
+# reply) act as they execute, and on trio every one: the driver awaits the commit.
 _SPAWNED = frozenset(
     {cmd.PollTurn, cmd.PushInput, cmd.RunTools, cmd.CallGuard, cmd.ScheduleReconnect, cmd.Reconnect}
 )
+_SPAWNED_OR_IN_PROCESS = _SPAWNED | _IN_PROCESS
 
 
 def typed_output(output: Any, result: SessionResult, tools: HandlerAdapter) -> Any:
@@ -208,6 +210,9 @@ class Driver(Generic[C]):
         """The open ``LiveSession.updates()`` iterators."""
         self.journal = opts.journal
         self._joined: Batch | None = None
+        self._commits_in_tasks = False
+        """Whether the tasks the driver spawns commit what it joined (asyncio), or the driver
+        waits for the commit itself (trio): ``serve`` decides, by the backend it runs on."""
         """The group's batch holding the journal's last records, joined without waiting: the
         tasks spawned for them make it durable before they act (``_durable``)."""
         self.journaled_tools = (
@@ -375,6 +380,11 @@ class Driver(Generic[C]):
         ``in_flight``: resuming from a journal — the state is already the journal's, and what
         was in flight when its process stopped is carried on instead of opening afresh."""
         assert self.conn is not None
+        # Measured (issue #28, docs/benchmarks.md): at 1,000 journaled sessions, leaving a
+        # turn's commit to the task the driver spawns halves the journal's cost on asyncio,
+        # where the driver's wait kept the collector ~50% busier, and raises it on trio, whose
+        # collector then runs ~70% more often than with the driver waiting.
+        self._commits_in_tasks = sniffio.current_async_library() == "asyncio"
         async with open_task_group() as nursery:
             self.nursery = nursery
             task_status.started()
@@ -414,7 +424,7 @@ class Driver(Generic[C]):
             # The journal made durable before a command acts outside the process, in one
             # transaction with other sessions' flushes when they share the store.
             try:
-                if all(type(c) in _SPAWNED or type(c) in _IN_PROCESS for c in commands):
+                if self._commits_in_tasks and all(type(c) in _SPAWNED_OR_IN_PROCESS for c in commands):
                     self._join()  # made durable by the tasks these spawn, before they act
                 else:
                     await self.journal.commit()
