@@ -15,9 +15,10 @@ often, and each run walks every session's state).
 
 A flush need not wait at all: ``join`` puts its records in the batch and hands the batch
 back, and ``Batch.durable()`` later commits it (when none of its flushes has) or raises its
-failure. The driver does so for a turn's records: it joins them and spawns the task that acts
-on them, and that task's first act is ``durable()`` — a new task starts only after the tasks
-already runnable, which is all the yield is for (``rma_shell.machinery.driver``).
+failure. The driver does so for a turn's records on asyncio: it joins them and spawns the task
+that acts on them, and that task's first act is ``durable()`` — a new task starts only after
+the tasks already runnable, which is all the yield is for (``rma_shell.machinery.driver``; on
+trio it waits, measured cheaper there).
 
 What a waiter sees, in each case:
 

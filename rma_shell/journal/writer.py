@@ -9,7 +9,7 @@ happens that the journal would not know of after a crash, at two commits per Loc
 Claude tool round trip instead of one per record. Those two go through the store's group
 commit when it has one (``SQLiteJournal``): many sessions' flushes in one transaction
 (``rma_shell.journal.group``) — ``commit`` waits for it, ``commit_soon`` joins it and leaves
-the commit to the task the driver spawns for what the records lead to.
+the commit to the task the driver spawns for what the records lead to (on asyncio).
 ``JournaledTools`` runs a batch of tool calls so that a journaled result is never run again,
 a call that started but left no result runs again with the same idempotency key (or, when it
 is at-most-once, is answered as interrupted), and a call that needs an approval waits for one.
