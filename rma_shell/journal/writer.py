@@ -123,31 +123,45 @@ class SessionJournal:
         session waiting for a shared commit holds one coroutine less for the collector to walk
         — with 1,000 sessions, every object alive across a wait makes collections more
         frequent, and each walks every session's state (issue #28)."""
+        # In the batch now, before anything is awaited: a flush after this one commits it first.
+        batch = self._join()
+        return _DONE if batch is None else batch.group.settle(batch)
+
+    def _join(self) -> Batch | None:
+        """Every pending record into the group's gathering batch, and that batch; None: durable
+        already (nothing pending, or written at once: no group, or no other session on it)."""
         if not self._pending:
-            return _DONE
+            return None
         records = self._taken()
         if self._group is None:
             self.store.append(self.key, records)
-            return _DONE
-        # In the batch now, before anything is awaited: a flush after this one commits it first.
-        batch = self._group.join(cast(BatchStore, self.store), self.key, records)
-        return _DONE if batch is None else self._group.settle(batch)
+            return None
+        return self._group.join(cast(BatchStore, self.store), self.key, records)
 
     def commit_soon(self) -> Batch | None:
-        """Every pending record into the group's batch gathering now, and that batch: it is
-        made durable by ``Batch.durable()`` — the driver's, at the start of each task it spawns
-        for what the records lead to, before the task acts. A task starts only after the tasks
-        already runnable ran, so other sessions' flushes join the batch meanwhile, as they do
-        during ``commit``'s wait, without the driver waiting at all. None: durable already
-        (nothing pending, or written alone: no other session shares the store)."""
+        """Every pending record into the group's batch gathering now, and that batch, made
+        durable by ``durable()`` — called at the start of each task the driver spawns for what
+        the records lead to, before the task acts. A task starts
+        only after the tasks already runnable ran, so other sessions' flushes join the batch
+        meanwhile, as they do during ``commit``'s wait, without the driver waiting at all.
+        None: durable already (nothing pending, or written alone: no other session shares the
+        store). A batch joined before that failed to commit raises its ``GroupCommitFailed``
+        here."""
+        earlier = self._joined
+        if earlier is not None and earlier.closed:
+            earlier.durable()  # committed already; raises if that commit failed
         if not self._pending:
-            return None
-        records = self._taken()
-        if self._group is None:
-            self.store.append(self.key, records)
-            return None
-        self._joined = self._group.join(cast(BatchStore, self.store), self.key, records)
+            return None  # nothing joined: the batch joined last still stands
+        # A batch still gathering is the one joined (one per thread), so the batch joined last
+        # holds whatever an earlier join's tasks still need.
+        self._joined = self._join()
         return self._joined
+
+    def durable(self) -> None:
+        """What ``commit_soon`` joined is committed when this returns — by this call, when none
+        of its batch's flushes has yet; ``GroupCommitFailed`` when that commit failed."""
+        if self._joined is not None:
+            self._joined.durable()
 
     def _taken(self) -> list[str]:
         """The pending records, as text (a result held back is encoded now); none pending after."""
@@ -181,12 +195,11 @@ class SessionJournal:
                 conn = encode_plain(snapshots.plain(snapshot))
             else:
                 change = snapshots.delta(self._snapshot, snapshot)
-                if not snapshots.changed(change):
-                    pass
-                elif self.format < 3:  # its readers know no deltas: whole, as they wrote it
-                    conn = encode_plain(snapshots.plain(snapshot))
-                else:
-                    conn, delta = encode_plain(change), True
+                if snapshots.changed(change):
+                    if self.format < 3:  # its readers know no deltas: whole, as they wrote it
+                        conn = encode_plain(snapshots.plain(snapshot))
+                    else:
+                        conn, delta = encode_plain(change), True
             self._snapshot = snapshot
         self._write(fmt.event_record(encode(event), conn, at=time.time(), delta=delta), now=False)
 

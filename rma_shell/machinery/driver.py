@@ -74,7 +74,6 @@ from rma.session.options import (
 from rma.session.receiving import live_event_forwards
 from rma.vocabulary import JSON, SessionInfo, SessionResult
 from rma_shell.handler import HandlerAdapter
-from rma_shell.journal.group import Batch
 from rma_shell.journal.writer import JournaledTools, Paused, SessionJournal
 from rma_shell.logging import log_fields
 from rma_shell.machinery.mailbox import Mailbox
@@ -209,12 +208,9 @@ class Driver(Generic[C]):
         self.updates = UpdateHub(self.post)
         """The open ``LiveSession.updates()`` iterators."""
         self.journal = opts.journal
-        self._joined: Batch | None = None
         self._commits_in_tasks = False
         """Whether the tasks the driver spawns commit what it joined (asyncio), or the driver
         waits for the commit itself (trio): ``serve`` decides, by the backend it runs on."""
-        """The group's batch holding the journal's last records, joined without waiting: the
-        tasks spawned for them make it durable before they act (``_durable``)."""
         self.journaled_tools = (
             JournaledTools(self.tools, opts.journal, opts.handler, opts.context) if opts.journal else None
         )
@@ -420,12 +416,12 @@ class Driver(Generic[C]):
             return
         if self.info.session_id != self.state.session_id:
             self.info = attrs.evolve(self.info, session_id=self.state.session_id)  # S-17
-        if self.journal is not None and self._acts_outside(commands):
+        if self.journal is not None and self._needs_commit(commands):
             # The journal made durable before a command acts outside the process, in one
             # transaction with other sessions' flushes when they share the store.
             try:
                 if self._commits_in_tasks and all(type(c) in _SPAWNED_OR_IN_PROCESS for c in commands):
-                    self._join()  # made durable by the tasks these spawn, before they act
+                    self.journal.commit_soon()  # made durable by the tasks these spawn (_durable)
                 else:
                     await self.journal.commit()
             except Exception as exc:
@@ -434,36 +430,24 @@ class Driver(Generic[C]):
         for command in commands:
             await self.execute(command)
 
-    def _join(self) -> None:
-        """The pending records into the group's gathering batch: the next task the driver
-        starts makes it durable (``_durable``) before it acts."""
-        assert self.journal is not None
-        earlier = self._joined
-        if earlier is not None and earlier.closed:
-            earlier.durable()  # committed already; raises if that commit failed
-        joined = self.journal.commit_soon()
-        if joined is not None:
-            # A batch still gathering is the one joined (one per thread): ``joined`` holds
-            # whatever the tasks spawned before still need.
-            self._joined = joined
-
     def _durable(self) -> bool:
         """First thing in each task the driver spawns for a command: what the driver joined
         to the group's batch is durable (committed now, when no flush of the batch committed it
         yet). False: it cannot be, and the session ends (the task must not act)."""
-        joined = self._joined
-        if joined is None:
+        journal = self.opts.journal  # the session's, even once it ended or its journal failed
+        if journal is None:
             return True
         try:
-            joined.durable()
+            journal.durable()
         except Exception as exc:
             self._journal_failed(exc)
             return False
         return True
 
-    def _acts_outside(self, commands: Sequence[cmd.Command]) -> bool:
-        """Whether one of ``commands`` acts outside the process, a tool batch whose start
-        records were just written ahead included."""
+    def _needs_commit(self, commands: Sequence[cmd.Command]) -> bool:
+        """Whether the journal must be durable before ``commands`` run: one acts outside the
+        process, or is a tool batch whose calls' start records this writes ahead, now
+        (``JournaledTools.start_ahead``)."""
         outside = False
         for c in commands:
             if type(c) is cmd.RunTools:
