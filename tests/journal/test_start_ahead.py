@@ -19,17 +19,9 @@ from rma_shell.providers.local import Local
 from rma_shell.seams import Seams
 from rma_shell.testing import OpenAIEmulator
 from rma_shell.tools import Toolbox, tool
+from tests.tools.test_raw_handler_validation import ADD
 
 KEY = "sk-test-ahead"
-ADD = {
-    "name": "add",
-    "description": "Add two numbers",
-    "input_schema": {
-        "type": "object",
-        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-        "required": ["a", "b"],
-    },
-}
 
 
 def _records(path: Path, key: str) -> list[dict[str, Any]]:
